@@ -1,0 +1,154 @@
+"""``jupyter sandbox <verb>``: doctor, build-image, list, gc.
+
+Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
+work here exactly as they do for the kernel and the server extension.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+from typing import Any
+
+from jupyter_core.application import JupyterApp
+from traitlets import Bool, Unicode
+
+from ._version import __version__
+from .sandbox import SandboxError, SandboxManager, SandboxSettings
+from .sandbox.doctor import exit_code, run_checks
+from .sandbox.engine import DockerEngine
+from .sandbox.images import ImageBuilder
+from .sandbox.reaper import reap_orphans
+
+# Seconds a build step may stay silent (pip installing the wheels is the longest).
+BUILD_TIMEOUT = 1800
+
+
+class _SandboxCommand(JupyterApp):
+    version = __version__
+    config_file_name = "jupyter_sandbox_config"
+    classes = [SandboxSettings]
+
+    def run(self) -> int:
+        """The verb's work; returns the exit status."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        try:
+            status = self.run()
+        except SandboxError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            status = 1
+        self.exit(status)
+
+    def manager(self) -> SandboxManager:
+        return SandboxManager.from_config(self.config)
+
+
+class DoctorApp(_SandboxCommand):
+    name = "jupyter-sandbox-doctor"
+    description = "Check that Sandboxed Python kernels can run here, and how safely."
+    smoke = Bool(True, config=True, help="Also start a real sandbox on each registered runtime.")
+    flags = {"no-smoke": ({"DoctorApp": {"smoke": False}}, "Skip starting real sandboxes.")}
+
+    def run(self) -> int:
+        async def check() -> int:
+            manager = self.manager()
+            try:
+                checks = await run_checks(manager, smoke=self.smoke)
+            finally:
+                await manager.close()
+            for item in checks:
+                print(item.line())
+            return exit_code(checks)
+
+        return asyncio.run(check())
+
+
+class BuildImageApp(_SandboxCommand):
+    name = "jupyter-sandbox-build-image"
+    description = "Build the sandbox image locally; no container registry is needed."
+    classes = [SandboxSettings, ImageBuilder]
+    force = Bool(False, config=True, help="Rebuild even when an image of the same recipe exists.")
+    base = Unicode(
+        "", config=True, help="Base image (e.g. python:3.11-slim-bookworm); empty: debootstrap."
+    )
+    flags = {"force": ({"BuildImageApp": {"force": True}}, "Rebuild even when up to date.")}
+    aliases = {"base": "BuildImageApp.base", "tag": "ImageBuilder.tag"}
+
+    def run(self) -> int:
+        settings = SandboxSettings(parent=self)
+        extra: dict[str, Any] = {"base_image": self.base} if self.base else {}
+        if "tag" not in self.config.get("ImageBuilder", {}):
+            extra["tag"] = settings.image  # build what kernels will ask for
+        engine = DockerEngine(timeout=BUILD_TIMEOUT)
+        try:
+            ImageBuilder(engine.client, parent=self, **extra).build(force=self.force)
+        finally:
+            engine.close()
+        return 0
+
+
+class ListApp(_SandboxCommand):
+    name = "jupyter-sandbox-list"
+    description = "List your sandboxes."
+    owner = Unicode(config=True, help="Whose sandboxes to list (default: the OS user).")
+    aliases = {"owner": "ListApp.owner"}
+
+    def run(self) -> int:
+        async def show() -> int:
+            manager = self.manager()
+            try:
+                rows = await manager.list_sandboxes(self.owner or getpass.getuser())
+            finally:
+                await manager.close()
+            print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  IMAGE")
+            for info in rows:
+                print(
+                    f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  {info.image}"
+                )
+            return 0
+
+        return asyncio.run(show())
+
+
+class GcApp(_SandboxCommand):
+    name = "jupyter-sandbox-gc"
+    description = "Remove orphaned sandboxes, failed starts and stale state directories."
+
+    def run(self) -> int:
+        async def reap() -> int:
+            manager = self.manager()
+            try:
+                report = await reap_orphans(manager)
+            finally:
+                await manager.close()
+            print(
+                f"removed {len(report.containers)} container(s), {len(report.directories)} "
+                f"state director(ies), {len(report.processes)} stray runtime process(es)"
+            )
+            return 0
+
+        return asyncio.run(reap())
+
+
+class SandboxApp(JupyterApp):
+    name = "jupyter-sandbox"
+    version = __version__
+    description = "Manage the containers that Sandboxed Python kernels run in."
+    subcommands = {
+        "doctor": (DoctorApp, DoctorApp.description),
+        "build-image": (BuildImageApp, BuildImageApp.description),
+        "list": (ListApp, ListApp.description),
+        "gc": (GcApp, GcApp.description),
+    }
+
+    def start(self) -> None:
+        if self.subapp is None:
+            self.print_subcommands()
+            self.exit(2)
+        super().start()
+
+
+main = SandboxApp.launch_instance

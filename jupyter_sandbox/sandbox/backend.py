@@ -1,0 +1,187 @@
+"""The typed interface between sandbox policy and a container engine.
+
+:class:`SandboxManager` (manager.py) decides *what* a sandbox is: its limits, labels, host
+directory and kernel. A :class:`SandboxBackend` only knows *how* to make an engine do it. The
+manager is the only caller of a backend; the kernel process and the server extension talk to the
+manager. Backends raise :class:`~jupyter_sandbox.sandbox.errors.SandboxError` subclasses only.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+# Where the sandbox's own host directory appears inside the container.
+SANDBOX_IO_DIR = "/run/sandbox"
+WORKSPACE_DIR = "/workspace"
+
+
+@dataclass(frozen=True)
+class BindMount:
+    """A host directory shown inside the sandbox. Only the manager decides which."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything a backend needs to create one sandbox container.
+
+    The defaults are the hardened ones; the manager fills in the rest from SandboxSettings.
+    Nothing here comes from user input without validation (runtime flags never do).
+    """
+
+    name: str
+    image: str
+    runtime: str  # "runsc" or "runc"; the backend maps it to the engine's runtime name
+    command: list[str]
+    labels: dict[str, str]
+    user: str
+    environment: dict[str, str]
+    memory_bytes: int  # swap is always set equal: no swap
+    cpus: float
+    pids_limit: int  # the engine's pids cgroup limit
+    ulimits: dict[str, int] = field(default_factory=dict)  # name -> soft = hard limit
+    mounts: list[BindMount] = field(default_factory=list)
+    tmpfs: dict[str, str] = field(default_factory=dict)  # target -> complete mount options
+    working_dir: str = WORKSPACE_DIR
+    read_only_root: bool = True
+    capabilities: tuple[str, ...] = ()  # added after dropping ALL
+    no_new_privileges: bool = True
+    network: str = "none"
+    init: bool = True
+    hostname: str = "sandbox"
+    stop_timeout: int = 5
+    log_max_size: str = "1m"
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What the engine says about one sandbox container right now."""
+
+    sandbox_id: str
+    container_id: str
+    name: str
+    owner: str
+    runtime: str
+    image: str
+    status: str  # created | running | paused | restarting | removing | exited | dead
+    labels: dict[str, str]
+    host_dir: str
+    created: str
+    exit_code: int | None = None
+    oom_killed: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of a command run inside a sandbox."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the engine says of itself (for the doctor and the attestation)."""
+
+    version: str
+    runtimes: frozenset[str]  # runtime names registered with the engine
+    cgroup_version: str
+    swap_limit: bool  # whether memory+swap limits are enforced
+
+
+class SandboxBackend(abc.ABC):
+    """One container engine. Every method is a coroutine and every call is bounded in time.
+
+    Sandboxes are addressed by sandbox id; ids of containers that lack the project's labels are
+    treated as unknown (:class:`SandboxNotFoundError`). Owner checks are the manager's job.
+    """
+
+    @abc.abstractmethod
+    async def check_ready(self, runtime: str, image: str) -> None:
+        """Raise unless the engine answers, ``runtime`` is registered and ``image`` exists.
+
+        Called by the manager before it writes anything for a new sandbox, so that a missing
+        engine or image fails in well under a second with a message naming the fix.
+        """
+
+    @abc.abstractmethod
+    async def engine_facts(self) -> EngineFacts:
+        """Version and capabilities of the engine; EngineUnavailableError when none answers."""
+
+    @abc.abstractmethod
+    async def image_exists(self, image: str) -> bool:
+        """Whether ``image`` is present locally."""
+
+    @abc.abstractmethod
+    async def create(self, sandbox_id: str, spec: ContainerSpec) -> SandboxInfo:
+        """Create (not start) the container for ``sandbox_id``."""
+
+    @abc.abstractmethod
+    async def start(self, sandbox_id: str) -> None:
+        """Start a created container. A start that hangs raises SandboxStartTimeoutError."""
+
+    @abc.abstractmethod
+    async def stop(self, sandbox_id: str, timeout: int) -> None:
+        """SIGTERM the sandbox, SIGKILL after ``timeout`` seconds. Stopping a stopped one is fine."""
+
+    @abc.abstractmethod
+    async def remove(self, sandbox_id: str) -> None:
+        """Remove the container whatever its state. Idempotent: a missing one is not an error.
+
+        Also ends runtime processes a failed start left behind (runsc-sandbox, runsc-gofer).
+        """
+
+    @abc.abstractmethod
+    async def inspect(self, sandbox_id: str) -> SandboxInfo:
+        """Current state; SandboxNotFoundError when there is no such labelled container."""
+
+    @abc.abstractmethod
+    async def list_sandboxes(self, owner: str | None = None) -> list[SandboxInfo]:
+        """Every labelled sandbox container, or only those of ``owner``."""
+
+    @abc.abstractmethod
+    async def exec(
+        self, sandbox_id: str, argv: list[str], *, timeout: float, user: str | None = None
+    ) -> ExecResult:
+        """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds."""
+
+    @abc.abstractmethod
+    async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        """Unpack the tar ``data`` at ``path`` inside the sandbox (as the engine does it)."""
+
+    @abc.abstractmethod
+    async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
+        """A tar of ``path`` inside the sandbox; SandboxError if it exceeds ``max_bytes``."""
+
+    @abc.abstractmethod
+    async def pause(self, sandbox_id: str) -> None:
+        """Freeze every process of the sandbox."""
+
+    @abc.abstractmethod
+    async def resume(self, sandbox_id: str) -> None:
+        """Thaw a paused sandbox."""
+
+    @abc.abstractmethod
+    async def logs(self, sandbox_id: str, tail: int = 50) -> str:
+        """The last ``tail`` lines the sandbox's main process wrote (for error messages)."""
+
+    @abc.abstractmethod
+    async def end_stray_runtime_processes(self) -> list[int]:
+        """End runtime processes whose container the engine no longer knows; return their pids.
+
+        Called by the reaper. Processes of containers the engine still knows are never touched.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the engine connection and the executor."""

@@ -1,0 +1,354 @@
+"""The Docker backend: sandboxes as Docker containers under runsc (gVisor) or runc.
+
+Every call goes through :class:`DockerEngine` (one executor, a time limit each). Containers are
+named ``jupyter-sandbox-<id>`` and carry the project's labels; a container without them is never
+touched, even when asked for by name.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+from typing import Any
+
+import docker.errors
+from docker.types import LogConfig, Mount, Ulimit
+
+from . import labels
+from .backend import ContainerSpec, EngineFacts, ExecResult, SandboxBackend, SandboxInfo
+from .engine import DockerEngine
+from .errors import (
+    EngineTimeoutError,
+    ImageNotFoundError,
+    RuntimeUnavailableError,
+    SandboxError,
+    SandboxNotFoundError,
+    SandboxStartTimeoutError,
+)
+from .runtime_processes import kill_runsc_processes
+
+log = logging.getLogger(__name__)
+
+NAME_PREFIX = "jupyter-sandbox-"
+# A runsc process is only "stray" once its container has been unknown for this long (seconds).
+STRAY_MIN_AGE = 60.0
+BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
+
+
+def container_name(sandbox_id: str) -> str:
+    return NAME_PREFIX + sandbox_id
+
+
+class DockerBackend(SandboxBackend):
+    """Sandboxes on a Docker engine. ``runtime_names`` maps runsc/runc to daemon runtime names."""
+
+    def __init__(self, engine: DockerEngine, runtime_names: dict[str, str]) -> None:
+        self.engine = engine
+        self.runtime_names = dict(runtime_names)
+
+    # -- readiness of the engine itself -------------------------------------------------------
+
+    async def engine_facts(self) -> EngineFacts:
+        info = await self.engine.run("read engine info", self._api_call("info"))
+        return EngineFacts(
+            version=str(info.get("ServerVersion", "?")),
+            runtimes=frozenset(info.get("Runtimes") or {}),
+            cgroup_version=str(info.get("CgroupVersion", "?")),
+            swap_limit=bool(info.get("SwapLimit", True)),
+        )
+
+    async def check_ready(self, runtime: str, image: str) -> None:
+        registered = (await self.engine_facts()).runtimes
+        engine_name = self.runtime_names.get(runtime, runtime)
+        if engine_name not in registered:
+            raise RuntimeUnavailableError(
+                f"the Docker engine has no '{engine_name}' runtime (it has: "
+                f"{', '.join(sorted(registered)) or 'none'}); register it with "
+                "'sudo scripts/engine-bootstrap.sh', or choose runtime 'runc'"
+            )
+        if not await self.image_exists(image):
+            raise ImageNotFoundError(f"image '{image}' is not on this machine: {BUILD_HINT}")
+
+    async def image_exists(self, image: str) -> bool:
+        try:
+            await self.engine.run(f"inspect image {image}", self._api_call("inspect_image", image))
+        except docker.errors.NotFound:
+            return False
+        return True
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def create(self, sandbox_id: str, spec: ContainerSpec) -> SandboxInfo:
+        def create() -> str:
+            api = self.engine.client.api
+            host_config = api.create_host_config(**self._host_config(spec))
+            created = api.create_container(
+                image=spec.image,
+                command=spec.command,
+                name=spec.name,
+                labels=spec.labels,
+                user=spec.user,
+                environment=spec.environment,
+                working_dir=spec.working_dir,
+                hostname=spec.hostname,
+                network_disabled=spec.network == "none",
+                stop_timeout=spec.stop_timeout,
+                host_config=host_config,
+                detach=True,
+            )
+            return str(created["Id"])
+
+        try:
+            await self.engine.run(f"create sandbox {sandbox_id}", create)
+        except docker.errors.NotFound:
+            raise ImageNotFoundError(
+                f"image '{spec.image}' is not on this machine: {BUILD_HINT}"
+            ) from None
+        except SandboxError as exc:
+            if "runtime" in exc.message and "unknown" in exc.message:
+                raise RuntimeUnavailableError(
+                    f"the Docker engine does not know runtime '{spec.runtime}': register it with "
+                    "'sudo scripts/engine-bootstrap.sh', or choose runtime 'runc'"
+                ) from None
+            raise
+        return await self.inspect(sandbox_id)
+
+    def _host_config(self, spec: ContainerSpec) -> dict[str, Any]:
+        """docker-py host config for ``spec``: every hardening flag of the security checklist."""
+        security_opt = ["no-new-privileges:true"] if spec.no_new_privileges else []
+        return {
+            "runtime": self.runtime_names[spec.runtime],
+            "read_only": spec.read_only_root,
+            "cap_drop": ["ALL"],
+            "cap_add": list(spec.capabilities) or None,
+            "security_opt": security_opt,
+            "network_mode": spec.network,
+            "init": spec.init,
+            "mem_limit": spec.memory_bytes,
+            "memswap_limit": spec.memory_bytes,
+            "nano_cpus": int(spec.cpus * 1e9),
+            "pids_limit": spec.pids_limit,
+            "ulimits": [Ulimit(name=n, soft=v, hard=v) for n, v in sorted(spec.ulimits.items())],
+            "tmpfs": dict(spec.tmpfs),
+            "mounts": [
+                Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                for m in spec.mounts
+            ],
+            "ipc_mode": "private",
+            "cgroupns": "private",
+            "log_config": LogConfig(
+                type="json-file", config={"max-size": spec.log_max_size, "max-file": "1"}
+            ),
+        }
+
+    async def start(self, sandbox_id: str) -> None:
+        name = container_name(sandbox_id)
+        try:
+            await self.engine.run(f"start sandbox {sandbox_id}", self._api_call("start", name))
+        except EngineTimeoutError:
+            raise SandboxStartTimeoutError(
+                f"sandbox {sandbox_id} did not start within {self.engine.timeout:g}s: its runtime "
+                "hung (seen with runsc --platform=kvm); it is being removed. "
+                "'jupyter sandbox doctor' checks the runtimes"
+            ) from None
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+    async def stop(self, sandbox_id: str, timeout: int) -> None:
+        await self._on_container("stop", sandbox_id, timeout=timeout)
+
+    async def pause(self, sandbox_id: str) -> None:
+        await self._on_container("pause", sandbox_id)
+
+    async def resume(self, sandbox_id: str) -> None:
+        await self._on_container("unpause", sandbox_id)
+
+    async def remove(self, sandbox_id: str) -> None:
+        name = container_name(sandbox_id)
+        remove = self._api_call("remove_container", name, force=True, v=True)
+        try:
+            await self.engine.run(
+                f"remove sandbox {sandbox_id}", remove, timeout=self.engine.timeout / 3
+            )
+            return
+        except docker.errors.NotFound:
+            return
+        except (EngineTimeoutError, SandboxError) as exc:
+            # A hung runsc start blocks `docker rm -f` until its processes are gone.
+            log.warning(
+                "removing sandbox %s failed (%s); ending its runtime processes", sandbox_id, exc
+            )
+        await self._kill_runtime_processes(name)
+        try:
+            await self.engine.run(f"remove sandbox {sandbox_id}", remove)
+        except docker.errors.NotFound:
+            return
+
+    async def _kill_runtime_processes(self, name: str) -> None:
+        try:
+            raw = await self.engine.run(
+                f"inspect {name}", self._api_call("inspect_container", name)
+            )
+        except docker.errors.NotFound:
+            return
+        kill_runsc_processes({raw["Id"]})
+
+    # -- state --------------------------------------------------------------------------------
+
+    async def inspect(self, sandbox_id: str) -> SandboxInfo:
+        name = container_name(sandbox_id)
+        try:
+            raw = await self.engine.run(
+                f"inspect sandbox {sandbox_id}", self._api_call("inspect_container", name)
+            )
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+        found = raw["Config"].get("Labels") or {}
+        if found.get(labels.SANDBOX_ID) != sandbox_id:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
+        state = raw.get("State") or {}
+        return _info(
+            raw["Id"],
+            raw["Name"].lstrip("/"),
+            found,
+            raw["Config"].get("Image", ""),
+            state.get("Status", "unknown"),
+            raw.get("Created", ""),
+            exit_code=state.get("ExitCode"),
+            oom_killed=bool(state.get("OOMKilled")),
+        )
+
+    async def list_sandboxes(self, owner: str | None = None) -> list[SandboxInfo]:
+        rows = await self.engine.run(
+            "list sandboxes",
+            self._api_call("containers", all=True, filters=labels.owner_filter(owner)),
+        )
+        return [
+            _info(
+                r["Id"],
+                r["Names"][0].lstrip("/"),
+                r.get("Labels") or {},
+                r.get("Image", ""),
+                r.get("State", "unknown"),
+                str(r.get("Created", "")),
+            )
+            for r in rows
+            if (r.get("Labels") or {}).get(labels.SANDBOX_ID)
+        ]
+
+    async def logs(self, sandbox_id: str, tail: int = 50) -> str:
+        try:
+            raw = await self.engine.run(
+                f"read logs of sandbox {sandbox_id}",
+                self._api_call("logs", container_name(sandbox_id), tail=tail),
+            )
+        except docker.errors.NotFound:
+            return ""
+        return bytes(raw).decode(errors="replace")
+
+    # -- running things inside ----------------------------------------------------------------
+
+    async def exec(
+        self, sandbox_id: str, argv: list[str], *, timeout: float, user: str | None = None
+    ) -> ExecResult:
+        name = container_name(sandbox_id)
+        # coreutils' timeout kills the command inside the sandbox, so nothing keeps running
+        # after we give up; exit status 124/137 tells that it did.
+        wrapped = ["timeout", "--kill-after=2", f"{timeout:g}", *argv]
+
+        def run() -> ExecResult:
+            api = self.engine.client.api
+            exec_id = api.exec_create(name, wrapped, user=user or "", workdir=None)["Id"]
+            stdout, stderr = api.exec_start(exec_id, demux=True)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+            exit_code = int(code) if code is not None else -1
+            return ExecResult(
+                exit_code, stdout or b"", stderr or b"", timed_out=exit_code in (124, 137)
+            )
+
+        try:
+            return await self.engine.run(f"exec in sandbox {sandbox_id}", run, timeout=timeout + 10)
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+    async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        ok = await self._on_container("put_archive", sandbox_id, path, data)
+        if not ok:
+            raise SandboxError(f"the engine refused to unpack an archive at {path} in {sandbox_id}")
+
+    async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
+        name = container_name(sandbox_id)
+
+        def read() -> bytes:
+            stream, _stat = self.engine.client.api.get_archive(name, path)
+            buffer = io.BytesIO()
+            for chunk in stream:
+                buffer.write(chunk)
+                if buffer.tell() > max_bytes:
+                    stream.close()
+                    raise SandboxError(
+                        f"the archive of {path} in sandbox {sandbox_id} exceeds {max_bytes} bytes"
+                    )
+            return buffer.getvalue()
+
+        try:
+            data = await self.engine.run(f"copy {path} out of sandbox {sandbox_id}", read)
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}, or no {path} in it") from None
+        tarfile.open(fileobj=io.BytesIO(data)).close()  # the engine's stream must be a tar
+        return data
+
+    async def end_stray_runtime_processes(self) -> list[int]:
+        rows = await self.engine.run(
+            "list all containers", self._api_call("containers", all=True, quiet=True)
+        )
+        known = frozenset(str(r["Id"]) for r in rows)
+        return kill_runsc_processes(keep=known, min_age=STRAY_MIN_AGE)
+
+    async def close(self) -> None:
+        self.engine.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _api_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        def call() -> Any:
+            return getattr(self.engine.client.api, method)(*args, **kwargs)
+
+        return call
+
+    async def _on_container(self, method: str, sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.engine.run(
+                f"{method} sandbox {sandbox_id}",
+                self._api_call(method, container_name(sandbox_id), *args, **kwargs),
+            )
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+
+def _info(
+    container_id: str,
+    name: str,
+    found: dict[str, str],
+    image: str,
+    status: str,
+    created: str,
+    *,
+    exit_code: int | None = None,
+    oom_killed: bool = False,
+) -> SandboxInfo:
+    return SandboxInfo(
+        sandbox_id=found.get(labels.SANDBOX_ID, ""),
+        container_id=container_id,
+        name=name,
+        owner=found.get(labels.OWNER, ""),
+        runtime=found.get(labels.RUNTIME, ""),
+        image=image,
+        status=status,
+        labels=dict(found),
+        host_dir=found.get(labels.HOST_DIR, ""),
+        created=found.get(labels.CREATED, created),
+        exit_code=exit_code,
+        oom_killed=oom_killed,
+    )

@@ -1,0 +1,167 @@
+"""``jupyter sandbox doctor``: can a Sandboxed Python kernel run here, and how safely?
+
+Each check reports ok, warn or fail, what it saw, and for anything not ok the command that fixes
+it. The final check starts a real sandbox on each registered runtime, because a configuration
+that looks right is not evidence that a kernel runs.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+from .errors import SandboxError
+from .hostdir import MAX_SOCKET_PATH
+from .manager import SandboxManager
+from .settings import RUNTIMES
+
+# Releases carrying the container-escape fixes named in the security checklist (row 39).
+MIN_DOCKER = (26, 0, 0)
+MIN_RUNC = (1, 2, 8)
+BOOTSTRAP = "sudo scripts/engine-bootstrap.sh"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status.upper():4}  {self.name}: {self.detail}"
+        return text + (f"\n      fix: {self.fix}" if self.fix else "")
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """(26, 0, 0) from '26.0.0', '20.10.24+dfsg1', 'runc version 1.1.5+ds1'..."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        return ()
+    return tuple(int(part or 0) for part in match.groups())
+
+
+async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Check]:
+    """Every check, in order; stops early only when the engine does not answer."""
+    settings = manager.settings
+    checks: list[Check] = []
+    try:
+        facts = await manager.backend.engine_facts()
+    except SandboxError as exc:
+        return [Check("engine", "fail", exc.message, BOOTSTRAP)]
+    version = facts.version
+    checks.append(Check("engine", "ok", f"Docker {version}, cgroup v{facts.cgroup_version}"))
+    if version_tuple(version) < MIN_DOCKER:
+        checks.append(
+            Check(
+                "engine version",
+                "warn",
+                f"Docker {version} predates 26.0.0, which fixes known container escapes (CVE-2024-29018 and others)",
+                "upgrade Docker to 26.0.0 or later (or 25.0.4 / 23.0.11)",
+            )
+        )
+    runc = _command_version(["runc", "--version"])
+    if runc and version_tuple(runc) < MIN_RUNC:
+        checks.append(
+            Check(
+                "runc version",
+                "warn",
+                f"runc {'.'.join(map(str, version_tuple(runc)))} predates 1.2.8, which fixes known container escapes",
+                "upgrade runc to 1.2.8 or later; gVisor (runsc) does not depend on it for isolation",
+            )
+        )
+    if not facts.swap_limit:
+        checks.append(
+            Check(
+                "swap limit",
+                "warn",
+                "the kernel cannot limit swap: a sandbox could use swap beyond its memory limit",
+                "boot with swapaccount=1, or run without swap",
+            )
+        )
+
+    registered = facts.runtimes
+    usable = []
+    for runtime in RUNTIMES:
+        name = settings.docker_runtime_names[runtime]
+        if name in registered:
+            detail = f"registered as '{name}'"
+            if runtime == "runsc":
+                detail += f" ({_command_version(['runsc', '--version']) or 'version unknown'})"
+            checks.append(Check(f"runtime {runtime}", "ok", detail))
+            usable.append(runtime)
+        else:
+            default = runtime == settings.runtime
+            checks.append(
+                Check(
+                    f"runtime {runtime}",
+                    "fail" if default else "warn",
+                    f"not registered with the engine{' (it is the default runtime)' if default else ''}",
+                    BOOTSTRAP,
+                )
+            )
+
+    if await manager.backend.image_exists(settings.image):
+        checks.append(Check("image", "ok", settings.image))
+    else:
+        checks.append(
+            Check(
+                "image",
+                "fail",
+                f"{settings.image} is not on this machine",
+                "jupyter sandbox build-image",
+            )
+        )
+        smoke = False
+
+    socket_path = len(str(settings.state_path)) + len("/0123456789ab/io/kernel-1")
+    if socket_path > MAX_SOCKET_PATH:
+        checks.append(
+            Check(
+                "state directory",
+                "fail",
+                f"{settings.state_path} makes socket paths too long ({socket_path} bytes)",
+                "set c.SandboxSettings.state_dir to a shorter path",
+            )
+        )
+    else:
+        checks.append(Check("state directory", "ok", str(settings.state_path)))
+
+    if smoke:
+        for runtime in usable:
+            checks.append(await _smoke(manager, runtime))
+    return checks
+
+
+async def _smoke(manager: SandboxManager, runtime: str) -> Check:
+    started = time.monotonic()
+    try:
+        sandbox = await manager.create("doctor", runtime=runtime, purpose="doctor")
+    except SandboxError as exc:
+        return Check(
+            f"kernel on {runtime}", "fail", exc.message, "jupyter sandbox doctor --log-level=DEBUG"
+        )
+    try:
+        elapsed = time.monotonic() - started
+        version = sandbox.kernel_info.get("language_info", {}).get("version", "?")
+        return Check(f"kernel on {runtime}", "ok", f"Python {version} answered in {elapsed:.2f}s")
+    finally:
+        await manager.remove("doctor", sandbox.sandbox_id)
+
+
+def _command_version(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return ""
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.splitlines()[0].strip() if out else ""
+
+
+def exit_code(checks: list[Check]) -> int:
+    """Non-zero when something stops a kernel from running (any failed check)."""
+    return 1 if any(c.status == "fail" for c in checks) else 0

@@ -1,0 +1,114 @@
+"""The Docker client and the one helper every blocking engine call goes through.
+
+docker-py is synchronous. Rather than sprinkle ``run_in_executor`` around, every call runs via
+:meth:`DockerEngine.run` on one bounded executor, with a time limit and with connection failures
+turned into :class:`EngineUnavailableError` carrying the command that fixes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from .errors import EngineTimeoutError, EngineUnavailableError, SandboxError
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+BOOTSTRAP_HINT = (
+    "start it with 'sudo scripts/engine-bootstrap.sh' from a jupyter-sandbox checkout (it installs "
+    "docker.io and runsc on Debian/Ubuntu and starts dockerd), then check with "
+    "'jupyter sandbox doctor'"
+)
+
+
+class DockerEngine:
+    """Owns one ``docker.DockerClient`` (made on first use) and a bounded thread pool."""
+
+    def __init__(
+        self, *, timeout: float = 30.0, max_workers: int = 8, base_url: str | None = None
+    ) -> None:
+        self.timeout = timeout
+        self._base_url = base_url
+        self._client: docker.DockerClient | None = None
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="docker")
+
+    @property
+    def client(self) -> docker.DockerClient:
+        """The connected client; raises EngineUnavailableError when no engine answers.
+
+        Blocking: call it from inside a function passed to :meth:`run`.
+        """
+        with self._lock:
+            if self._client is None:
+                try:
+                    if self._base_url:
+                        client = docker.DockerClient(
+                            base_url=self._base_url, version="auto", timeout=int(self.timeout)
+                        )
+                    else:
+                        client = docker.from_env(version="auto", timeout=int(self.timeout))
+                except docker.errors.DockerException as exc:
+                    raise EngineUnavailableError(
+                        f"no Docker engine answers ({_short(exc)}): {BOOTSTRAP_HINT}"
+                    ) from None
+                self._client = client
+            return self._client
+
+    async def run(
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run ``fn(*args, **kwargs)`` on the executor, within ``timeout`` seconds.
+
+        ``what`` names the operation in errors and logs ("start sandbox 1a2b…"). docker-py's
+        ``NotFound`` passes through untouched so that callers can decide what was not found.
+        """
+        loop = asyncio.get_running_loop()
+        call = functools.partial(fn, *args, **kwargs)
+        limit = self.timeout if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self._executor, call), limit)
+        except (asyncio.TimeoutError, requests.exceptions.Timeout):
+            raise EngineTimeoutError(
+                f"the container engine did not finish '{what}' within {limit:g}s; it may be "
+                "overloaded or stuck: see 'jupyter sandbox doctor'"
+            ) from None
+        except docker.errors.NotFound:
+            raise
+        except requests.exceptions.ConnectionError as exc:
+            raise EngineUnavailableError(
+                f"lost the Docker engine during '{what}' ({_short(exc)}): {BOOTSTRAP_HINT}"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"the container engine refused '{what}': {_short(exc)}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _short(exc: BaseException) -> str:
+    """The useful part of a docker-py / requests error, on one line."""
+    if isinstance(exc, docker.errors.APIError) and exc.explanation:
+        text = str(exc.explanation)
+    else:
+        text = str(exc)
+    return " ".join(text.split())[:400]

@@ -1,0 +1,89 @@
+"""The one exception hierarchy of jupyter-sandbox.
+
+Every error the core raises derives from :class:`SandboxError` and carries a stable ``code``
+that programs (the REST handlers, the CLI, agent code) can switch on, and a message a person can
+act on: it says what happened and what to do. Only the server extension's handlers turn these
+into HTTP errors; the core never imports tornado.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Root of every jupyter-sandbox error.
+
+    ``code`` is stable across releases; ``http_status`` is the status a REST handler answers with.
+    """
+
+    code = "sandbox_error"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON body handlers and the CLI show for this error."""
+        return {"code": self.code, "message": self.message}
+
+
+class InvalidSettingError(SandboxError, ValueError):
+    """A limit, runtime or other setting is out of range; nothing was started."""
+
+    code = "invalid_setting"
+    http_status = 400
+
+
+class EngineUnavailableError(SandboxError):
+    """No container engine answers, or it answered with something we cannot use."""
+
+    code = "engine_unavailable"
+    http_status = 503
+
+
+class EngineTimeoutError(EngineUnavailableError):
+    """An engine call did not finish within its time limit."""
+
+    code = "engine_timeout"
+    http_status = 504
+
+
+class RuntimeUnavailableError(SandboxError):
+    """The requested OCI runtime (runsc or runc) is not registered with the engine."""
+
+    code = "runtime_unavailable"
+    http_status = 503
+
+
+class ImageNotFoundError(SandboxError):
+    """The sandbox image is not present locally (there is no registry to pull from)."""
+
+    code = "image_not_found"
+    http_status = 400
+
+
+class ImageBuildError(SandboxError):
+    """Building the sandbox image failed."""
+
+    code = "image_build_failed"
+
+
+class SandboxNotFoundError(SandboxError):
+    """No sandbox with that id belongs to the caller (another owner's sandbox is 'not found')."""
+
+    code = "sandbox_not_found"
+    http_status = 404
+
+
+class SandboxStartError(SandboxError):
+    """The container was created but its kernel never became ready; it has been cleaned up."""
+
+    code = "sandbox_start_failed"
+    http_status = 500
+
+
+class SandboxStartTimeoutError(SandboxStartError):
+    """The container or its kernel did not become ready in time; it has been cleaned up."""
+
+    code = "sandbox_start_timeout"
+    http_status = 504

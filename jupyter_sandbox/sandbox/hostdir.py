@@ -1,0 +1,106 @@
+"""The host directory of one sandbox.
+
+Layout (the whole tree is 0700, owned by the host user)::
+
+    <state_dir>/<sandbox id>/
+        state.json      mutable state (context, last activity...), host-only, written atomically
+        io/             bind-mounted at /run/sandbox; owned by the sandbox's uid
+            kernel.json     connection file of the in-sandbox kernel (its own fresh key)
+            kernel-1..5     the kernel's ipc:// sockets, created from inside the sandbox
+
+The container sees only ``io/``, so it can neither read nor forge the state file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .backend import SANDBOX_IO_DIR
+from .errors import InvalidSettingError
+
+# sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
+MAX_SOCKET_PATH = 100
+KERNEL_SOCKET_PREFIX = "kernel"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class SandboxDirectory:
+    """Creates, fills and removes one sandbox's host directory."""
+
+    def __init__(self, state_dir: Path, sandbox_id: str) -> None:
+        self.root = state_dir / sandbox_id
+        self.io = self.root / "io"
+        self.state_file = self.root / "state.json"
+        self.connection_file = self.io / "kernel.json"
+
+    @property
+    def socket_prefix(self) -> str:
+        """The host-side ``ip`` of the kernel's ipc:// sockets."""
+        return str(self.io / KERNEL_SOCKET_PREFIX)
+
+    @staticmethod
+    def container_socket_prefix() -> str:
+        return f"{SANDBOX_IO_DIR}/{KERNEL_SOCKET_PREFIX}"
+
+    def create(self, uid: int) -> None:
+        """Make the directory tree; ``io/`` is handed to the sandbox's ``uid``."""
+        if len(self.socket_prefix) + 3 > MAX_SOCKET_PATH:
+            raise InvalidSettingError(
+                f"the sandbox state directory {self.root.parent} is too long for Unix socket "
+                f"paths (max about {MAX_SOCKET_PATH} bytes): set SandboxSettings.state_dir to a "
+                "shorter path"
+            )
+        self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700)
+        self.io.mkdir(mode=0o700)
+        self._give(self.io, uid)
+
+    def write_connection_file(self, info: dict[str, Any], uid: int) -> None:
+        write_json_atomic(self.connection_file, info, mode=0o600)
+        self._give(self.connection_file, uid)
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        write_json_atomic(self.state_file, state)
+
+    def read_state(self) -> dict[str, Any]:
+        try:
+            with open(self.state_file) as f:
+                data = json.load(f)
+        except (FileNotFoundError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    def remove(self) -> None:
+        """Remove the whole tree; a missing directory is fine."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @staticmethod
+    def _give(path: Path, uid: int) -> None:
+        if os.getuid() == uid:
+            return
+        if os.geteuid() != 0:
+            raise InvalidSettingError(
+                f"cannot hand {path} to sandbox uid {uid} without root: leave "
+                "SandboxSettings.sandbox_uid unset so sandboxes run as your own uid"
+            )
+        os.chown(path, uid, uid)

@@ -1,0 +1,264 @@
+"""Build the sandbox image with no container registry.
+
+``jupyter sandbox build-image`` runs :meth:`ImageBuilder.build`:
+
+1. the base: ``--base IMAGE`` when the engine can get it (e.g. ``python:3.11-slim-bookworm``
+   from a registry), otherwise Debian bookworm made with debootstrap and ``docker import``-ed;
+2. wheels for the base's Python, downloaded on the host with pip (pip inside a fresh root
+   would not trust this machine's certificate chain, and may have no network at all);
+3. ``docker build`` of images/python/Dockerfile with those wheels as its only package source.
+
+Each image is labelled with a hash of its recipe; a build whose recipe matches an existing
+image is skipped. This is a long, blocking, command-line operation, so it is synchronous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from traitlets import Unicode
+from traitlets.config import LoggingConfigurable
+
+from . import labels
+from .errors import ImageBuildError
+from .settings import DEFAULT_IMAGE
+
+BUILDER_VERSION = "1"
+# What the debootstrapped base holds: python3 with venv; everything else comes from wheels.
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# Parts of a fresh root no sandbox needs; removing them makes the base a third smaller.
+BASE_PRUNE = (
+    "var/cache/apt/archives",
+    "var/lib/apt/lists",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+)
+MANYLINUX = ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34")
+
+Say = Callable[[str], None]
+
+
+def images_dir() -> Path:
+    """Where the Dockerfiles are: inside the installed package, or in a source checkout."""
+    for candidate in (
+        Path(__file__).parent.parent / "images",
+        Path(__file__).parents[2] / "images",
+    ):
+        if (candidate / "python" / "Dockerfile").is_file():
+            return candidate
+    raise ImageBuildError(
+        "the images/ directory is missing from this installation; reinstall jupyter-sandbox"
+    )
+
+
+class ImageBuilder(LoggingConfigurable):
+    """Builds ``jupyter-sandbox/python:<version>`` (or another tag) from images/python."""
+
+    tag = Unicode(DEFAULT_IMAGE, config=True, help="Tag of the image to build.")
+    base_image = Unicode(
+        "",
+        config=True,
+        help="""Base image for the build, e.g. 'python:3.11-slim-bookworm' where a registry is
+        reachable. Empty: debootstrap Debian (debian_suite) and import it; needs root.""",
+    )
+    debian_suite = Unicode("bookworm", config=True, help="Debian release debootstrap installs.")
+    debian_mirror = Unicode(
+        "http://deb.debian.org/debian",
+        config=True,
+        help="Debian mirror debootstrap downloads from.",
+    )
+
+    def __init__(self, client: docker.DockerClient, say: Say = print, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+        self.say = say
+
+    def build(self, *, force: bool = False) -> str:
+        """Build the image unless one of the same recipe exists; return its tag."""
+        source = images_dir() / "python"
+        base = self.base_image or self._debootstrap_base(force=force)
+        python_tag = self._python_version(base)
+        recipe = _digest(
+            BUILDER_VERSION,
+            base,
+            self._image_id(base),
+            python_tag,
+            platform.machine(),
+            (source / "Dockerfile").read_text(),
+            (source / "requirements.txt").read_text(),
+        )
+        if not force and self._has_recipe(self.tag, recipe):
+            self.say(f"{self.tag} is up to date (recipe {recipe[:12]}); nothing to build")
+            return self.tag
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
+            context = Path(tmp)
+            shutil.copy(source / "Dockerfile", context / "Dockerfile")
+            shutil.copy(source / "requirements.txt", context / "requirements.txt")
+            self._download_wheels(source / "requirements.txt", context / "wheels", python_tag)
+            self.say(f"building {self.tag} from {base}")
+            self._docker_build(context, base, recipe)
+        size = (self._inspect(self.tag) or {}).get("Size", 0)
+        self.say(f"built {self.tag} in {time.monotonic() - started:.0f}s ({size / 1e6:.0f} MB)")
+        return self.tag
+
+    # -- base ---------------------------------------------------------------------------------
+
+    def _debootstrap_base(self, *, force: bool) -> str:
+        recipe = _digest(
+            BUILDER_VERSION, self.debian_suite, self.debian_mirror, *BASE_PACKAGES, *BASE_PRUNE
+        )
+        tag = f"jupyter-sandbox/base:{self.debian_suite}-{recipe[:12]}"
+        if not force and self._has_recipe(tag, recipe):
+            self.say(f"base {tag} exists")
+            return tag
+        if shutil.which("debootstrap") is None:
+            raise ImageBuildError(
+                "debootstrap is not installed: 'sudo apt-get install debootstrap', or build from a "
+                "registry image with --base python:3.11-slim-bookworm"
+            )
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-rootfs-") as tmp:
+            rootfs = Path(tmp) / "rootfs"
+            self.say(f"debootstrap {self.debian_suite} from {self.debian_mirror} (about a minute)")
+            _run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    self.debian_suite,
+                    str(rootfs),
+                    self.debian_mirror,
+                ],
+                "debootstrap failed (it needs root and the Debian mirror)",
+            )
+            for part in BASE_PRUNE:
+                shutil.rmtree(rootfs / part, ignore_errors=True)
+            (rootfs / "var/lib/apt/lists").mkdir(parents=True, exist_ok=True)
+            tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+            assert tar.stdout is not None
+            try:
+                self.client.api.import_image_from_stream(
+                    tar.stdout,
+                    repository=tag.split(":")[0],
+                    tag=tag.split(":")[1],
+                    changes=[
+                        f"LABEL {labels.IMAGE_RECIPE}={recipe}",
+                        f"LABEL {labels.IMAGE_KIND}=base",
+                        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "ENV LANG=C.UTF-8",
+                        'CMD ["/bin/bash"]',
+                    ],
+                )
+            finally:
+                tar.stdout.close()
+                tar.wait()
+        self.say(f"imported base {tag} in {time.monotonic() - started:.0f}s")
+        return tag
+
+    def _python_version(self, base: str) -> str:
+        """'311' for the base image's python3 (wheels must match it)."""
+        try:
+            out = self.client.containers.run(
+                base,
+                ["python3", "-c", "import sys; print('%d%d' % sys.version_info[:2])"],
+                remove=True,
+                network_mode="none",
+            )
+        except docker.errors.ImageNotFound:
+            raise ImageBuildError(
+                f"base image {base} is not available here and no registry answers"
+            ) from None
+        except docker.errors.ContainerError as exc:
+            raise ImageBuildError(f"base image {base} has no working python3: {exc}") from None
+        return bytes(out).decode().strip()
+
+    # -- wheels and build ---------------------------------------------------------------------
+
+    def _download_wheels(self, requirements: Path, target: Path, python_tag: str) -> None:
+        target.mkdir()
+        machine = platform.machine()
+        platforms = [arg for tag in MANYLINUX for arg in ("--platform", f"{tag}_{machine}")]
+        self.say(f"downloading wheels for CPython {python_tag[0]}.{python_tag[1:]} on the host")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--dest",
+                str(target),
+                "--only-binary=:all:",
+                "--implementation",
+                "cp",
+                "--python-version",
+                python_tag,
+                "--abi",
+                f"cp{python_tag}",
+                *platforms,
+                "-r",
+                str(requirements),
+            ],
+            "pip could not download the sandbox image's wheels (is PyPI reachable?)",
+        )
+
+    def _docker_build(self, context: Path, base: str, recipe: str) -> None:
+        stream = self.client.api.build(
+            path=str(context),
+            tag=self.tag,
+            buildargs={"BASE_IMAGE": base},
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels={labels.IMAGE_RECIPE: recipe, labels.IMAGE_KIND: "python"},
+        )
+        for chunk in stream:
+            if "error" in chunk:
+                raise ImageBuildError(f"docker build failed: {chunk['error'].strip()}")
+            line = str(chunk.get("stream", "")).rstrip()
+            if line.startswith("Step "):
+                self.say(line)
+
+    def _has_recipe(self, tag: str, recipe: str) -> bool:
+        found = self._inspect(tag)
+        return found is not None and bool(
+            (found.get("Config") or {}).get("Labels", {}).get(labels.IMAGE_RECIPE) == recipe
+        )
+
+    def _image_id(self, tag: str) -> str:
+        found = self._inspect(tag)
+        if found is None:
+            raise ImageBuildError(f"base image {tag} vanished during the build")
+        return str(found["Id"])
+
+    def _inspect(self, tag: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.client.api.inspect_image(tag)  # type: ignore[no-untyped-call]
+        except docker.errors.NotFound:
+            return None
+        return found
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _run(argv: list[str], failure: str) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise ImageBuildError(f"{failure}:\n{tail}")

@@ -1,0 +1,27 @@
+"""Container labels: the facts fixed when a sandbox is created.
+
+Everything jupyter-sandbox creates carries ``io.jupyter-sandbox.*`` labels, and nothing acts on a
+container that lacks them (see DESIGN.md, "Context ids and ownership").
+"""
+
+from __future__ import annotations
+
+PREFIX = "io.jupyter-sandbox."
+
+OWNER = PREFIX + "owner"
+SANDBOX_ID = PREFIX + "sandbox"
+RUNTIME = PREFIX + "runtime"
+HOST_DIR = PREFIX + "host-dir"
+CREATED = PREFIX + "created"
+VERSION = PREFIX + "version"
+# Free-form tag naming who created the container, e.g. the test that did (for cleanup checks).
+PURPOSE = PREFIX + "purpose"
+
+# Labels on images the builder makes.
+IMAGE_RECIPE = PREFIX + "recipe"
+IMAGE_KIND = PREFIX + "image"
+
+
+def owner_filter(owner: str | None = None) -> dict[str, list[str]]:
+    """A Docker ``filters`` dict matching the project's containers, optionally of one owner."""
+    return {"label": [f"{OWNER}={owner}" if owner is not None else OWNER]}

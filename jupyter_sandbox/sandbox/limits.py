@@ -1,0 +1,138 @@
+"""Resource limits of one sandbox, parsed and checked before anything starts.
+
+Settings carry limits as people write them ("2g", "256m", 1.5); :class:`SandboxLimits` holds
+them as numbers and refuses values that are out of range with a message saying what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidSettingError
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+MIN_MEMORY = 64 * 1024**2
+MIN_DISK = 1024**2
+MAX_PIDS = 1 << 22
+
+
+def parse_size(value: str | int, what: str) -> int:
+    """Bytes from ``value``: an int, or a string such as ``"512m"``, ``"2g"``, ``"1.5GiB"``."""
+    if isinstance(value, bool):
+        raise InvalidSettingError(f"{what} must be a size such as '512m' or '2g', not {value!r}")
+    if isinstance(value, int):
+        number = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise InvalidSettingError(
+                f"{what} must be a size such as '512m' or '2g' (units k, m, g, t), not {value!r}"
+            )
+        number = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return number
+
+
+def format_size(num_bytes: int) -> str:
+    """A short human form of a byte count, e.g. ``2g``, ``256m``."""
+    for unit in ("t", "g", "m", "k"):
+        if num_bytes >= _UNITS[unit] and num_bytes % _UNITS[unit] == 0:
+            return f"{num_bytes // _UNITS[unit]}{unit}"
+    return f"{num_bytes}b"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What one sandbox may use. Every field is enforced by the container engine."""
+
+    memory_bytes: int
+    cpus: float
+    pids: int
+    nofile: int
+    tmp_bytes: int
+    workspace_bytes: int
+
+    def __post_init__(self) -> None:
+        if self.memory_bytes < MIN_MEMORY:
+            raise InvalidSettingError(
+                f"memory limit {format_size(self.memory_bytes)} is below the minimum of "
+                f"{format_size(MIN_MEMORY)}: a Python kernel needs at least that much"
+            )
+        host_cores = os.cpu_count() or 1
+        if not 0.01 <= self.cpus <= host_cores:
+            raise InvalidSettingError(
+                f"cpus must be between 0.01 and this host's {host_cores} cores, not {self.cpus}"
+            )
+        if not 16 <= self.pids <= MAX_PIDS:
+            raise InvalidSettingError(
+                f"pids limit must be between 16 and {MAX_PIDS}, not {self.pids}"
+            )
+        if not 64 <= self.nofile <= 1 << 20:
+            raise InvalidSettingError(
+                f"open-file limit must be between 64 and {1 << 20}, not {self.nofile}"
+            )
+        for name in ("tmp_bytes", "workspace_bytes"):
+            if getattr(self, name) < MIN_DISK:
+                label = name.removesuffix("_bytes")
+                raise InvalidSettingError(
+                    f"{label} size must be at least {format_size(MIN_DISK)}, "
+                    f"not {getattr(self, name)} bytes"
+                )
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        memory: str | int,
+        cpus: float,
+        pids: int,
+        nofile: int,
+        tmp_size: str | int,
+        workspace_size: str | int,
+    ) -> SandboxLimits:
+        """Limits from the human forms used in settings and REST bodies."""
+        try:
+            cpus = float(cpus)
+        except (TypeError, ValueError):
+            raise InvalidSettingError(
+                f"cpus must be a number such as 1 or 0.5, not {cpus!r}"
+            ) from None
+        for name, value in (("pids", pids), ("nofile", nofile)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidSettingError(f"{name} must be a whole number, not {value!r}")
+        return cls(
+            memory_bytes=parse_size(memory, "memory"),
+            cpus=cpus,
+            pids=pids,
+            nofile=nofile,
+            tmp_bytes=parse_size(tmp_size, "tmp size"),
+            workspace_bytes=parse_size(workspace_size, "workspace size"),
+        )
+
+    def with_overrides(self, **overrides: Any) -> SandboxLimits:
+        """A copy with some limits replaced, given in their human forms; unknown names are refused."""
+        current: dict[str, Any] = {
+            "memory": self.memory_bytes,
+            "cpus": self.cpus,
+            "pids": self.pids,
+            "nofile": self.nofile,
+            "tmp_size": self.tmp_bytes,
+            "workspace_size": self.workspace_bytes,
+        }
+        unknown = sorted(set(overrides) - set(current))
+        if unknown:
+            raise InvalidSettingError(
+                f"unknown limit(s) {', '.join(unknown)}; known: {', '.join(current)}"
+            )
+        return SandboxLimits.parse(**{**current, **overrides})
+
+    def describe(self) -> str:
+        """One line for banners and logs."""
+        return (
+            f"memory {format_size(self.memory_bytes)} (no swap), {self.cpus:g} CPU, "
+            f"{self.pids} pids, workspace {format_size(self.workspace_bytes)}"
+        )

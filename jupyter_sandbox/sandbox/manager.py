@@ -1,0 +1,277 @@
+"""SandboxManager: the one place that decides what a sandbox is and who may touch it.
+
+Callers: the proxy kernel (one sandbox per kernel), the server extension (REST, pool, culler),
+the CLI and agent code. Every public method takes the ``owner`` and treats another owner's
+sandbox exactly like a missing one. The manager owns the sandbox's host directory; the backend
+owns the container; :meth:`remove` ends both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from traitlets.config import Config, LoggingConfigurable
+
+from .. import __version__
+from . import labels
+from .backend import (
+    SANDBOX_IO_DIR,
+    WORKSPACE_DIR,
+    BindMount,
+    ContainerSpec,
+    ExecResult,
+    SandboxBackend,
+    SandboxInfo,
+)
+from .docker_backend import DockerBackend, container_name
+from .engine import DockerEngine
+from .errors import InvalidSettingError, SandboxNotFoundError
+from .hostdir import SandboxDirectory
+from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
+from .limits import SandboxLimits
+from .settings import RUNTIMES, SandboxSettings
+
+log = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_SANDBOX_ID = re.compile(r"^[0-9a-f]{12}$")
+# The fixed part of every sandbox's environment; the image adds PATH and LANG.
+BASE_ENVIRONMENT = {
+    "HOME": WORKSPACE_DIR,
+    "IPYTHONDIR": "/tmp/.ipython",
+    "MPLCONFIGDIR": "/tmp/.matplotlib",
+    "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter",
+    "PYTHONUNBUFFERED": "1",
+}
+KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", f"{SANDBOX_IO_DIR}/kernel.json"]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A running sandbox whose kernel has answered: what a caller needs to use it."""
+
+    info: SandboxInfo
+    limits: SandboxLimits
+    connection_info: dict[str, Any]  # host side: plain jupyter_client connects with it
+    kernel_info: dict[str, Any]
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.info.sandbox_id
+
+
+def check_owner(owner: str) -> str:
+    if not owner or len(owner) > 200 or not owner.isprintable():
+        raise InvalidSettingError(
+            f"owner must be a printable name of 1 to 200 characters, not {owner!r}"
+        )
+    return owner
+
+
+def check_sandbox_id(sandbox_id: str) -> str:
+    if not _SANDBOX_ID.match(sandbox_id):
+        raise SandboxNotFoundError(f"no sandbox {sandbox_id!r}: ids are 12 hex digits")
+    return sandbox_id
+
+
+class SandboxManager(LoggingConfigurable):
+    """Creates, finds, and removes the sandboxes of each owner."""
+
+    def __init__(
+        self, *, settings: SandboxSettings, backend: SandboxBackend, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self.backend = backend
+
+    @classmethod
+    def from_config(cls, config: Config | None = None) -> SandboxManager:
+        """A manager on the Docker engine, configured like the kernel and server are."""
+        settings = SandboxSettings(config=config or Config())
+        engine = DockerEngine(timeout=settings.engine_timeout)
+        backend = DockerBackend(engine, settings.docker_runtime_names)
+        return cls(settings=settings, backend=backend, config=config or Config())
+
+    # -- creating -----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        purpose: str = "",
+    ) -> Sandbox:
+        """Start a sandbox for ``owner`` and wait until its kernel answers.
+
+        Everything is checked before anything is written; on any failure the container and the
+        host directory are removed again and the error says why.
+        """
+        check_owner(owner)
+        runtime = runtime or self.settings.runtime
+        if runtime not in RUNTIMES:
+            raise InvalidSettingError(
+                f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
+            )
+        image = image or self.settings.image
+        checked_limits = self.settings.default_limits().with_overrides(**(limits or {}))
+        env = self._environment(environment or {})
+        await self.backend.check_ready(runtime, image)
+
+        sandbox_id = secrets.token_hex(6)
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        uid = self.settings.effective_uid
+        directory.create(uid)
+        try:
+            connection = new_connection_info(directory.container_socket_prefix())
+            directory.write_connection_file(connection, uid)
+            now = _now()
+            directory.write_state({"owner": owner, "created": now, "last_activity": now})
+            spec = self._container_spec(
+                sandbox_id, owner, runtime, image, checked_limits, env, directory, uid, purpose
+            )
+            await self.backend.create(sandbox_id, spec)
+            await self.backend.start(sandbox_id)
+            host_connection = with_socket_prefix(connection, directory.socket_prefix)
+            reply = await wait_until_ready(
+                host_connection,
+                timeout=self.settings.start_timeout,
+                still_running=lambda: self._why_not_running(sandbox_id),
+            )
+            info = await self.backend.inspect(sandbox_id)
+        except BaseException:
+            await asyncio.shield(self._discard(sandbox_id, directory))
+            raise
+        log.info("sandbox %s started for %s (%s, %s)", sandbox_id, owner, runtime, image)
+        return Sandbox(info, checked_limits, host_connection, reply)
+
+    def _environment(self, extra: dict[str, str]) -> dict[str, str]:
+        env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
+        for name, value in env.items():
+            if not _ENV_NAME.match(name) or not isinstance(value, str) or "\0" in value:
+                raise InvalidSettingError(
+                    f"environment variable {name!r} is not a valid name with a string value"
+                )
+        return env
+
+    def _container_spec(
+        self,
+        sandbox_id: str,
+        owner: str,
+        runtime: str,
+        image: str,
+        limits: SandboxLimits,
+        environment: dict[str, str],
+        directory: SandboxDirectory,
+        uid: int,
+        purpose: str,
+    ) -> ContainerSpec:
+        ulimits = {"nofile": limits.nofile, "core": 0}
+        pids_limit = limits.pids
+        if runtime == "runsc":
+            # gVisor's sentry enforces RLIMIT_NPROC per sandbox (its user namespace is private);
+            # the host pids cgroup must leave room for gVisor's own threads.
+            ulimits["nproc"] = limits.pids
+            pids_limit = max(self.settings.runsc_host_pids_limit, limits.pids)
+        spec_labels = {
+            labels.OWNER: owner,
+            labels.SANDBOX_ID: sandbox_id,
+            labels.RUNTIME: runtime,
+            labels.HOST_DIR: str(directory.root),
+            labels.CREATED: _now(),
+            labels.VERSION: __version__,
+        }
+        if purpose:
+            spec_labels[labels.PURPOSE] = purpose[:200]
+        return ContainerSpec(
+            name=container_name(sandbox_id),
+            image=image,
+            runtime=runtime,
+            command=KERNEL_COMMAND,
+            labels=spec_labels,
+            user=f"{uid}:{uid}",
+            environment=environment,
+            memory_bytes=limits.memory_bytes,
+            cpus=limits.cpus,
+            pids_limit=pids_limit,
+            ulimits=ulimits,
+            mounts=[BindMount(str(directory.io), SANDBOX_IO_DIR)],
+            tmpfs={
+                "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}",
+                WORKSPACE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},"
+                f"uid={uid},gid={uid},mode=0700",
+            },
+            read_only_root=self.settings.read_only_root,
+            stop_timeout=self.settings.stop_timeout,
+            log_max_size=self.settings.log_max_size,
+        )
+
+    async def _why_not_running(self, sandbox_id: str) -> str | None:
+        try:
+            info = await self.backend.inspect(sandbox_id)
+        except SandboxNotFoundError:
+            return "its container is gone"
+        if info.running:
+            return None
+        cause = "it was killed for using more memory than its limit" if info.oom_killed else ""
+        tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
+        return f"its container is {info.status} (exit code {info.exit_code}) {cause}".strip() + (
+            f"; last output:\n{tail}" if tail else ""
+        )
+
+    async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
+        try:
+            await self.backend.remove(sandbox_id)
+        finally:
+            directory.remove()
+
+    # -- using --------------------------------------------------------------------------------
+
+    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        """The sandbox if it exists and belongs to ``owner``; SandboxNotFoundError otherwise."""
+        info = await self.backend.inspect(check_sandbox_id(sandbox_id))
+        if info.owner != owner:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
+        return info
+
+    async def list_sandboxes(self, owner: str) -> list[SandboxInfo]:
+        """The sandboxes of ``owner``, in any state."""
+        return await self.backend.list_sandboxes(check_owner(owner))
+
+    async def exec(
+        self, owner: str, sandbox_id: str, argv: list[str], *, timeout: float = 60.0
+    ) -> ExecResult:
+        await self.get(owner, sandbox_id)
+        return await self.backend.exec(sandbox_id, argv, timeout=timeout)
+
+    async def pause(self, owner: str, sandbox_id: str) -> None:
+        await self.get(owner, sandbox_id)
+        await self.backend.pause(sandbox_id)
+
+    async def resume(self, owner: str, sandbox_id: str) -> None:
+        await self.get(owner, sandbox_id)
+        await self.backend.resume(sandbox_id)
+
+    async def remove(self, owner: str, sandbox_id: str) -> None:
+        """Remove the sandbox and its host directory. Removing a removed sandbox is fine."""
+        try:
+            info = await self.get(owner, sandbox_id)
+        except SandboxNotFoundError:
+            return
+        await self._discard(sandbox_id, SandboxDirectory(self.settings.state_path, info.sandbox_id))
+        log.info("sandbox %s of %s removed", sandbox_id, owner)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,86 @@
+"""Remove what a crash left behind: containers without state, failed starts, stray state.
+
+"Ours" means a labelled container whose host directory lies under this manager's state
+directory, so two host users sharing one engine never reap each other's sandboxes. The engine is
+the truth for existence: a host directory without a container is stale, and a container without
+its host directory (or whose kernel has exited) is an orphan.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .hostdir import SandboxDirectory
+from .manager import SandboxManager
+
+log = logging.getLogger(__name__)
+
+DEAD_STATES = frozenset({"exited", "dead"})
+
+
+@dataclass
+class ReapReport:
+    """What one pass removed."""
+
+    containers: list[str] = field(default_factory=list)
+    directories: list[str] = field(default_factory=list)
+    processes: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.containers or self.directories or self.processes)
+
+
+async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -> ReapReport:
+    """One reaping pass. ``grace`` (seconds, default the start timeout) spares young starts.
+
+    A sandbox being created right now has a directory before its container, and a ``created``
+    container before it runs; anything younger than ``grace`` is left for the next pass.
+    """
+    state_dir = manager.settings.state_path
+    grace = manager.settings.start_timeout if grace is None else grace
+    report = ReapReport()
+    containers = await manager.backend.list_sandboxes()
+    ours = [c for c in containers if _under(Path(c.host_dir), state_dir)]
+    for info in ours:
+        directory = SandboxDirectory(state_dir, info.sandbox_id)
+        young = _age(directory.root) < grace
+        orphan = not directory.exists() and not young
+        failed = info.status in DEAD_STATES or (info.status == "created" and not young)
+        if orphan or failed:
+            log.info(
+                "reaping sandbox %s (%s, host directory %s)",
+                info.sandbox_id,
+                info.status,
+                "present" if directory.exists() else "gone",
+            )
+            await manager.backend.remove(info.sandbox_id)
+            directory.remove()
+            report.containers.append(info.sandbox_id)
+
+    known = {c.sandbox_id for c in containers}
+    if state_dir.is_dir():
+        for entry in state_dir.iterdir():
+            if entry.is_dir() and entry.name not in known and _age(entry) >= grace:
+                log.info("removing stale sandbox directory %s", entry)
+                SandboxDirectory(state_dir, entry.name).remove()
+                report.directories.append(entry.name)
+
+    report.processes = await manager.backend.end_stray_runtime_processes()
+    return report
+
+
+def _under(path: Path, parent: Path) -> bool:
+    try:
+        return path.resolve().parent == parent.resolve()
+    except OSError:
+        return False
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")

@@ -1,0 +1,185 @@
+"""Settings shared by the kernel process and the server extension.
+
+Both read ``jupyter_sandbox_config.py`` (e.g. ``c.SandboxSettings.memory_limit = "4g"``). Every
+isolation default in DESIGN.md "Isolation defaults" is a setting here; relaxing one is explicit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_config_path, jupyter_runtime_dir
+from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default, validate
+from traitlets.config import Config, LoggingConfigurable
+from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+from .._version import __version__
+from .limits import SandboxLimits
+
+RUNTIMES = ("runsc", "runc")
+CONFIG_FILE = "jupyter_sandbox_config.py"
+DEFAULT_IMAGE = f"jupyter-sandbox/python:{__version__}"
+# The uid/gid the image's non-root user has; used when the host user is root.
+SANDBOX_UID = 10001
+
+
+class SandboxSettings(LoggingConfigurable):
+    """How sandboxes are made: runtime, image, limits and hardening."""
+
+    runtime = Enum(
+        RUNTIMES,
+        default_value="runsc",
+        config=True,
+        help="""OCI runtime for new sandboxes: 'runsc' (gVisor, a user-space kernel between the
+        code and the host; the default) or 'runc' (plain namespaces and cgroups: lighter, but the
+        code talks to the host kernel directly).""",
+    )
+    docker_runtime_names = Dict(
+        key_trait=Enum(RUNTIMES),
+        value_trait=Unicode(),
+        default_value={"runsc": "runsc", "runc": "runc"},
+        config=True,
+        help="""The name each runtime is registered under in the Docker daemon (daemon.json
+        'runtimes'). Change it only if your daemon registers gVisor under another name.""",
+    )
+    image = Unicode(
+        DEFAULT_IMAGE,
+        config=True,
+        help="""Image of new sandboxes. It must exist locally: build it with
+        'jupyter sandbox build-image'.""",
+    )
+    memory_limit = Unicode(
+        "2g",
+        config=True,
+        help="""Memory a sandbox may use (bytes, or with a unit: '512m', '2g'). Swap is set equal,
+        so the sandbox gets no swap. Files in the tmpfs /tmp count against it too.""",
+    )
+    cpus = Float(
+        1.0,
+        config=True,
+        help="CPU time a sandbox may use, in cores (0.5 = half a core). At most the host's cores.",
+    )
+    pids_limit = Integer(
+        256,
+        config=True,
+        help="""Processes and threads a sandbox may hold. Under runc it is the pids cgroup limit;
+        under runsc gVisor enforces it as RLIMIT_NPROC inside the sandbox, because the host pids
+        cgroup also counts gVisor's own threads (see runsc_host_pids_limit).""",
+    )
+    runsc_host_pids_limit = Integer(
+        4096,
+        config=True,
+        help="""Host pids cgroup limit of a runsc sandbox: bounds gVisor's sentry and gofer
+        threads, not the code inside. Too low a value makes gVisor itself fail under load.""",
+    )
+    nofile_limit = Integer(
+        1024, config=True, help="Open files per process inside the sandbox (RLIMIT_NOFILE)."
+    )
+    tmp_size = Unicode(
+        "256m",
+        config=True,
+        help="Size cap of the in-memory /tmp (bytes or with a unit). Counts against memory.",
+    )
+    workspace_size = Unicode(
+        "1g",
+        config=True,
+        help="""Size cap of the writable /workspace (bytes or with a unit). Writes past it fail
+        with ENOSPC inside the sandbox.""",
+    )
+    read_only_root = Bool(
+        True,
+        config=True,
+        help="""Mount the image's root filesystem read-only. Turning this off lets sandbox code
+        modify the image's files for its own lifetime (e.g. pip install into the venv).""",
+    )
+    sandbox_uid = Integer(
+        None,
+        allow_none=True,
+        config=True,
+        help=f"""uid (and gid) the kernel runs as inside the sandbox. None picks: the host user's
+        own uid when it is not root, {SANDBOX_UID} (the image's 'sandbox' user) when it is.
+        0 (root) is refused.""",
+    )
+    environment = Dict(
+        value_trait=Unicode(),
+        default_value={},
+        config=True,
+        help="""Extra environment variables for sandboxes. Nothing of the server's or kernel's
+        own environment is passed in; only these and a fixed minimal set.""",
+    )
+    engine_timeout = Float(
+        30.0,
+        config=True,
+        help="Seconds any one container-engine call may take before it is abandoned and reported.",
+    )
+    start_timeout = Float(
+        60.0,
+        config=True,
+        help="""Seconds from creating a sandbox to its kernel answering kernel_info. Past it the
+        sandbox is removed and the start reported as failed.""",
+    )
+    stop_timeout = Integer(
+        5,
+        config=True,
+        help="Seconds a stopping sandbox gets after SIGTERM before it is killed.",
+    )
+    log_max_size = Unicode(
+        "1m", config=True, help="Cap of the container's log kept by the engine (one file)."
+    )
+    state_dir = Unicode(
+        config=True,
+        help="""Host directory holding one 0700 directory per sandbox (its kernel's sockets and
+        its state file). Default: <jupyter runtime dir>/sandboxes. Keep the path short: Unix
+        socket paths are limited to about 100 bytes.""",
+    )
+
+    @default("state_dir")
+    def _default_state_dir(self) -> str:
+        return os.path.join(jupyter_runtime_dir(), "sandboxes")
+
+    @validate("sandbox_uid")
+    def _refuse_root(self, proposal: dict[str, object]) -> int | None:
+        value = proposal["value"]
+        if value == 0:
+            raise ValueError("sandbox_uid 0 (root) is refused: sandboxes never run as root")
+        return value  # type: ignore[return-value]
+
+    @property
+    def effective_uid(self) -> int:
+        """The uid the kernel runs as inside the sandbox."""
+        if self.sandbox_uid is not None:
+            return int(self.sandbox_uid)
+        host_uid = os.getuid()
+        return host_uid if host_uid != 0 else SANDBOX_UID
+
+    def default_limits(self) -> SandboxLimits:
+        """The configured limits, checked (raises InvalidSettingError when out of range)."""
+        return SandboxLimits.parse(
+            memory=self.memory_limit,
+            cpus=self.cpus,
+            pids=self.pids_limit,
+            nofile=self.nofile_limit,
+            tmp_size=self.tmp_size,
+            workspace_size=self.workspace_size,
+        )
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.state_dir)
+
+
+def load_config(extra_paths: list[str] | None = None) -> Config:
+    """Merge every ``jupyter_sandbox_config.py`` on Jupyter's config path (later wins).
+
+    The kernel process has no Jupyter application of its own to do this; the server extension
+    gets the same files through jupyter_server's own loading.
+    """
+    config = Config()
+    for directory in [*reversed(jupyter_config_path()), *(extra_paths or [])]:
+        loader = PyFileConfigLoader(CONFIG_FILE, path=directory)
+        try:
+            config.merge(loader.load_config())
+        except ConfigFileNotFound:
+            continue
+    return config

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Make a Docker engine with the runsc (gVisor) runtime answer on this machine.
+#
+# Idempotent: when an engine already answers and runsc is registered, it changes nothing.
+# Otherwise, as root on Debian/Ubuntu, it installs docker.io and runsc, registers runsc in
+# /etc/docker/daemon.json (keeping every other key the file holds), starts dockerd in the
+# background with a log file when there is no systemd, and waits until it answers.
+# It prints each thing it did. Called by the Makefile, the README and .ci/run.
+set -euo pipefail
+
+DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
+DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
+WAIT_SECONDS=${WAIT_SECONDS:-60}
+
+say() { printf 'engine-bootstrap: %s\n' "$*"; }
+engine_answers() { docker info >/dev/null 2>&1; }
+runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+am_root() { [ "$(id -u)" -eq 0 ]; }
+
+if engine_answers && runsc_registered; then
+  say "Docker engine answers and the runsc runtime is registered; nothing to do."
+  exit 0
+fi
+
+if ! am_root; then
+  if engine_answers; then
+    say "the Docker engine answers but has no 'runsc' runtime. Ask an administrator to run"
+    say "  sudo $0"
+    say "or use the lighter runtime: JUPYTER_SANDBOX_RUNTIME=runc."
+    exit 0
+  fi
+  say "no Docker engine answers and this is not root, so nothing can be installed here."
+  say "Install Docker and gVisor (Debian/Ubuntu: sudo apt-get install docker.io runsc), then run"
+  say "  sudo $0"
+  say "or add yourself to the 'docker' group if the engine runs but refuses you."
+  exit 1
+fi
+
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v runsc >/dev/null 2>&1 || missing+=(runsc)
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "missing ${missing[*]} and no apt-get: install Docker and gVisor (runsc) with this system's package manager."
+    exit 1
+  fi
+  say "installing ${missing[*]} with apt-get"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Register runsc. The flags are fixed here and never come from user input:
+#   --network=none     the sandbox gets loopback only (containers also run with --network none)
+#   --host-uds=create  lets the in-sandbox ipykernel create its ipc:// sockets in the bind-mounted
+#                      sandbox directory; nothing else on the host is reachable over Unix sockets
+runsc_path=$(command -v runsc)
+mkdir -p "$(dirname "$DAEMON_JSON")"
+changed=$(python3 - "$DAEMON_JSON" "$runsc_path" <<'PY'
+import json, os, sys
+path, runsc = sys.argv[1], sys.argv[2]
+try:
+    with open(path) as f:
+        config = json.load(f)
+except FileNotFoundError:
+    config = {}
+wanted = {"path": runsc, "runtimeArgs": ["--network=none", "--host-uds=create"]}
+runtimes = config.setdefault("runtimes", {})
+if runtimes.get("runsc") == wanted:
+    print("no")
+else:
+    runtimes["runsc"] = wanted
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+    print("yes")
+PY
+)
+[ "$changed" = yes ] && say "registered runsc ($runsc_path) in $DAEMON_JSON"
+
+if engine_answers; then
+  if [ "$changed" = yes ]; then
+    say "reloading dockerd so it reads the new runtime"
+    pkill -HUP -x dockerd || true
+    for _ in $(seq 1 "$WAIT_SECONDS"); do runsc_registered && break; sleep 1; done
+  fi
+else
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    say "starting docker with systemctl"
+    systemctl start docker
+  else
+    say "starting dockerd in the background (log: $DOCKERD_LOG)"
+    nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 "$WAIT_SECONDS"); do engine_answers && break; sleep 1; done
+fi
+
+if ! engine_answers; then
+  say "dockerd did not answer within ${WAIT_SECONDS}s; see $DOCKERD_LOG"
+  exit 1
+fi
+if ! runsc_registered; then
+  say "dockerd answers but does not list the runsc runtime; see $DAEMON_JSON and $DOCKERD_LOG"
+  exit 1
+fi
+say "Docker engine answers with runtimes: $(docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
