@@ -78,6 +78,17 @@ class SandboxInfo:
     def running(self) -> bool:
         return self.status == "running"
 
+    def death_cause(self) -> str:
+        """Why a sandbox that is not running stopped, in words a person can act on."""
+        if self.oom_killed:
+            return (
+                "it was killed for using more memory than its limit; restart with a larger "
+                "memory limit (SandboxSettings.memory_limit) or use less memory"
+            )
+        if self.status in ("exited", "dead"):
+            return f"its container {self.status} with code {self.exit_code}"
+        return f"its container is {self.status}"
+
 
 @dataclass(frozen=True)
 class ExecResult:

@@ -7,13 +7,17 @@ touched, even when asked for by name.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import logging
+import socket
 import tarfile
 from typing import Any
 
 import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
+from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from . import labels
 from .backend import ContainerSpec, EngineFacts, ExecResult, SandboxBackend, SandboxInfo
@@ -22,6 +26,7 @@ from .errors import (
     EngineTimeoutError,
     ImageNotFoundError,
     RuntimeUnavailableError,
+    SandboxDiedError,
     SandboxError,
     SandboxNotFoundError,
     SandboxStartTimeoutError,
@@ -31,6 +36,8 @@ from .runtime_processes import kill_runsc_processes
 log = logging.getLogger(__name__)
 
 NAME_PREFIX = "jupyter-sandbox-"
+# How often a running exec checks that its sandbox still lives (seconds).
+EXEC_WATCH_SECONDS = 0.5
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
 BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
@@ -257,23 +264,55 @@ class DockerBackend(SandboxBackend):
         # after we give up; exit status 124/137 tells that it did.
         wrapped = ["timeout", "--kill-after=2", f"{timeout:g}", *argv]
 
+        # The exec's output is read from its raw socket, so that a wait on a sandbox that died
+        # (the engine never ends such an exec: seen after gVisor's OOM kill) can be cut off by
+        # shutting the socket down, instead of holding a worker thread for good.
+        sockets: list[Any] = []
+
         def run() -> ExecResult:
             api = self.engine.client.api
-            exec_id = api.exec_create(name, wrapped, user=user or "", workdir=None)["Id"]
-            stdout, stderr = api.exec_start(exec_id, demux=True)
+            exec_id = api.exec_create(name, wrapped, user=user or "")["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+            sockets.append(sock)
+            try:
+                frames = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
+                streams = (demux_adaptor(*frame) for frame in frames)
+                out, err = consume_socket_output(streams, demux=True)
+            finally:
+                sock.close()
             code = api.exec_inspect(exec_id).get("ExitCode")
             exit_code = int(code) if code is not None else -1
-            return ExecResult(
-                exit_code, stdout or b"", stderr or b"", timed_out=exit_code in (124, 137)
+            return ExecResult(exit_code, out or b"", err or b"", timed_out=exit_code in (124, 137))
+
+        call = asyncio.ensure_future(
+            self.engine.run(f"exec in sandbox {sandbox_id}", run, timeout=timeout + 10)
+        )
+        try:
+            # The engine may never answer an exec whose sandbox died (gVisor OOM): watch it.
+            while not (await asyncio.wait({call}, timeout=EXEC_WATCH_SECONDS))[0]:
+                info = await self.inspect(sandbox_id)
+                if not info.running and info.status != "paused":
+                    raise SandboxDiedError(
+                        f"sandbox {sandbox_id} ended while running a command: {info.death_cause()}"
+                    )
+            return call.result()
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+        finally:
+            call.cancel()
+            for sock in sockets:
+                _shut(sock)
+
+    async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        def put() -> bool:
+            return bool(
+                self.engine.streaming_client.api.put_archive(container_name(sandbox_id), path, data)
             )
 
         try:
-            return await self.engine.run(f"exec in sandbox {sandbox_id}", run, timeout=timeout + 10)
+            ok = await self.engine.run(f"copy an archive into sandbox {sandbox_id}", put)
         except docker.errors.NotFound:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
-
-    async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
-        ok = await self._on_container("put_archive", sandbox_id, path, data)
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}, or no {path} in it") from None
         if not ok:
             raise SandboxError(f"the engine refused to unpack an archive at {path} in {sandbox_id}")
 
@@ -281,7 +320,7 @@ class DockerBackend(SandboxBackend):
         name = container_name(sandbox_id)
 
         def read() -> bytes:
-            stream, _stat = self.engine.client.api.get_archive(name, path)
+            stream, _stat = self.engine.streaming_client.api.get_archive(name, path)
             buffer = io.BytesIO()
             for chunk in stream:
                 buffer.write(chunk)
@@ -325,6 +364,15 @@ class DockerBackend(SandboxBackend):
             )
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+
+def _shut(sock: Any) -> None:
+    """Wake a thread blocked reading ``sock`` (docker-py wraps the real socket)."""
+    raw = getattr(sock, "_sock", sock)
+    if raw is None:  # already closed
+        return
+    with contextlib.suppress(OSError):
+        raw.shutdown(socket.SHUT_RDWR)
 
 
 def _info(

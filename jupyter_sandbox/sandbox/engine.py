@@ -22,6 +22,9 @@ import requests.exceptions
 from .errors import EngineTimeoutError, EngineUnavailableError, SandboxError
 
 T = TypeVar("T")
+# HTTP timeout of the streaming client (seconds): a backstop that frees a worker thread even
+# when the engine never answers (seen: an exec into a sandbox that gVisor's OOM kill ended).
+STREAMING_TIMEOUT = 900
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_HINT = (
@@ -35,35 +38,49 @@ class DockerEngine:
     """Owns one ``docker.DockerClient`` (made on first use) and a bounded thread pool."""
 
     def __init__(
-        self, *, timeout: float = 30.0, max_workers: int = 8, base_url: str | None = None
+        self, *, timeout: float = 30.0, max_workers: int = 16, base_url: str | None = None
     ) -> None:
         self.timeout = timeout
         self._base_url = base_url
         self._client: docker.DockerClient | None = None
+        self._streaming_client: docker.DockerClient | None = None
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="docker")
 
     @property
     def client(self) -> docker.DockerClient:
-        """The connected client; raises EngineUnavailableError when no engine answers.
+        """The client for short calls (HTTP timeout: ``timeout``); connects on first use.
 
-        Blocking: call it from inside a function passed to :meth:`run`.
+        Blocking: call it from inside a function passed to :meth:`run`. Raises
+        EngineUnavailableError when no engine answers.
         """
         with self._lock:
             if self._client is None:
-                try:
-                    if self._base_url:
-                        client = docker.DockerClient(
-                            base_url=self._base_url, version="auto", timeout=int(self.timeout)
-                        )
-                    else:
-                        client = docker.from_env(version="auto", timeout=int(self.timeout))
-                except docker.errors.DockerException as exc:
-                    raise EngineUnavailableError(
-                        f"no Docker engine answers ({_short(exc)}): {BOOTSTRAP_HINT}"
-                    ) from None
-                self._client = client
+                self._client = self._connect(self.timeout)
             return self._client
+
+    @property
+    def streaming_client(self) -> docker.DockerClient:
+        """The client for calls that legitimately take long (exec, archives, builds).
+
+        Its HTTP timeout is only a backstop (STREAMING_TIMEOUT); callers bound the call itself.
+        """
+        with self._lock:
+            if self._streaming_client is None:
+                self._streaming_client = self._connect(STREAMING_TIMEOUT)
+            return self._streaming_client
+
+    def _connect(self, timeout: float) -> docker.DockerClient:
+        try:
+            if self._base_url:
+                return docker.DockerClient(
+                    base_url=self._base_url, version="auto", timeout=int(timeout)
+                )
+            return docker.from_env(version="auto", timeout=int(timeout))
+        except docker.errors.DockerException as exc:
+            raise EngineUnavailableError(
+                f"no Docker engine answers ({_short(exc)}): {BOOTSTRAP_HINT}"
+            ) from None
 
     async def run(
         self,
@@ -99,9 +116,10 @@ class DockerEngine:
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            for client in (self._client, self._streaming_client):
+                if client is not None:
+                    client.close()
+            self._client = self._streaming_client = None
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -75,6 +75,13 @@ class SandboxNotFoundError(SandboxError):
     http_status = 404
 
 
+class SandboxDiedError(SandboxError):
+    """The sandbox's container ended while something ran in it (OOM kill, kill, crash)."""
+
+    code = "sandbox_died"
+    http_status = 409
+
+
 class SandboxStartError(SandboxError):
     """The container was created but its kernel never became ready; it has been cleaned up."""
 

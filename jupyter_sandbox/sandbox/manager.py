@@ -9,7 +9,6 @@ owns the container; :meth:`remove` ends both.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import re
 import secrets
@@ -18,18 +17,15 @@ from typing import Any
 
 from traitlets.config import Config, LoggingConfigurable
 
-from .. import __version__
-from . import labels
-from .backend import (
-    SANDBOX_IO_DIR,
-    WORKSPACE_DIR,
-    BindMount,
-    ContainerSpec,
-    ExecResult,
-    SandboxBackend,
-    SandboxInfo,
+from .backend import ExecResult, SandboxBackend, SandboxInfo
+from .container_spec import (
+    BASE_ENVIRONMENT,
+    SpecRequest,
+    build_container_spec,
+    check_environment,
+    now_iso,
 )
-from .docker_backend import DockerBackend, container_name
+from .docker_backend import DockerBackend
 from .engine import DockerEngine
 from .errors import InvalidSettingError, SandboxNotFoundError
 from .hostdir import SandboxDirectory
@@ -39,17 +35,7 @@ from .settings import RUNTIMES, SandboxSettings
 
 log = logging.getLogger(__name__)
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _SANDBOX_ID = re.compile(r"^[0-9a-f]{12}$")
-# The fixed part of every sandbox's environment; the image adds PATH and LANG.
-BASE_ENVIRONMENT = {
-    "HOME": WORKSPACE_DIR,
-    "IPYTHONDIR": "/tmp/.ipython",
-    "MPLCONFIGDIR": "/tmp/.matplotlib",
-    "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter",
-    "PYTHONUNBUFFERED": "1",
-}
-KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", f"{SANDBOX_IO_DIR}/kernel.json"]
 
 
 @dataclass(frozen=True)
@@ -133,10 +119,12 @@ class SandboxManager(LoggingConfigurable):
         try:
             connection = new_connection_info(directory.container_socket_prefix())
             directory.write_connection_file(connection, uid)
-            now = _now()
+            now = now_iso()
             directory.write_state({"owner": owner, "created": now, "last_activity": now})
-            spec = self._container_spec(
-                sandbox_id, owner, runtime, image, checked_limits, env, directory, uid, purpose
+            spec = build_container_spec(
+                self.settings,
+                SpecRequest(sandbox_id, owner, runtime, image, checked_limits, env, purpose),
+                directory,
             )
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
@@ -155,64 +143,8 @@ class SandboxManager(LoggingConfigurable):
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
         env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
-        for name, value in env.items():
-            if not _ENV_NAME.match(name) or not isinstance(value, str) or "\0" in value:
-                raise InvalidSettingError(
-                    f"environment variable {name!r} is not a valid name with a string value"
-                )
+        check_environment(env)
         return env
-
-    def _container_spec(
-        self,
-        sandbox_id: str,
-        owner: str,
-        runtime: str,
-        image: str,
-        limits: SandboxLimits,
-        environment: dict[str, str],
-        directory: SandboxDirectory,
-        uid: int,
-        purpose: str,
-    ) -> ContainerSpec:
-        ulimits = {"nofile": limits.nofile, "core": 0}
-        pids_limit = limits.pids
-        if runtime == "runsc":
-            # gVisor's sentry enforces RLIMIT_NPROC per sandbox (its user namespace is private);
-            # the host pids cgroup must leave room for gVisor's own threads.
-            ulimits["nproc"] = limits.pids
-            pids_limit = max(self.settings.runsc_host_pids_limit, limits.pids)
-        spec_labels = {
-            labels.OWNER: owner,
-            labels.SANDBOX_ID: sandbox_id,
-            labels.RUNTIME: runtime,
-            labels.HOST_DIR: str(directory.root),
-            labels.CREATED: _now(),
-            labels.VERSION: __version__,
-        }
-        if purpose:
-            spec_labels[labels.PURPOSE] = purpose[:200]
-        return ContainerSpec(
-            name=container_name(sandbox_id),
-            image=image,
-            runtime=runtime,
-            command=KERNEL_COMMAND,
-            labels=spec_labels,
-            user=f"{uid}:{uid}",
-            environment=environment,
-            memory_bytes=limits.memory_bytes,
-            cpus=limits.cpus,
-            pids_limit=pids_limit,
-            ulimits=ulimits,
-            mounts=[BindMount(str(directory.io), SANDBOX_IO_DIR)],
-            tmpfs={
-                "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}",
-                WORKSPACE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},"
-                f"uid={uid},gid={uid},mode=0700",
-            },
-            read_only_root=self.settings.read_only_root,
-            stop_timeout=self.settings.stop_timeout,
-            log_max_size=self.settings.log_max_size,
-        )
 
     async def _why_not_running(self, sandbox_id: str) -> str | None:
         try:
@@ -221,11 +153,8 @@ class SandboxManager(LoggingConfigurable):
             return "its container is gone"
         if info.running:
             return None
-        cause = "it was killed for using more memory than its limit" if info.oom_killed else ""
         tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
-        return f"its container is {info.status} (exit code {info.exit_code}) {cause}".strip() + (
-            f"; last output:\n{tail}" if tail else ""
-        )
+        return info.death_cause() + (f"; its last output:\n{tail}" if tail else "")
 
     async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
         try:
@@ -271,7 +200,3 @@ class SandboxManager(LoggingConfigurable):
 
     async def close(self) -> None:
         await self.backend.close()
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,108 @@
+"""What a sandbox container looks like: the hardened spec built from settings and a request.
+
+Pure functions, no engine: the unit tests read every isolation default off the spec, and any
+backend maps the same spec to its own engine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+from .._version import __version__
+from . import labels
+from .backend import SANDBOX_IO_DIR, WORKSPACE_DIR, BindMount, ContainerSpec
+from .docker_backend import container_name
+from .errors import InvalidSettingError
+from .hostdir import SandboxDirectory
+from .limits import SandboxLimits
+from .settings import SandboxSettings
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# The fixed part of every sandbox's environment; the image adds PATH and LANG. Nothing of the
+# host's environment is ever passed in.
+BASE_ENVIRONMENT = {
+    "HOME": WORKSPACE_DIR,
+    "IPYTHONDIR": "/tmp/.ipython",
+    "MPLCONFIGDIR": "/tmp/.matplotlib",
+    "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter",
+    "PYTHONUNBUFFERED": "1",
+}
+KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", f"{SANDBOX_IO_DIR}/kernel.json"]
+
+
+@dataclass(frozen=True)
+class SpecRequest:
+    """The checked facts of one sandbox that the spec is built from."""
+
+    sandbox_id: str
+    owner: str
+    runtime: str
+    image: str
+    limits: SandboxLimits
+    environment: dict[str, str]
+    purpose: str = ""
+
+
+def check_environment(env: dict[str, str]) -> None:
+    """Refuse names that are not shell-style identifiers and values that are not strings."""
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise InvalidSettingError(
+                f"environment variable name {name!r} is invalid: use letters, digits and _"
+            )
+        if not isinstance(value, str) or "\0" in value:
+            raise InvalidSettingError(f"environment variable {name} must have a string value")
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def build_container_spec(
+    settings: SandboxSettings, request: SpecRequest, directory: SandboxDirectory
+) -> ContainerSpec:
+    """The container for ``request``, with every isolation default of DESIGN.md applied."""
+    limits = request.limits
+    uid = settings.effective_uid
+    ulimits = {"nofile": limits.nofile, "core": 0}
+    pids_limit = limits.pids
+    if request.runtime == "runsc":
+        # gVisor's sentry enforces RLIMIT_NPROC per sandbox (its user namespace is private),
+        # while the host pids cgroup also counts gVisor's own threads and must leave room.
+        # Under runc, RLIMIT_NPROC would count every sandbox of the same uid host-wide.
+        ulimits["nproc"] = limits.pids
+        pids_limit = max(settings.runsc_host_pids_limit, limits.pids)
+    spec_labels = {
+        labels.OWNER: request.owner,
+        labels.SANDBOX_ID: request.sandbox_id,
+        labels.RUNTIME: request.runtime,
+        labels.HOST_DIR: str(directory.root),
+        labels.CREATED: now_iso(),
+        labels.VERSION: __version__,
+    }
+    if request.purpose:
+        spec_labels[labels.PURPOSE] = request.purpose[:200]
+    return ContainerSpec(
+        name=container_name(request.sandbox_id),
+        image=request.image,
+        runtime=request.runtime,
+        command=KERNEL_COMMAND,
+        labels=spec_labels,
+        user=f"{uid}:{uid}",
+        environment=dict(request.environment),
+        memory_bytes=limits.memory_bytes,
+        cpus=limits.cpus,
+        pids_limit=pids_limit,
+        ulimits=ulimits,
+        mounts=[BindMount(str(directory.io), SANDBOX_IO_DIR)],
+        tmpfs={
+            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}",
+            WORKSPACE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},"
+            f"uid={uid},gid={uid},mode=0700",
+        },
+        read_only_root=settings.read_only_root,
+        stop_timeout=settings.stop_timeout,
+        log_max_size=settings.log_max_size,
+    )
