@@ -152,3 +152,6 @@ class SandboxApp(JupyterApp):
 
 
 main = SandboxApp.launch_instance
+
+if __name__ == "__main__":
+    main()

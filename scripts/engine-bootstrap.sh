@@ -2,7 +2,7 @@
 # Make a Docker engine with the runsc (gVisor) runtime answer on this machine.
 #
 # Idempotent: when an engine already answers and runsc is registered, it changes nothing.
-# Otherwise, as root on Debian/Ubuntu, it installs docker.io and runsc, registers runsc in
+# Otherwise, as root on Debian/Ubuntu, it installs docker.io, runsc and debootstrap, registers runsc in
 # /etc/docker/daemon.json (keeping every other key the file holds), starts dockerd in the
 # background with a log file when there is no systemd, and waits until it answers.
 # It prints each thing it did. Called by the Makefile, the README and .ci/run.
@@ -18,8 +18,10 @@ runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | gre
 am_root() { [ "$(id -u)" -eq 0 ]; }
 
 if engine_answers && runsc_registered; then
-  say "Docker engine answers and the runsc runtime is registered; nothing to do."
-  exit 0
+  if command -v debootstrap >/dev/null 2>&1 || ! am_root; then
+    say "Docker engine answers and the runsc runtime is registered; nothing to do."
+    exit 0
+  fi
 fi
 
 if ! am_root; then
@@ -39,6 +41,8 @@ fi
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v runsc >/dev/null 2>&1 || missing+=(runsc)
+# debootstrap builds the sandbox image's base when there is no registry (jupyter sandbox build-image).
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     say "missing ${missing[*]} and no apt-get: install Docker and gVisor (runsc) with this system's package manager."
@@ -49,38 +53,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Register runsc. The flags are fixed here and never come from user input:
-#   --network=none     the sandbox gets loopback only (containers also run with --network none)
-#   --host-uds=create  lets the in-sandbox ipykernel create its ipc:// sockets in the bind-mounted
-#                      sandbox directory; nothing else on the host is reachable over Unix sockets
+# Register runsc (the fixed runtime flags are explained in register-runsc.py).
 runsc_path=$(command -v runsc)
 mkdir -p "$(dirname "$DAEMON_JSON")"
-changed=$(python3 - "$DAEMON_JSON" "$runsc_path" <<'PY'
-import json, os, sys
-path, runsc = sys.argv[1], sys.argv[2]
-try:
-    with open(path) as f:
-        config = json.load(f)
-except FileNotFoundError:
-    config = {}
-wanted = {"path": runsc, "runtimeArgs": ["--network=none", "--host-uds=create"]}
-runtimes = config.setdefault("runtimes", {})
-if runtimes.get("runsc") == wanted:
-    print("no")
-else:
-    runtimes["runsc"] = wanted
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(config, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-    print("yes")
-PY
-)
-[ "$changed" = yes ] && say "registered runsc ($runsc_path) in $DAEMON_JSON"
+changed=$(python3 "$(dirname "$0")/register-runsc.py" "$DAEMON_JSON" "$runsc_path")
+[ "$changed" = changed ] && say "registered runsc ($runsc_path) in $DAEMON_JSON"
 
 if engine_answers; then
-  if [ "$changed" = yes ]; then
+  if [ "$changed" = changed ]; then
     say "reloading dockerd so it reads the new runtime"
     pkill -HUP -x dockerd || true
     for _ in $(seq 1 "$WAIT_SECONDS"); do runsc_registered && break; sleep 1; done

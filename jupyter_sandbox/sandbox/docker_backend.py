@@ -7,26 +7,20 @@ touched, even when asked for by name.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import io
 import logging
-import socket
-import tarfile
 from typing import Any
 
 import docker.errors
 from docker.types import LogConfig, Mount, Ulimit
-from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from . import labels
 from .backend import ContainerSpec, EngineFacts, ExecResult, SandboxBackend, SandboxInfo
+from .docker_exec import get_tar, put_tar, run_exec
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
     ImageNotFoundError,
     RuntimeUnavailableError,
-    SandboxDiedError,
     SandboxError,
     SandboxNotFoundError,
     SandboxStartTimeoutError,
@@ -36,8 +30,8 @@ from .runtime_processes import kill_runsc_processes
 log = logging.getLogger(__name__)
 
 NAME_PREFIX = "jupyter-sandbox-"
-# How often a running exec checks that its sandbox still lives (seconds).
-EXEC_WATCH_SECONDS = 0.5
+# Seconds an archive may take to stream in or out of a sandbox.
+ARCHIVE_TIMEOUT = 600.0
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
 BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
@@ -259,84 +253,34 @@ class DockerBackend(SandboxBackend):
     async def exec(
         self, sandbox_id: str, argv: list[str], *, timeout: float, user: str | None = None
     ) -> ExecResult:
-        name = container_name(sandbox_id)
-        # coreutils' timeout kills the command inside the sandbox, so nothing keeps running
-        # after we give up; exit status 124/137 tells that it did.
-        wrapped = ["timeout", "--kill-after=2", f"{timeout:g}", *argv]
-
-        # The exec's output is read from its raw socket, so that a wait on a sandbox that died
-        # (the engine never ends such an exec: seen after gVisor's OOM kill) can be cut off by
-        # shutting the socket down, instead of holding a worker thread for good.
-        sockets: list[Any] = []
-
-        def run() -> ExecResult:
-            api = self.engine.client.api
-            exec_id = api.exec_create(name, wrapped, user=user or "")["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-            sockets.append(sock)
-            try:
-                frames = frames_iter(sock, tty=False)  # type: ignore[no-untyped-call]
-                streams = (demux_adaptor(*frame) for frame in frames)
-                out, err = consume_socket_output(streams, demux=True)
-            finally:
-                sock.close()
-            code = api.exec_inspect(exec_id).get("ExitCode")
-            exit_code = int(code) if code is not None else -1
-            return ExecResult(exit_code, out or b"", err or b"", timed_out=exit_code in (124, 137))
-
-        call = asyncio.ensure_future(
-            self.engine.run(f"exec in sandbox {sandbox_id}", run, timeout=timeout + 10)
+        return await run_exec(
+            self.engine,
+            container_name(sandbox_id),
+            argv,
+            timeout=timeout,
+            user=user or "",
+            inspect=lambda: self.inspect(sandbox_id),
         )
-        try:
-            # The engine may never answer an exec whose sandbox died (gVisor OOM): watch it.
-            while not (await asyncio.wait({call}, timeout=EXEC_WATCH_SECONDS))[0]:
-                info = await self.inspect(sandbox_id)
-                if not info.running and info.status != "paused":
-                    raise SandboxDiedError(
-                        f"sandbox {sandbox_id} ended while running a command: {info.death_cause()}"
-                    )
-            return call.result()
-        except docker.errors.NotFound:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
-        finally:
-            call.cancel()
-            for sock in sockets:
-                _shut(sock)
 
     async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
-        def put() -> bool:
-            return bool(
-                self.engine.streaming_client.api.put_archive(container_name(sandbox_id), path, data)
-            )
-
-        try:
-            ok = await self.engine.run(f"copy an archive into sandbox {sandbox_id}", put)
-        except docker.errors.NotFound:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id}, or no {path} in it") from None
-        if not ok:
-            raise SandboxError(f"the engine refused to unpack an archive at {path} in {sandbox_id}")
+        await put_tar(
+            self.engine,
+            container_name(sandbox_id),
+            path,
+            data,
+            inspect=lambda: self.inspect(sandbox_id),
+            timeout=ARCHIVE_TIMEOUT,
+        )
 
     async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
-        name = container_name(sandbox_id)
-
-        def read() -> bytes:
-            stream, _stat = self.engine.streaming_client.api.get_archive(name, path)
-            buffer = io.BytesIO()
-            for chunk in stream:
-                buffer.write(chunk)
-                if buffer.tell() > max_bytes:
-                    stream.close()
-                    raise SandboxError(
-                        f"the archive of {path} in sandbox {sandbox_id} exceeds {max_bytes} bytes"
-                    )
-            return buffer.getvalue()
-
-        try:
-            data = await self.engine.run(f"copy {path} out of sandbox {sandbox_id}", read)
-        except docker.errors.NotFound:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id}, or no {path} in it") from None
-        tarfile.open(fileobj=io.BytesIO(data)).close()  # the engine's stream must be a tar
-        return data
+        return await get_tar(
+            self.engine,
+            container_name(sandbox_id),
+            path,
+            max_bytes=max_bytes,
+            inspect=lambda: self.inspect(sandbox_id),
+            timeout=ARCHIVE_TIMEOUT,
+        )
 
     async def end_stray_runtime_processes(self) -> list[int]:
         rows = await self.engine.run(
@@ -364,15 +308,6 @@ class DockerBackend(SandboxBackend):
             )
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
-
-
-def _shut(sock: Any) -> None:
-    """Wake a thread blocked reading ``sock`` (docker-py wraps the real socket)."""
-    raw = getattr(sock, "_sock", sock)
-    if raw is None:  # already closed
-        return
-    with contextlib.suppress(OSError):
-        raw.shutdown(socket.SHUT_RDWR)
 
 
 def _info(

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_config_path, jupyter_runtime_dir
-from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Config, LoggingConfigurable
 from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
@@ -142,7 +142,7 @@ class SandboxSettings(LoggingConfigurable):
     def _refuse_root(self, proposal: dict[str, object]) -> int | None:
         value = proposal["value"]
         if value == 0:
-            raise ValueError("sandbox_uid 0 (root) is refused: sandboxes never run as root")
+            raise TraitError("sandbox_uid 0 (root) is refused: sandboxes never run as root")
         return value  # type: ignore[return-value]
 
     @property

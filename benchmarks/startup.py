@@ -1,0 +1,149 @@
+"""Startup latency of a sandbox's kernel under runc and runsc, against a plain local ipykernel.
+
+Measured, ``--runs`` times each and interleaved (runc, runsc, local, runc, ...) so machine noise
+hits all three alike:
+
+- runc, runsc: ``SandboxManager.create`` until it returns, i.e. from "create sandbox" until the
+  in-sandbox kernel has answered ``kernel_info`` (container creation and start included);
+- local: a ``python3`` ipykernel of this interpreter started with jupyter_client's
+  AsyncKernelManager, until ``wait_for_ready`` sees its first ``kernel_info_reply``.
+
+Removing a sandbox or shutting down a kernel is not timed; each is done right after its
+measurement, also on error or Ctrl-C. Prints median and p90 of each, the ratio of each sandbox's
+median to the local kernel's, and whether the targets (runc <= 1.3x, runsc <= 2.5x) are met.
+Needs the Docker engine with both runtimes and the sandbox image. From the checkout:
+
+    .venv/bin/python benchmarks/startup.py --runs 10 [--json startup.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+
+from jupyter_sandbox.sandbox import SandboxManager
+
+OWNER = "benchmark"
+PURPOSE = "benchmark"
+KINDS = ("runc", "runsc", "local")
+TARGETS = {"runc": 1.3, "runsc": 2.5}  # at most this many times the local kernel's median
+
+
+async def time_sandbox(manager: SandboxManager, runtime: str) -> float:
+    start = time.perf_counter()
+    sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)  # removes on failure
+    try:
+        return time.perf_counter() - start
+    finally:
+        await manager.remove(OWNER, sandbox.sandbox_id)
+
+
+async def time_local_kernel() -> float:
+    km = AsyncKernelManager(kernel_name="python3")
+    start = time.perf_counter()
+    try:
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            return time.perf_counter() - start
+        finally:
+            kc.stop_channels()
+    finally:
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
+
+
+async def time_startup(manager: SandboxManager, kind: str) -> float:
+    if kind == "local":
+        return await time_local_kernel()
+    return await time_sandbox(manager, kind)
+
+
+def local_kernel_python() -> str:
+    """The interpreter of the local kernel; it must be this one (the venv's python)."""
+    python: str = AsyncKernelManager(kernel_name="python3").format_kernel_cmd()[0]
+    if python != sys.executable:
+        sys.exit(f"kernelspec python3 runs {python}, not this interpreter {sys.executable}")
+    return python
+
+
+async def measure(runs: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    manager = SandboxManager.from_config()
+    try:
+        for run in range(1, runs + 1):
+            for kind in KINDS:
+                samples[kind].append(await time_startup(manager, kind))
+            times = ", ".join(f"{kind} {samples[kind][-1] * 1000:.0f} ms" for kind in KINDS)
+            print(f"run {run}/{runs}: {times}", file=sys.stderr, flush=True)
+    finally:
+        await manager.close()
+    return samples
+
+
+def p90(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    local = statistics.median(samples["local"])
+    summary: dict[str, dict[str, Any]] = {}
+    for kind, values in samples.items():
+        median = statistics.median(values)
+        row: dict[str, Any] = {"median": median, "p90": p90(values), "ratio": median / local}
+        if kind in TARGETS:
+            row["target"] = TARGETS[kind]
+            row["met"] = row["ratio"] <= TARGETS[kind]
+        summary[kind] = row
+    return summary
+
+
+def print_table(summary: dict[str, dict[str, Any]], runs: int) -> None:
+    print(f"create -> kernel ready, {runs} interleaved runs each")
+    print(f"{'':<6} {'median ms':>10} {'p90 ms':>8} {'vs local':>9} {'target':>8}  met")
+    for kind, row in summary.items():
+        target = f"<= {row['target']}x" if "target" in row else ""
+        met = ("yes" if row["met"] else "NO") if "met" in row else ""
+        print(
+            f"{kind:<6} {row['median'] * 1000:>10.0f} {row['p90'] * 1000:>8.0f}"
+            f" {row['ratio']:>8.2f}x {target:>8}  {met}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10, help="runs of each kind (default 10)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw numbers here")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+
+    python = local_kernel_python()
+    try:
+        samples = asyncio.run(measure(args.runs))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    summary = summarize(samples)
+    print_table(summary, args.runs)
+    if args.json:
+        result = {"runs": args.runs, "unit": "seconds", "local_kernel_python": python}
+        result.update(samples=samples, summary=summary)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Fixtures shared by the whole suite.
+
+Integration tests get a SandboxManager whose state directory is private to the test, and every
+container whose host directory lies there is removed when the test ends, pass or fail. At the
+end of the session, any container labelled by a test is reported and fails the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from traitlets.config import Config
+
+from jupyter_sandbox.sandbox import Sandbox, SandboxManager, labels
+
+TEST_PURPOSE_PREFIX = "test:"
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    # Short, under /tmp: ipc:// socket paths must stay below ~100 bytes.
+    path = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def manager_config(state_dir: Path, **settings: Any) -> Config:
+    config = Config()
+    config.SandboxSettings.state_dir = str(state_dir)
+    for name, value in settings.items():
+        config.SandboxSettings[name] = value
+    return config
+
+
+@pytest.fixture
+async def manager(state_dir: Path) -> AsyncIterator[SandboxManager]:
+    sandbox_manager = SandboxManager.from_config(manager_config(state_dir))
+    yield sandbox_manager
+    await remove_everything_under(sandbox_manager, state_dir)
+    await sandbox_manager.close()
+
+
+async def remove_everything_under(sandbox_manager: SandboxManager, state_dir: Path) -> None:
+    for info in await sandbox_manager.backend.list_sandboxes():
+        if Path(info.host_dir).parent == state_dir:
+            await sandbox_manager.backend.remove(info.sandbox_id)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("runc", marks=pytest.mark.runc),
+        pytest.param("runsc", marks=pytest.mark.runsc),
+    ]
+)
+def runtime(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def purpose(request: pytest.FixtureRequest) -> str:
+    """The label value that names the test that created a container."""
+    return TEST_PURPOSE_PREFIX + request.node.nodeid
+
+
+@pytest.fixture
+async def sandbox(manager: SandboxManager, runtime: str, purpose: str) -> Sandbox:
+    return await manager.create("alice", runtime=runtime, purpose=purpose)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any test left a labelled container behind."""
+    try:
+        client = docker.from_env(version="auto", timeout=10)
+        left = client.containers.list(all=True, filters={"label": labels.PURPOSE})
+    except docker.errors.DockerException:
+        return
+    leaked = [
+        c.name for c in left if c.labels.get(labels.PURPOSE, "").startswith(TEST_PURPOSE_PREFIX)
+    ]
+    if leaked:
+        print(f"\nLEAK: tests left {len(leaked)} sandbox container(s): {', '.join(leaked)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

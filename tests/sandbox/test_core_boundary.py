@@ -1,0 +1,32 @@
+"""The core never imports tornado or jupyter_server (DESIGN.md "Layout")."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import jupyter_sandbox.sandbox
+
+FORBIDDEN = ("tornado", "jupyter_server")
+CORE = Path(jupyter_sandbox.sandbox.__file__).parent
+
+
+def test_no_core_module_imports_the_web_stack() -> None:
+    offenders = []
+    for path in sorted(CORE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert offenders == []
+
+
+def test_importing_the_core_does_not_load_jupyter_server() -> None:
+    code = "import sys, jupyter_sandbox.sandbox; print('jupyter_server' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

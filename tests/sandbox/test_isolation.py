@@ -1,0 +1,212 @@
+"""What code inside a sandbox can see and do, on both runtimes (DESIGN.md "Isolation defaults").
+
+Every probe runs as user code in the sandbox's kernel, reached with plain jupyter_client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import platform
+import tarfile
+
+import pytest
+
+from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.errors import SandboxDiedError, SandboxError
+
+from ..kernel_client import answers, execute
+
+pytestmark = pytest.mark.integration
+
+
+async def run(sandbox: Sandbox, code: str) -> str:
+    out, reply = await execute(sandbox.connection_info, code)
+    assert reply["status"] == "ok", out
+    return out.strip()
+
+
+async def test_code_runs_in_the_kernel(sandbox: Sandbox) -> None:
+    assert await run(sandbox, "print(6 * 7)") == "42"
+    assert sandbox.kernel_info["language_info"]["name"] == "python"
+
+
+async def test_kernel_is_not_root(sandbox: Sandbox, manager: SandboxManager) -> None:
+    uid, gid = (await run(sandbox, "import os; print(os.geteuid(), os.getegid())")).split()
+    assert int(uid) != 0
+    assert int(gid) != 0
+    assert int(uid) == manager.settings.effective_uid
+
+
+async def test_no_capabilities(sandbox: Sandbox) -> None:
+    status = await run(sandbox, "print(open('/proc/self/status').read())")
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert int(fields["CapEff"], 16) == 0
+    assert int(fields["CapPrm"], 16) == 0
+
+
+async def test_no_new_privileges(sandbox: Sandbox) -> None:
+    # PR_GET_NO_NEW_PRIVS = 39; gVisor has no NoNewPrivs line in /proc/self/status.
+    out = await run(sandbox, "import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))")
+    assert out == "1"
+
+
+async def test_root_filesystem_is_read_only(sandbox: Sandbox) -> None:
+    out = await run(
+        sandbox,
+        "for line in open('/proc/self/mountinfo'):\n"
+        "    f = line.split()\n"
+        "    if f[4] == '/': print(f[5])\n",
+    )
+    assert "ro" in out.split(",")
+    err = await run(
+        sandbox,
+        "try:\n    open('/etc/written-by-sandbox', 'w')\nexcept OSError as e:\n    print(e.errno)",
+    )
+    assert int(err) in (13, 30)  # EACCES or EROFS: either way nothing is written
+
+
+async def test_only_loopback_interface(sandbox: Sandbox) -> None:
+    out = await run(
+        sandbox,
+        "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))",
+    )
+    assert out == "['lo']"
+
+
+async def test_workspace_is_writable_and_capped(sandbox: Sandbox) -> None:
+    out = await run(
+        sandbox,
+        "import os\n"
+        "open('probe.txt', 'w').write('hello')\n"
+        "s = os.statvfs('/workspace')\n"
+        "print(os.getcwd(), open('/workspace/probe.txt').read(), s.f_blocks * s.f_frsize)",
+    )
+    cwd, content, size = out.split()
+    assert (cwd, content) == ("/workspace", "hello")
+    assert abs(int(size) - sandbox.limits.workspace_bytes) <= sandbox.limits.workspace_bytes * 0.05
+
+
+async def test_runs_on_the_expected_kernel(sandbox: Sandbox) -> None:
+    release = await run(sandbox, "import os; print(os.uname().release)")
+    kernel_log = await run(
+        sandbox,
+        "import subprocess\n"
+        "print(subprocess.run(['dmesg'], capture_output=True, text=True).stdout[:400])",
+    )
+    if sandbox.info.runtime == "runsc":
+        assert "gVisor" in kernel_log
+        assert release != platform.release()
+    else:
+        assert release == platform.release()
+        assert "gVisor" not in kernel_log
+
+
+async def test_host_environment_is_not_passed_in(
+    manager: SandboxManager, runtime: str, purpose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "host-secret-" + os.urandom(8).hex()
+    monkeypatch.setenv("JUPYTER_TOKEN", secret)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    sandbox = await manager.create("alice", runtime=runtime, purpose=purpose)
+    env = await run(
+        sandbox,
+        "import os\n"
+        "print(repr(dict(os.environ)))\n"
+        "print(open('/proc/1/environ', 'rb').read() if os.access('/proc/1/environ', os.R_OK) else '')",
+    )
+    assert secret not in env
+    assert "JUPYTER_TOKEN" not in env
+    assert "'HOME': '/workspace'" in env
+
+
+async def test_pids_limit_stops_a_fork_loop(
+    manager: SandboxManager, runtime: str, purpose: str
+) -> None:
+    sandbox = await manager.create("alice", runtime=runtime, limits={"pids": 64}, purpose=purpose)
+    out = await run(
+        sandbox,
+        "import os, time\n"
+        "children = []\n"
+        "try:\n"
+        "    for _ in range(1000):\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            time.sleep(60); os._exit(0)\n"
+        "        children.append(pid)\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno, len(children))\n"
+        "for pid in children:\n"
+        "    os.kill(pid, 9); os.waitpid(pid, 0)\n",
+    )
+    verdict, errno, forked = out.split()
+    assert (verdict, int(errno)) == ("refused", 11)  # EAGAIN
+    assert int(forked) < 64
+    assert await run(sandbox, "print('still here')") == "still here"
+
+
+async def test_memory_hog_is_killed_and_others_live_on(
+    manager: SandboxManager, runtime: str, purpose: str
+) -> None:
+    hog = await manager.create("alice", runtime=runtime, limits={"memory": "256m"}, purpose=purpose)
+    neighbour = await manager.create("alice", runtime=runtime, purpose=purpose)
+    # As user code in the kernel: the kernel is the process that grows.
+    with pytest.raises(SandboxDiedError, match="more memory than its limit"):
+        await _run_hog(manager, hog)
+    assert await run(neighbour, "print(1 + 1)") == "2"
+    assert await answers(neighbour.connection_info, timeout=5)
+
+
+async def _run_hog(manager: SandboxManager, hog: Sandbox) -> None:
+    """Allocate 1 GiB in the kernel of a 256 MiB sandbox; raise once the sandbox has died."""
+    task = asyncio.ensure_future(
+        execute(hog.connection_info, "b = bytearray(1024**3); b[::4096] = b'x' * (1024**3 // 4096)")
+    )
+    try:
+        for _ in range(120):
+            info = await manager.get("alice", hog.sandbox_id)
+            if not info.running:
+                raise SandboxDiedError(info.death_cause())
+            await asyncio.sleep(0.5)
+        pytest.fail("the memory hog was not killed within 60 s")
+    finally:
+        task.cancel()
+
+
+async def test_pause_freezes_and_resume_thaws(sandbox: Sandbox, manager: SandboxManager) -> None:
+    await manager.pause("alice", sandbox.sandbox_id)
+    assert (await manager.get("alice", sandbox.sandbox_id)).status == "paused"
+    assert not await answers(sandbox.connection_info, timeout=1)
+    await manager.resume("alice", sandbox.sandbox_id)
+    assert await answers(sandbox.connection_info, timeout=10)
+
+
+async def test_archive_round_trip_through_the_workspace(
+    sandbox: Sandbox, manager: SandboxManager
+) -> None:
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w") as tar:
+        for name, data in (("notes.txt", b"hello"), ("data/blob.bin", bytes(range(256)) * 64)):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    await manager.backend.put_archive(sandbox.sandbox_id, "/workspace", payload.getvalue())
+    assert await run(sandbox, "print(open('notes.txt').read())") == "hello"
+    out = await manager.backend.get_archive(sandbox.sandbox_id, "/workspace", max_bytes=10**6)
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        blob = tar.extractfile("./data/blob.bin")
+        assert blob is not None
+        assert blob.read() == bytes(range(256)) * 64
+    with pytest.raises(SandboxError, match="exceeds 1000 bytes"):
+        await manager.backend.get_archive(sandbox.sandbox_id, "/workspace", max_bytes=1000)
+
+
+async def test_exec_timeout_kills_the_command(sandbox: Sandbox, manager: SandboxManager) -> None:
+    result = await manager.exec("alice", sandbox.sandbox_id, ["sleep", "100"], timeout=1)
+    assert result.timed_out
+    # The image has no ps: read the process names off /proc.
+    listing = "import glob; print([open(p).read().strip() for p in glob.glob('/proc/[0-9]*/comm')])"
+    ps = await manager.exec("alice", sandbox.sandbox_id, ["python", "-c", listing], timeout=10)
+    assert b"python" in ps.stdout
+    assert b"sleep" not in ps.stdout

@@ -1,0 +1,73 @@
+"""The reaper removes what a crash left behind, and nothing else."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
+from jupyter_sandbox.sandbox.reaper import reap_orphans
+
+from ..conftest import manager_config, remove_everything_under
+
+pytestmark = pytest.mark.integration
+
+
+async def test_container_whose_state_is_gone_is_reaped(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    orphan = await manager.create("alice", runtime="runc", purpose=purpose)
+    healthy = await manager.create("alice", runtime="runc", purpose=purpose)
+    shutil.rmtree(state_dir / orphan.sandbox_id)  # as if the host lost the sandbox's state
+
+    report = await reap_orphans(manager, grace=0)
+
+    assert report.containers == [orphan.sandbox_id]
+    with pytest.raises(SandboxNotFoundError):
+        await manager.get("alice", orphan.sandbox_id)
+    assert (await manager.get("alice", healthy.sandbox_id)).running
+
+
+async def test_exited_sandbox_is_reaped_with_its_directory(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    await manager.backend.stop(sandbox.sandbox_id, timeout=1)
+
+    report = await reap_orphans(manager, grace=0)
+
+    assert report.containers == [sandbox.sandbox_id]
+    assert not (state_dir / sandbox.sandbox_id).exists()
+
+
+async def test_stale_directory_is_removed_but_a_young_one_is_spared(
+    manager: SandboxManager, state_dir: Path
+) -> None:
+    stale = state_dir / "0123456789ab"
+    (stale / "io").mkdir(parents=True)
+    assert (await reap_orphans(manager, grace=3600)).directories == []
+    assert stale.exists()
+    assert (await reap_orphans(manager, grace=0)).directories == ["0123456789ab"]
+    assert not stale.exists()
+
+
+async def test_another_state_directory_is_never_touched(
+    manager: SandboxManager, purpose: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    other_dir = Path(tmp_path_factory.mktemp("other", numbered=True))
+    short = Path("/tmp") / f"jsbx-other-{other_dir.name}"
+    short.mkdir()
+    other = SandboxManager.from_config(manager_config(short))
+    try:
+        theirs = await other.create("alice", runtime="runc", purpose=purpose)
+        shutil.rmtree(short / theirs.sandbox_id)  # an orphan, but of another state directory
+        report = await reap_orphans(manager, grace=0)
+        assert theirs.sandbox_id not in report.containers
+        assert (await other.get("alice", theirs.sandbox_id)).running
+    finally:
+        await remove_everything_under(other, short)
+        await other.close()
+        shutil.rmtree(short, ignore_errors=True)

@@ -1,0 +1,81 @@
+"""`jupyter sandbox <verb>` as a person runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+JUPYTER = [sys.executable, "-m", "jupyter_sandbox.cli"]
+
+
+def sandbox_cli(*args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    extra = [f"--SandboxSettings.state_dir={state_dir}"] if state_dir else []
+    return subprocess.run(
+        [*JUPYTER, *args, *extra], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_no_verb_lists_the_verbs() -> None:
+    result = sandbox_cli()
+    assert result.returncode == 2
+    for verb in ("doctor", "build-image", "list", "gc"):
+        assert verb in result.stdout
+
+
+def test_jupyter_finds_the_command() -> None:
+    jupyter = Path(sys.executable).parent / "jupyter"
+    result = subprocess.run([str(jupyter), "sandbox", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.strip()
+
+
+def test_doctor_passes_on_this_machine(state_dir: Path) -> None:
+    result = sandbox_cli("doctor", state_dir=state_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK    kernel on runsc" in result.stdout
+    assert "OK    kernel on runc" in result.stdout
+    assert list(state_dir.iterdir()) == []
+
+
+def test_doctor_fails_naming_the_fix_when_the_image_is_missing(state_dir: Path) -> None:
+    result = sandbox_cli(
+        "doctor", "--SandboxSettings.image=jupyter-sandbox/absent:0", state_dir=state_dir
+    )
+    assert result.returncode == 1
+    assert "FAIL  image" in result.stdout
+    assert "fix: jupyter sandbox build-image" in result.stdout
+
+
+def test_build_image_skips_an_up_to_date_image() -> None:
+    result = sandbox_cli("build-image")
+    assert result.returncode == 0, result.stderr
+    assert "is up to date" in result.stdout
+
+
+def test_list_and_gc_on_an_empty_state_dir(state_dir: Path) -> None:
+    listed = sandbox_cli("list", state_dir=state_dir)
+    assert listed.returncode == 0
+    assert listed.stdout.startswith("SANDBOX")
+    reaped = sandbox_cli("gc", state_dir=state_dir)
+    assert reaped.returncode == 0
+    assert reaped.stdout.startswith("removed 0 container(s)")
+
+
+def test_errors_are_one_clear_line(state_dir: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    result = subprocess.run(
+        [*JUPYTER, "list", f"--SandboxSettings.state_dir={state_dir}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: no Docker engine answers")
+    assert "Traceback" not in result.stderr
