@@ -26,6 +26,16 @@ class BindMount:
 
 
 @dataclass(frozen=True)
+class OverlayMount:
+    """A copy-on-write view of ``lower`` at ``target``; writes land in ``upper``."""
+
+    lower: str
+    upper: str
+    work: str
+    target: str
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """Everything a backend needs to create one sandbox container.
 
@@ -45,6 +55,7 @@ class ContainerSpec:
     pids_limit: int  # the engine's pids cgroup limit
     ulimits: dict[str, int] = field(default_factory=dict)  # name -> soft = hard limit
     mounts: list[BindMount] = field(default_factory=list)
+    overlays: list[OverlayMount] = field(default_factory=list)
     tmpfs: dict[str, str] = field(default_factory=dict)  # target -> complete mount options
     working_dir: str = WORKSPACE_DIR
     read_only_root: bool = True

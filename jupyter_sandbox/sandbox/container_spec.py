@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from .._version import __version__
 from . import labels
-from .backend import SANDBOX_IO_DIR, WORKSPACE_DIR, BindMount, ContainerSpec
+from .backend import SANDBOX_IO_DIR, WORKSPACE_DIR, BindMount, ContainerSpec, OverlayMount
 from .docker_backend import container_name
 from .errors import InvalidSettingError
 from .hostdir import SandboxDirectory
 from .limits import SandboxLimits
 from .settings import SandboxSettings
+from .workspace import NO_WORKSPACE, WorkspacePlan
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # The fixed part of every sandbox's environment; the image adds PATH and LANG. Nothing of the
@@ -29,7 +30,9 @@ BASE_ENVIRONMENT = {
     "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter",
     "PYTHONUNBUFFERED": "1",
 }
-KERNEL_COMMAND = ["python", "-m", "ipykernel_launcher", "-f", f"{SANDBOX_IO_DIR}/kernel.json"]
+# The image's kernel supervisor (images/python/sandbox-init.py): it runs ipykernel with the
+# connection file in SANDBOX_IO_DIR and restarts it when the host asks.
+KERNEL_COMMAND = ["python", "/opt/sandbox/sandbox-init.py"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class SpecRequest:
     limits: SandboxLimits
     environment: dict[str, str]
     purpose: str = ""
+    workspace: WorkspacePlan = NO_WORKSPACE
 
 
 def check_environment(env: dict[str, str]) -> None:
@@ -84,6 +88,25 @@ def build_container_spec(
     }
     if request.purpose:
         spec_labels[labels.PURPOSE] = request.purpose[:200]
+    mounts = [BindMount(str(directory.io), SANDBOX_IO_DIR)]
+    overlays = []
+    tmpfs = {"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}"}
+    plan = request.workspace
+    if plan.source is None:
+        tmpfs[WORKSPACE_DIR] = (
+            f"rw,nosuid,nodev,size={limits.workspace_bytes},uid={uid},gid={uid},mode=0700"
+        )
+    elif plan.mode == "copy-on-write":
+        overlays.append(
+            OverlayMount(
+                lower=plan.source,
+                upper=str(directory.overlay_upper),
+                work=str(directory.overlay_work),
+                target=WORKSPACE_DIR,
+            )
+        )
+    else:
+        mounts.append(BindMount(plan.source, WORKSPACE_DIR, read_only=plan.mode == "read-only"))
     return ContainerSpec(
         name=container_name(request.sandbox_id),
         image=request.image,
@@ -96,12 +119,9 @@ def build_container_spec(
         cpus=limits.cpus,
         pids_limit=pids_limit,
         ulimits=ulimits,
-        mounts=[BindMount(str(directory.io), SANDBOX_IO_DIR)],
-        tmpfs={
-            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}",
-            WORKSPACE_DIR: f"rw,nosuid,nodev,size={limits.workspace_bytes},"
-            f"uid={uid},gid={uid},mode=0700",
-        },
+        mounts=mounts,
+        overlays=overlays,
+        tmpfs=tmpfs,
         read_only_root=settings.read_only_root,
         stop_timeout=settings.stop_timeout,
         log_max_size=settings.log_max_size,

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 import docker.errors
-from docker.types import LogConfig, Mount, Ulimit
+from docker.types import DriverConfig, LogConfig, Mount, Ulimit
 
 from . import labels
 from .backend import ContainerSpec, EngineFacts, ExecResult, SandboxBackend, SandboxInfo
@@ -133,8 +133,28 @@ class DockerBackend(SandboxBackend):
             "ulimits": [Ulimit(name=n, soft=v, hard=v) for n, v in sorted(spec.ulimits.items())],
             "tmpfs": dict(spec.tmpfs),
             "mounts": [
-                Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-                for m in spec.mounts
+                *(
+                    Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                    for m in spec.mounts
+                ),
+                # An anonymous volume: the engine (root) mounts the overlay, so this works for
+                # users without root too, and removing the container removes the volume.
+                *(
+                    Mount(
+                        target=o.target,
+                        source=None,
+                        type="volume",
+                        driver_config=DriverConfig(
+                            "local",
+                            {
+                                "type": "overlay",
+                                "device": "overlay",
+                                "o": f"lowerdir={o.lower},upperdir={o.upper},workdir={o.work}",
+                            },
+                        ),
+                    )
+                    for o in spec.overlays
+                ),
             ],
             "ipc_mode": "private",
             "cgroupns": "private",

@@ -49,6 +49,9 @@ class SandboxDirectory:
         self.io = self.root / "io"
         self.state_file = self.root / "state.json"
         self.connection_file = self.io / "kernel.json"
+        self.restart_flag = self.io / "restart-requested"
+        self.overlay_upper = self.root / "overlay" / "upper"
+        self.overlay_work = self.root / "overlay" / "work"
 
     @property
     def socket_prefix(self) -> str:
@@ -72,12 +75,33 @@ class SandboxDirectory:
         self.io.mkdir(mode=0o700)
         self._give(self.io, uid)
 
+    def create_overlay(self, uid: int) -> None:
+        """Directories for a copy-on-write /workspace; the sandbox's writes land in ``upper``."""
+        self.overlay_upper.mkdir(mode=0o700, parents=True)
+        self.overlay_work.mkdir(mode=0o700)
+        self._give(self.overlay_upper, uid)
+
+    def request_restart(self) -> None:
+        """Tell the sandbox's kernel supervisor to start a fresh kernel when this one exits."""
+        self.restart_flag.touch(mode=0o600)
+
+    def update_state(self, **changes: Any) -> dict[str, Any]:
+        """Merge ``changes`` into the state file (atomic replace; last writer wins)."""
+        state = {**self.read_state(), **changes}
+        self.write_state(state)
+        return state
+
     def write_connection_file(self, info: dict[str, Any], uid: int) -> None:
         write_json_atomic(self.connection_file, info, mode=0o600)
         self._give(self.connection_file, uid)
 
     def write_state(self, state: dict[str, Any]) -> None:
         write_json_atomic(self.state_file, state)
+
+    def read_connection_file(self) -> dict[str, Any]:
+        with open(self.connection_file) as f:
+            data: dict[str, Any] = json.load(f)
+        return data
 
     def read_state(self) -> dict[str, Any]:
         try:

@@ -91,14 +91,14 @@ class ImageBuilder(LoggingConfigurable):
         source = images_dir() / "python"
         base = self.base_image or self._debootstrap_base(force=force)
         python_tag = self._python_version(base)
+        recipe_files = sorted(p for p in source.iterdir() if p.is_file())
         recipe = _digest(
             BUILDER_VERSION,
             base,
             self._image_id(base),
             python_tag,
             platform.machine(),
-            (source / "Dockerfile").read_text(),
-            (source / "requirements.txt").read_text(),
+            *(f"{p.name}\0{p.read_text()}" for p in recipe_files),
         )
         if not force and self._has_recipe(self.tag, recipe):
             self.say(f"{self.tag} is up to date (recipe {recipe[:12]}); nothing to build")
@@ -106,8 +106,8 @@ class ImageBuilder(LoggingConfigurable):
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
             context = Path(tmp)
-            shutil.copy(source / "Dockerfile", context / "Dockerfile")
-            shutil.copy(source / "requirements.txt", context / "requirements.txt")
+            for path in recipe_files:
+                shutil.copy(path, context / path.name)
             self._download_wheels(source / "requirements.txt", context / "wheels", python_tag)
             self.say(f"building {self.tag} from {base}")
             self._docker_build(context, base, recipe)

@@ -113,9 +113,9 @@ class SandboxLimits:
             workspace_bytes=parse_size(workspace_size, "workspace size"),
         )
 
-    def with_overrides(self, **overrides: Any) -> SandboxLimits:
-        """A copy with some limits replaced, given in their human forms; unknown names are refused."""
-        current: dict[str, Any] = {
+    def as_settings(self) -> dict[str, Any]:
+        """The limits in the form :meth:`parse` takes (for state files and REST bodies)."""
+        return {
             "memory": self.memory_bytes,
             "cpus": self.cpus,
             "pids": self.pids,
@@ -123,6 +123,10 @@ class SandboxLimits:
             "tmp_size": self.tmp_bytes,
             "workspace_size": self.workspace_bytes,
         }
+
+    def with_overrides(self, **overrides: Any) -> SandboxLimits:
+        """A copy with some limits replaced, given in their human forms; unknown names are refused."""
+        current = self.as_settings()
         unknown = sorted(set(overrides) - set(current))
         if unknown:
             raise InvalidSettingError(

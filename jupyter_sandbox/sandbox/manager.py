@@ -13,6 +13,7 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from traitlets.config import Config, LoggingConfigurable
@@ -25,6 +26,7 @@ from .container_spec import (
     check_environment,
     now_iso,
 )
+from .contexts import check_context
 from .docker_backend import DockerBackend
 from .engine import DockerEngine
 from .errors import InvalidSettingError, SandboxNotFoundError
@@ -32,6 +34,7 @@ from .hostdir import SandboxDirectory
 from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
 from .limits import SandboxLimits
 from .settings import RUNTIMES, SandboxSettings
+from .workspace import NO_WORKSPACE, WorkspacePlan, plan_workspace
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class Sandbox:
     limits: SandboxLimits
     connection_info: dict[str, Any]  # host side: plain jupyter_client connects with it
     kernel_info: dict[str, Any]
+    workspace: WorkspacePlan = NO_WORKSPACE
 
     @property
     def sandbox_id(self) -> str:
@@ -94,14 +98,23 @@ class SandboxManager(LoggingConfigurable):
         image: str | None = None,
         limits: dict[str, Any] | None = None,
         environment: dict[str, str] | None = None,
+        context: str | None = None,
+        ephemeral: bool = False,
+        launch_dir: str | None = None,
+        notebook: str = "",
         purpose: str = "",
     ) -> Sandbox:
         """Start a sandbox for ``owner`` and wait until its kernel answers.
 
-        Everything is checked before anything is written; on any failure the container and the
-        host directory are removed again and the error says why.
+        ``context`` names the interpreter so that it can be found again (see contexts.py);
+        ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
+        reaper removes once no process holds its context. ``launch_dir`` is shown at
+        /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
+        is written; on any failure the container and host directory are removed again.
         """
         check_owner(owner)
+        if context is not None:
+            check_context(context)
         runtime = runtime or self.settings.runtime
         if runtime not in RUNTIMES:
             raise InvalidSettingError(
@@ -110,6 +123,7 @@ class SandboxManager(LoggingConfigurable):
         image = image or self.settings.image
         checked_limits = self.settings.default_limits().with_overrides(**(limits or {}))
         env = self._environment(environment or {})
+        workspace = plan_workspace(self.settings.workspace_mode, launch_dir)
         await self.backend.check_ready(runtime, image)
 
         sandbox_id = secrets.token_hex(6)
@@ -117,29 +131,97 @@ class SandboxManager(LoggingConfigurable):
         uid = self.settings.effective_uid
         directory.create(uid)
         try:
+            if workspace.mode == "copy-on-write":
+                directory.create_overlay(uid)
             connection = new_connection_info(directory.container_socket_prefix())
             directory.write_connection_file(connection, uid)
             now = now_iso()
-            directory.write_state({"owner": owner, "created": now, "last_activity": now})
-            spec = build_container_spec(
-                self.settings,
-                SpecRequest(sandbox_id, owner, runtime, image, checked_limits, env, purpose),
-                directory,
+            directory.write_state(
+                {
+                    "owner": owner,
+                    "created": now,
+                    "last_activity": now,
+                    "context": context,
+                    "ephemeral": ephemeral,
+                    "runtime": runtime,
+                    "limits": checked_limits.as_settings(),
+                    "workspace": {"mode": workspace.mode, "note": workspace.note},
+                    "notebook": notebook,
+                }
             )
+            request = SpecRequest(
+                sandbox_id, owner, runtime, image, checked_limits, env, purpose, workspace
+            )
+            spec = build_container_spec(self.settings, request, directory)
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
-            host_connection = with_socket_prefix(connection, directory.socket_prefix)
-            reply = await wait_until_ready(
-                host_connection,
-                timeout=self.settings.start_timeout,
-                still_running=lambda: self._why_not_running(sandbox_id),
-            )
-            info = await self.backend.inspect(sandbox_id)
+            sandbox = await self._wait_for_kernel(sandbox_id, directory)
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise
         log.info("sandbox %s started for %s (%s, %s)", sandbox_id, owner, runtime, image)
-        return Sandbox(info, checked_limits, host_connection, reply)
+        return sandbox
+
+    async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
+        """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
+        await self.get(owner, sandbox_id)
+        return await self._wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        )
+
+    async def find_context(self, owner: str, context: str) -> str | None:
+        """The id of ``owner``'s running sandbox for ``context``, if there is one.
+
+        A sandbox of that context that is no longer running is removed on the way.
+        """
+        check_context(context)
+        state_dir = self.settings.state_path
+        if not state_dir.is_dir():
+            return None
+        for entry in sorted(state_dir.iterdir()):
+            directory = SandboxDirectory(state_dir, entry.name)
+            state = directory.read_state()
+            if state.get("owner") != owner or state.get("context") != context:
+                continue
+            try:
+                info = await self.get(owner, entry.name)
+            except SandboxNotFoundError:
+                directory.remove()
+                continue
+            if info.running:
+                return info.sandbox_id
+            await self._discard(info.sandbox_id, directory)
+        return None
+
+    def request_restart(self, sandbox_id: str) -> None:
+        """Make the sandbox start a fresh kernel when its current one shuts down.
+
+        The caller then sends the kernel a shutdown_request; files in /workspace stay.
+        """
+        SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).request_restart()
+
+    def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
+        """Record mutable facts (last activity, attached notebook...) in the state file."""
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        return directory.update_state(**changes)
+
+    def read_state(self, sandbox_id: str) -> dict[str, Any]:
+        return SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).read_state()
+
+    async def _wait_for_kernel(self, sandbox_id: str, directory: SandboxDirectory) -> Sandbox:
+        connection = directory.read_connection_file()
+        host_connection = with_socket_prefix(connection, directory.socket_prefix)
+        reply = await wait_until_ready(
+            host_connection,
+            timeout=self.settings.start_timeout,
+            still_running=lambda: self._why_not_running(sandbox_id),
+        )
+        info = await self.backend.inspect(sandbox_id)
+        state = directory.read_state()
+        limits = SandboxLimits.parse(**state["limits"])
+        workspace = state.get("workspace") or {}
+        plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
+        return Sandbox(info, limits, host_connection, reply, plan)
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
         env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
@@ -172,8 +254,17 @@ class SandboxManager(LoggingConfigurable):
         return info
 
     async def list_sandboxes(self, owner: str) -> list[SandboxInfo]:
-        """The sandboxes of ``owner``, in any state."""
-        return await self.backend.list_sandboxes(check_owner(owner))
+        """The sandboxes of ``owner`` that this manager's state directory holds, in any state."""
+        found = await self.backend.list_sandboxes(check_owner(owner))
+        return [info for info in found if self.holds(info)]
+
+    def holds(self, info: SandboxInfo) -> bool:
+        """Whether ``info``'s host directory lies in this manager's state directory.
+
+        Two managers (two host users, or tests) may share an engine: each only ever lists and
+        reaps its own sandboxes.
+        """
+        return Path(info.host_dir).parent == self.settings.state_path
 
     async def exec(
         self, owner: str, sandbox_id: str, argv: list[str], *, timeout: float = 60.0

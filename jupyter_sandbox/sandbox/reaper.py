@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .contexts import ContextLock, lock_path
 from .hostdir import SandboxDirectory
 from .manager import SandboxManager
 
@@ -43,13 +44,14 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     grace = manager.settings.start_timeout if grace is None else grace
     report = ReapReport()
     containers = await manager.backend.list_sandboxes()
-    ours = [c for c in containers if _under(Path(c.host_dir), state_dir)]
+    ours = [c for c in containers if manager.holds(c)]
     for info in ours:
         directory = SandboxDirectory(state_dir, info.sandbox_id)
         young = _age(directory.root) < grace
         orphan = not directory.exists() and not young
         failed = info.status in DEAD_STATES or (info.status == "created" and not young)
-        if orphan or failed:
+        abandoned = _abandoned(directory, info.owner, grace)
+        if orphan or failed or abandoned:
             log.info(
                 "reaping sandbox %s (%s, host directory %s)",
                 info.sandbox_id,
@@ -72,11 +74,17 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     return report
 
 
-def _under(path: Path, parent: Path) -> bool:
-    try:
-        return path.resolve().parent == parent.resolve()
-    except OSError:
+def _abandoned(directory: SandboxDirectory, owner: str, grace: float) -> bool:
+    """An ephemeral sandbox whose kernel process is gone (its context lock is free) and that
+    has seen no activity for ``grace`` seconds: a proxy kernel was killed without shutdown.
+    A restarting kernel re-takes the lock well within the grace period."""
+    state = directory.read_state()
+    context = state.get("context")
+    if not state.get("ephemeral") or not context:
         return False
+    if ContextLock.is_held(lock_path(directory.root.parent, owner, context)):
+        return False
+    return _age(directory.state_file) >= grace
 
 
 def _age(path: Path) -> float:

@@ -87,6 +87,18 @@ class SandboxSettings(LoggingConfigurable):
         help="""Size cap of the writable /workspace (bytes or with a unit). Writes past it fail
         with ENOSPC inside the sandbox.""",
     )
+    workspace_mode = Enum(
+        ("copy-on-write", "read-only", "read-write", "none"),
+        default_value="copy-on-write",
+        config=True,
+        help="""What /workspace shows of the directory the kernel was launched in (the notebook's
+        directory under JupyterLab and nbclient). 'copy-on-write': its files are visible, writes
+        stay in the sandbox and never reach them. 'read-only': visible, not writable.
+        'read-write': writes reach the host's files -- sandbox code can then change or delete
+        them; use it only for code you would run on the host. 'none': an empty /workspace of
+        workspace_size bytes. The filesystem root, your home directory itself and system
+        directories are never shown.""",
+    )
     read_only_root = Bool(
         True,
         config=True,

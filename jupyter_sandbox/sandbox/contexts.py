@@ -1,0 +1,90 @@
+"""Context ids: names for live interpreters, and the lock that lets one kernel hold each.
+
+A context id names a sandbox whose kernel keeps its variables between kernel processes: the
+same owner and the same context id find the same sandbox again. One kernel process holds a
+context at a time; the hold is an ``flock`` on a file under the state directory, so the
+operating system releases it when the process ends in any way, SIGKILL included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from .errors import InvalidSettingError, SandboxError
+
+_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class ContextBusyError(SandboxError):
+    """Another kernel process holds this context."""
+
+    code = "context_busy"
+    http_status = 409
+
+
+def check_context(context: str) -> str:
+    if not _CONTEXT.match(context):
+        raise InvalidSettingError(
+            f"context id {context!r} is invalid: use 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return context
+
+
+def lock_path(state_dir: Path, owner: str, context: str) -> Path:
+    """Where the lock of ``owner``'s ``context`` lives (owners never share a file)."""
+    owner_key = hashlib.sha256(owner.encode()).hexdigest()[:16]
+    return state_dir / "locks" / f"{owner_key}.{context}.lock"
+
+
+class ContextLock:
+    """An exclusive, process-lifetime hold on one owner's context."""
+
+    def __init__(self, state_dir: Path, owner: str, context: str) -> None:
+        self.context = check_context(context)
+        self.path = lock_path(state_dir, owner, context)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the context, or raise ContextBusyError naming it and the holder's pid."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ContextBusyError(
+                f"context '{self.context}' is in use by another kernel (pid {holder}); shut that "
+                "kernel down first, or start this one with another JUPYTER_SANDBOX_CONTEXT"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def is_held(path: Path) -> bool:
+        """Whether some process holds the lock at ``path`` now."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
