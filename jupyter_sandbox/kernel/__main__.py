@@ -1,0 +1,28 @@
+"""``python -m jupyter_sandbox.kernel -f CONNECTION_FILE``: run one proxy kernel."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from ..sandbox.settings import load_config
+from .proxy import SandboxKernel
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_sandbox.kernel")
+    parser.add_argument("-f", dest="connection_file", required=True, help="the connection file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("JUPYTER_SANDBOX_LOG_LEVEL", "INFO").upper(),
+        format="[SandboxedPython %(asctime)s %(levelname)s] %(message)s",
+    )
+    return asyncio.run(SandboxKernel(args.connection_file, load_config()).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The proxy kernel process: one frontend connection, one sandbox, the relay between them.
+
+Lifecycle, as jupyter_client drives it:
+
+* start: bind the frontend sockets at once; take the context (JUPYTER_SANDBOX_CONTEXT, or one
+  derived from the connection file for an unnamed kernel); reattach to its sandbox or create
+  one; then relay. A sandbox that cannot start leaves a kernel that answers every request with
+  the reason and the fix.
+* restart (shutdown_request with restart=true): the sandbox's supervisor starts a fresh
+  interpreter in the same sandbox (files in /workspace stay); this process exits and the next
+  one, started with the same connection file, reattaches.
+* shutdown: an unnamed kernel's sandbox is removed; a named context's interpreter lives on for
+  the next kernel that names it.
+* the sandbox dies: running cells get an error naming the cause, and the process exits non-zero
+  so that Jupyter's restarter starts a new kernel (and so a new sandbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import hashlib
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+from traitlets.config import Config
+
+from ..sandbox import Sandbox, SandboxError, SandboxManager
+from ..sandbox.container_spec import now_iso
+from ..sandbox.contexts import ContextLock
+from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
+from ..sandbox.settings import RUNTIMES
+from .answers import fail_request, unavailable_kernel_info
+from .relay import Relay
+from .wire import WireMessage
+
+log = logging.getLogger(__name__)
+
+WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
+HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
+UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
+RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
+
+
+class SandboxKernel:
+    """Runs until the frontend shuts the kernel down or the sandbox dies; returns the exit code."""
+
+    def __init__(self, connection_file: str, config: Config | None = None) -> None:
+        self.connection_file = Path(connection_file).resolve()
+        self.manager = SandboxManager.from_config(config)
+        self.owner = os.environ.get("JUPYTER_SANDBOX_OWNER") or getpass.getuser()
+        self.context = os.environ.get("JUPYTER_SANDBOX_CONTEXT") or None
+        self.relay = Relay(json.loads(self.connection_file.read_text()))
+        self.sandbox: Sandbox | None = None
+        self.lock: ContextLock | None = None
+        self.pending: dict[str, WireMessage] = {}  # execute_requests awaiting their reply
+        self.done = asyncio.Event()
+        self.exit_code = 0
+        self.shutting_down = False
+        self.remove_on_exit = False
+
+    async def run(self) -> int:
+        self.relay.bind_frontend()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._terminated)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts arrive as messages
+        watcher: asyncio.Task[None] | None = None
+        try:
+            self.sandbox = await self._obtain_sandbox()
+        except SandboxError as exc:
+            log.error("no sandbox for this kernel: %s", exc.message)
+            self._serve_unavailable(exc.message)
+        else:
+            self.relay.connect_sandbox(self.sandbox.connection_info)
+            self.relay.start(self._to_sandbox, self._to_frontend)
+            watcher = asyncio.ensure_future(self._watch(self.sandbox))
+        try:
+            await self.done.wait()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            await self._close()
+        return self.exit_code
+
+    # -- obtaining the sandbox ----------------------------------------------------------------
+
+    async def _obtain_sandbox(self) -> Sandbox:
+        runtime = os.environ.get("JUPYTER_SANDBOX_RUNTIME") or None
+        if runtime is not None and runtime not in RUNTIMES:
+            raise InvalidSettingError(
+                f"JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc', not {runtime!r}"
+            )
+        key = self.context or _unnamed_context(self.connection_file)
+        self.lock = ContextLock(self.manager.settings.state_path, self.owner, key)
+        self.lock.acquire()
+        existing = await self.manager.find_context(self.owner, key)
+        if existing is not None:
+            info = await self.manager.get(self.owner, existing)
+            if runtime is not None and info.runtime != runtime:
+                raise InvalidSettingError(
+                    f"context '{key}' runs under {info.runtime}, not {runtime}: shut it down "
+                    "first, or use another JUPYTER_SANDBOX_CONTEXT"
+                )
+            sandbox = await self.manager.attach(self.owner, existing)
+            log.info("kernel reattached to sandbox %s (context %s)", existing, key)
+        else:
+            sandbox = await self.manager.create(
+                self.owner,
+                runtime=runtime,
+                context=key,
+                ephemeral=self.context is None,
+                launch_dir=os.getcwd(),
+                notebook=os.environ.get("JPY_SESSION_NAME", ""),
+                purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
+            )
+        self.manager.update_state(
+            sandbox.sandbox_id,
+            kernel_pid=os.getpid(),
+            attached=now_iso(),
+            notebook=os.environ.get("JPY_SESSION_NAME", ""),
+        )
+        return sandbox
+
+    # -- hooks on the relay -------------------------------------------------------------------
+
+    async def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
+        if channel == "shell" and message.msg_type == "execute_request":
+            self.pending[message.msg_id] = message
+        elif channel == "control" and message.msg_type == "shutdown_request":
+            return await self._on_shutdown_request(message)
+        return message
+
+    async def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
+        assert self.sandbox is not None
+        self.shutting_down = True
+        if message.content_dict().get("restart"):
+            # The supervisor in the sandbox starts a fresh interpreter when this one exits.
+            self.manager.request_restart(self.sandbox.sandbox_id)
+            return message
+        if self.context is None:
+            self.remove_on_exit = True
+            return message
+        # A named context: its interpreter outlives this kernel process. Answer for it.
+        await self.relay.send_to_frontend(
+            "control",
+            self.relay.frontend_signer.new_message(
+                "shutdown_reply",
+                {"status": "ok", "restart": False},
+                parent=message,
+                idents=message.idents,
+            ),
+        )
+        self._stop(0)
+        return None
+
+    async def _to_frontend(self, channel: str, message: WireMessage) -> WireMessage | None:
+        if channel == "iopub" and message.msg_type == "iopub_welcome":
+            return None  # the sandbox welcomed the proxy; frontends get their own welcome
+        if channel == "shell" and message.msg_type == "execute_reply":
+            self.pending.pop(message.parent_msg_id(), None)
+        elif channel == "shell" and message.msg_type == "kernel_info_reply":
+            return self._with_banner(message)
+        elif channel == "control" and message.msg_type == "shutdown_reply" and self.shutting_down:
+            asyncio.get_running_loop().call_soon(self._stop, 0)  # after this reply is sent
+        return message
+
+    def _with_banner(self, message: WireMessage) -> WireMessage:
+        assert self.sandbox is not None
+        content = message.content_dict()
+        content["banner"] = self.isolation_summary() + "\n" + str(content.get("banner", ""))
+        message.content = json.dumps(content).encode()
+        return message
+
+    def isolation_summary(self) -> str:
+        assert self.sandbox is not None
+        runtime = RUNTIME_NAMES.get(self.sandbox.info.runtime, self.sandbox.info.runtime)
+        workspace = self.sandbox.workspace
+        lines = [
+            f"Sandboxed Python on {runtime}, sandbox {self.sandbox.sandbox_id}",
+            f"network: none; {self.sandbox.limits.describe()}",
+            f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
+        ]
+        return "\n".join(lines) + "\n"
+
+    # -- the sandbox's life -------------------------------------------------------------------
+
+    async def _watch(self, sandbox: Sandbox) -> None:
+        beat = 0.0
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                info = await self.manager.get(self.owner, sandbox.sandbox_id)
+                cause = None if info.running or info.status == "paused" else info.death_cause()
+            except SandboxNotFoundError:
+                cause = "its container was removed"
+            except SandboxError as exc:
+                log.warning("cannot check sandbox %s: %s", sandbox.sandbox_id, exc.message)
+                continue
+            if cause is not None:
+                await self._report_death(cause)
+                return
+            beat += WATCH_SECONDS
+            if beat >= HEARTBEAT_SECONDS:
+                beat = 0.0
+                self.manager.update_state(sandbox.sandbox_id, attached=now_iso())
+
+    async def _report_death(self, cause: str) -> None:
+        assert self.sandbox is not None
+        log.error("sandbox %s stopped: %s", self.sandbox.sandbox_id, cause)
+        for request in list(self.pending.values()):
+            await fail_request(
+                self.relay,
+                request,
+                "SandboxDied",
+                f"the sandbox running this kernel stopped: {cause}",
+            )
+        self.remove_on_exit = True
+        self._stop(1)
+
+    def _serve_unavailable(self, reason: str) -> None:
+        async def answer(channel: str, message: WireMessage) -> None:
+            signer = self.relay.frontend_signer
+            if message.msg_type == "kernel_info_request":
+                await self.relay.send_to_frontend(
+                    channel,
+                    signer.new_message(
+                        "kernel_info_reply",
+                        unavailable_kernel_info(reason),
+                        parent=message,
+                        idents=message.idents,
+                    ),
+                )
+            elif message.msg_type == "shutdown_request":
+                await self.relay.send_to_frontend(
+                    channel,
+                    signer.new_message(
+                        "shutdown_reply",
+                        {"status": "ok", "restart": False},
+                        parent=message,
+                        idents=message.idents,
+                    ),
+                )
+                asyncio.get_running_loop().call_soon(self._stop, 0)
+            elif channel == "shell":
+                await fail_request(self.relay, message, "SandboxUnavailable", reason)
+            else:
+                await self.relay.send_to_frontend(
+                    channel,
+                    signer.new_message(
+                        message.msg_type.replace("_request", "_reply"),
+                        {"status": "ok"},
+                        parent=message,
+                        idents=message.idents,
+                    ),
+                )
+
+        self.relay.serve(answer)
+        asyncio.get_running_loop().call_later(UNAVAILABLE_SECONDS, self._stop, 1)
+
+    def _terminated(self) -> None:
+        # SIGTERM outside a restart: jupyter_client gave up waiting, or the server stops.
+        if (
+            self.context is None
+            and not self.manager.settings.state_path.joinpath(
+                self.sandbox.sandbox_id if self.sandbox else "-", "io", "restart-requested"
+            ).exists()
+        ):
+            self.remove_on_exit = True
+        self._stop(0)
+
+    def _stop(self, code: int) -> None:
+        if not self.done.is_set():
+            self.exit_code = code
+            self.done.set()
+
+    async def _close(self) -> None:
+        try:
+            if self.remove_on_exit and self.sandbox is not None:
+                await self.manager.remove(self.owner, self.sandbox.sandbox_id)
+        finally:
+            await self.relay.close()
+            if self.lock is not None:
+                self.lock.release()
+            await self.manager.close()
+
+
+def _unnamed_context(connection_file: Path) -> str:
+    """The context of a kernel without JUPYTER_SANDBOX_CONTEXT: one per connection file, which
+    jupyter_client keeps across restarts, so a restart finds the same sandbox."""
+    return "kernel-" + hashlib.sha256(str(connection_file).encode()).hexdigest()[:16]
