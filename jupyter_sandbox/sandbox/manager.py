@@ -64,6 +64,10 @@ def check_owner(owner: str) -> str:
     return owner
 
 
+def is_sandbox_id(name: str) -> bool:
+    return bool(_SANDBOX_ID.match(name))
+
+
 def check_sandbox_id(sandbox_id: str) -> str:
     if not _SANDBOX_ID.match(sandbox_id):
         raise SandboxNotFoundError(f"no sandbox {sandbox_id!r}: ids are 12 hex digits")
@@ -179,6 +183,8 @@ class SandboxManager(LoggingConfigurable):
         if not state_dir.is_dir():
             return None
         for entry in sorted(state_dir.iterdir()):
+            if not is_sandbox_id(entry.name):
+                continue
             directory = SandboxDirectory(state_dir, entry.name)
             state = directory.read_state()
             if state.get("owner") != owner or state.get("context") != context:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .contexts import ContextLock, lock_path
 from .hostdir import SandboxDirectory
-from .manager import SandboxManager
+from .manager import SandboxManager, is_sandbox_id
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     known = {c.sandbox_id for c in containers}
     if state_dir.is_dir():
         for entry in state_dir.iterdir():
+            if not is_sandbox_id(entry.name):  # e.g. locks/
+                continue
             if entry.is_dir() and entry.name not in known and _age(entry) >= grace:
                 log.info("removing stale sandbox directory %s", entry)
                 SandboxDirectory(state_dir, entry.name).remove()

@@ -1,0 +1,62 @@
+"""An isolated environment for proxy kernels started by jupyter_client in tests.
+
+The kernel process reads jupyter_sandbox_config.py like any deployment would: the tests point
+JUPYTER_CONFIG_DIR at a private directory whose config names a private state directory, and
+label every container with the test's purpose. Everything created there is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from jupyter_sandbox.sandbox import labels
+
+
+@contextmanager
+def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
+    """Yield the state directory; the environment variables apply until the block ends.
+
+    Kernels should be started with ``cwd=notebook_dir(state_dir)``: a small directory, as a
+    notebook's usually is (jedi scans the launch directory on first completion).
+    """
+    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+    config_dir = Path(tempfile.mkdtemp(prefix="jsbx-config-", dir="/tmp"))
+    notebook_dir(state_dir).mkdir()
+    lines = [f"c.SandboxSettings.state_dir = {str(state_dir)!r}"]
+    lines += [f"c.SandboxSettings.{name} = {value!r}" for name, value in settings.items()]
+    (config_dir / "jupyter_sandbox_config.py").write_text("\n".join(lines) + "\n")
+    saved = dict(os.environ)
+    os.environ.update(JUPYTER_CONFIG_DIR=str(config_dir), JUPYTER_SANDBOX_PURPOSE=purpose)
+    try:
+        yield state_dir
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        remove_containers_under(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+        shutil.rmtree(config_dir, ignore_errors=True)
+        shutil.rmtree(notebook_dir(state_dir), ignore_errors=True)
+
+
+def notebook_dir(state_dir: Path) -> Path:
+    """A directory beside the state directory standing for the notebook's own."""
+    return state_dir.with_name(state_dir.name + "-notebook")
+
+
+def containers_under(state_dir: Path) -> list[Any]:
+    client = docker.from_env(version="auto")
+    found = client.containers.list(all=True, filters={"label": labels.HOST_DIR})
+    return [c for c in found if Path(c.labels[labels.HOST_DIR]).parent == state_dir]
+
+
+def remove_containers_under(state_dir: Path) -> None:
+    for container in containers_under(state_dir):
+        container.remove(force=True, v=True)
