@@ -1,9 +1,13 @@
 """The sandbox's kernel supervisor: runs ipykernel, and restarts it when the host asks.
 
 It runs under tini (``docker run --init``) as the sandbox's non-root user. The host asks for a
-fresh interpreter by creating ``restart-requested`` in the sandbox directory and then shutting the
-kernel down; any other kernel exit ends the sandbox, so a crash or an OOM kill shows up as the
-container's own exit. Each exit is recorded in ``kernel-exit.json`` for the host to explain.
+fresh interpreter by writing a generation number to ``restart-requested`` in the sandbox
+directory and then shutting the kernel down; any other kernel exit ends the sandbox, so a crash
+or an OOM kill shows up as the container's own exit. Each exit is recorded in
+``kernel-exit.json`` for the host to explain.
+
+Each generation binds new socket paths (kernel-g<N>-<port>): gVisor lets a sandbox create host
+Unix sockets but neither unlink nor bind over them again.
 """
 
 import contextlib
@@ -16,7 +20,32 @@ import sys
 IO = "/run/sandbox"
 RESTART = os.path.join(IO, "restart-requested")
 EXIT_RECORD = os.path.join(IO, "kernel-exit.json")
-KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f", os.path.join(IO, "kernel.json")]
+CONNECTION = os.path.join(IO, "kernel.json")
+
+
+def connection_file(generation):
+    """The connection file of a kernel generation: the first is the host's own."""
+    if generation == 0:
+        return CONNECTION
+    with open(CONNECTION) as f:
+        info = json.load(f)
+    info["ip"] = os.path.join(IO, f"kernel-g{generation}")
+    path = os.path.join(IO, f"kernel-g{generation}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(info, f)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def requested_generation():
+    """The generation the host asked for, or None when it asked for no restart."""
+    try:
+        with open(RESTART) as f:
+            text = f.read().strip()
+    except FileNotFoundError:
+        return None
+    os.unlink(RESTART)
+    return int(text) if text.isdigit() else None
 
 
 def main() -> int:
@@ -31,19 +60,27 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts reach the kernel as messages
+    generation = 0
     while True:
+        kernel_command = [
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            connection_file(generation),
+        ]
         # Its own session: an interrupt (SIGINT to the kernel's group) also reaches the
         # processes a cell started, and they can all be ended together below.
-        kernel = subprocess.Popen(KERNEL, start_new_session=True)
+        kernel = subprocess.Popen(kernel_command, start_new_session=True)
         code = kernel.wait()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(kernel.pid, signal.SIGKILL)  # background processes of the old kernel
         with open(EXIT_RECORD + ".tmp", "w") as record:
             json.dump({"returncode": code}, record)
         os.replace(EXIT_RECORD + ".tmp", EXIT_RECORD)
-        if stopping or not os.path.exists(RESTART):
+        generation = None if stopping else requested_generation()
+        if generation is None:
             return 128 - code if code < 0 else code
-        os.unlink(RESTART)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ class SandboxKernel:
         self.done = asyncio.Event()
         self.exit_code = 0
         self.shutting_down = False
+        self.restarting = False
         self.remove_on_exit = False
 
     async def run(self) -> int:
@@ -139,6 +140,7 @@ class SandboxKernel:
         if message.content_dict().get("restart"):
             # The supervisor in the sandbox starts a fresh interpreter when this one exits.
             self.manager.request_restart(self.sandbox.sandbox_id)
+            self.restarting = True
             return message
         if self.context is None:
             self.remove_on_exit = True
@@ -262,12 +264,7 @@ class SandboxKernel:
 
     def _terminated(self) -> None:
         # SIGTERM outside a restart: jupyter_client gave up waiting, or the server stops.
-        if (
-            self.context is None
-            and not self.manager.settings.state_path.joinpath(
-                self.sandbox.sandbox_id if self.sandbox else "-", "io", "restart-requested"
-            ).exists()
-        ):
+        if self.context is None and not self.restarting:
             self.remove_on_exit = True
         self._stop(0)
 

@@ -55,8 +55,13 @@ class SandboxDirectory:
 
     @property
     def socket_prefix(self) -> str:
-        """The host-side ``ip`` of the kernel's ipc:// sockets."""
-        return str(self.io / KERNEL_SOCKET_PREFIX)
+        """The host-side ``ip`` of the first kernel's ipc:// sockets."""
+        return self.socket_prefix_of(0)
+
+    def socket_prefix_of(self, generation: int) -> str:
+        """The host-side ``ip`` of a kernel generation (each restart binds new paths)."""
+        name = KERNEL_SOCKET_PREFIX if generation == 0 else f"{KERNEL_SOCKET_PREFIX}-g{generation}"
+        return str(self.io / name)
 
     @staticmethod
     def container_socket_prefix() -> str:
@@ -64,7 +69,7 @@ class SandboxDirectory:
 
     def create(self, uid: int) -> None:
         """Make the directory tree; ``io/`` is handed to the sandbox's ``uid``."""
-        if len(self.socket_prefix) + 3 > MAX_SOCKET_PATH:
+        if len(self.socket_prefix) + 12 > MAX_SOCKET_PATH:  # room for "-g<N>-<port>"
             raise InvalidSettingError(
                 f"the sandbox state directory {self.root.parent} is too long for Unix socket "
                 f"paths (max about {MAX_SOCKET_PATH} bytes): set SandboxSettings.state_dir to a "
@@ -81,9 +86,10 @@ class SandboxDirectory:
         self.overlay_work.mkdir(mode=0o700)
         self._give(self.overlay_upper, uid)
 
-    def request_restart(self) -> None:
-        """Tell the sandbox's kernel supervisor to start a fresh kernel when this one exits."""
-        self.restart_flag.touch(mode=0o600)
+    def request_restart(self, generation: int) -> None:
+        """Tell the sandbox's supervisor to start kernel ``generation`` when this one exits."""
+        self.restart_flag.write_text(str(generation))
+        self.restart_flag.chmod(0o644)
 
     def update_state(self, **changes: Any) -> dict[str, Any]:
         """Merge ``changes`` into the state file (atomic replace; last writer wins)."""

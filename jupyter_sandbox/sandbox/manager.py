@@ -202,9 +202,13 @@ class SandboxManager(LoggingConfigurable):
     def request_restart(self, sandbox_id: str) -> None:
         """Make the sandbox start a fresh kernel when its current one shuts down.
 
-        The caller then sends the kernel a shutdown_request; files in /workspace stay.
+        The caller then sends the kernel a shutdown_request; files in /workspace stay. The new
+        kernel's generation is recorded host-side first, so whoever attaches next finds it.
         """
-        SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).request_restart()
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        generation = int(directory.read_state().get("generation", 0)) + 1
+        directory.update_state(generation=generation)
+        directory.request_restart(generation)
 
     def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
         """Record mutable facts (last activity, attached notebook...) in the state file."""
@@ -216,7 +220,8 @@ class SandboxManager(LoggingConfigurable):
 
     async def _wait_for_kernel(self, sandbox_id: str, directory: SandboxDirectory) -> Sandbox:
         connection = directory.read_connection_file()
-        host_connection = with_socket_prefix(connection, directory.socket_prefix)
+        generation = int(directory.read_state().get("generation", 0))
+        host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
         reply = await wait_until_ready(
             host_connection,
             timeout=self.settings.start_timeout,

@@ -1,0 +1,51 @@
+"""Start Sandboxed Python kernels with jupyter_client, as agent code and JupyterLab do."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+
+@contextmanager
+def running_kernel(
+    cwd: Path, *, stderr: IO[str] | None = None, **env: str
+) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A started, ready sandboxed-python kernel with ``env`` added to its environment."""
+    km = KernelManager(kernel_name="sandboxed-python")
+    km.start_kernel(cwd=str(cwd), env={**os.environ, **env}, stderr=stderr)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        if km.has_kernel and km.is_alive():
+            km.shutdown_kernel(now=False)
+        km.cleanup_resources()
+
+
+def run(kc: BlockingKernelClient, code: str, timeout: float = 60) -> tuple[str, dict[str, Any]]:
+    """Execute ``code``; return what it printed (errors included) and the reply content."""
+    printed: list[str] = []
+
+    def collect(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            printed.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            printed.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=collect)
+    return "".join(printed), reply["content"]
+
+
+def value_of(kc: BlockingKernelClient, expression: str) -> str:
+    out, reply = run(kc, f"print(repr({expression}))")
+    assert reply["status"] == "ok", out
+    return out.strip()

@@ -1,0 +1,98 @@
+"""Context ids: the same owner and context id find the same live interpreter again."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .kernels import run, running_kernel, value_of
+from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(purpose: str) -> Iterator[Path]:
+    with sandbox_kernel_env(purpose) as state_dir:
+        yield state_dir
+
+
+def test_a_named_context_outlives_its_kernel(env: Path, runtime: str) -> None:
+    """c1: x = 42, shut the kernel down, start another kernel with c1: x is still 42."""
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c1", "JUPYTER_SANDBOX_RUNTIME": runtime}
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        run(kc, "x = 42")
+    assert len(containers_under(env)) == 1
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        assert value_of(kc, "x") == "42"
+
+
+def test_an_unnamed_kernel_removes_its_sandbox(env: Path) -> None:
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (_, kc):
+        assert value_of(kc, "1 + 1") == "2"
+        assert len(containers_under(env)) == 1
+    assert containers_under(env) == []
+
+
+def test_a_busy_context_is_refused_naming_it(env: Path) -> None:
+    with (
+        running_kernel(
+            notebook_dir(env), JUPYTER_SANDBOX_CONTEXT="c2", JUPYTER_SANDBOX_RUNTIME="runc"
+        ),
+        running_kernel(notebook_dir(env), JUPYTER_SANDBOX_CONTEXT="c2") as (_, second),
+    ):
+        banner = second.kernel_info(reply=True)["content"]["banner"]
+        assert "context 'c2' is in use by another kernel" in banner
+        out, reply = run(second, "1")
+        assert reply["status"] == "error"
+        assert "context 'c2' is in use" in out
+
+
+def test_a_killed_kernel_leaves_its_context_free(env: Path) -> None:
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c3", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **kernel_env) as (km, kc):
+        run(kc, "x = 'survives'")
+        assert km.provisioner is not None
+        pid = km.provisioner.pid  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGKILL)
+        km.provisioner.process.wait()  # type: ignore[attr-defined]
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        assert value_of(kc, "x") == "'survives'"
+
+
+def test_owners_never_share_a_context(env: Path) -> None:
+    with running_kernel(
+        notebook_dir(env),
+        JUPYTER_SANDBOX_CONTEXT="c4",
+        JUPYTER_SANDBOX_OWNER="alice",
+        JUPYTER_SANDBOX_RUNTIME="runc",
+    ) as (_, alice):
+        run(alice, "secret = 'alice'")
+        with running_kernel(
+            notebook_dir(env),
+            JUPYTER_SANDBOX_CONTEXT="c4",
+            JUPYTER_SANDBOX_OWNER="bob",
+            JUPYTER_SANDBOX_RUNTIME="runc",
+        ) as (_, bob):
+            assert value_of(bob, "'secret' in globals()") == "False"
+    assert len(containers_under(env)) == 2
+
+
+@pytest.mark.parametrize("value", ["kata", "runsc --platform=kvm", "RUNC"])
+def test_an_unknown_runtime_is_refused_with_a_message(env: Path, value: str) -> None:
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=value) as (_, kc):
+        out, reply = run(kc, "1")
+    assert reply["status"] == "error"
+    assert "JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc'" in out
+    assert containers_under(env) == []
+
+
+def test_a_bad_context_id_is_refused(env: Path) -> None:
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_CONTEXT="../etc") as (_, kc):
+        out, reply = run(kc, "1")
+    assert reply["status"] == "error"
+    assert "context id '../etc' is invalid" in out
