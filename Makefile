@@ -5,10 +5,17 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint engine install image benchmark
+# JupyterLab refuses to run as root unless told; on a fresh root machine that is who runs it.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+NOTEBOOK_DIR ?= examples
+
+.PHONY: test lab lint engine install image benchmark
 
 test: image
 	$(BIN)/pytest
+
+lab: image
+	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(NOTEBOOK_DIR)
 
 lint: install
 	$(BIN)/ruff format --check .
@@ -31,3 +38,5 @@ image: engine install
 
 benchmark: image
 	$(BIN)/python benchmarks/startup.py --runs 10
+	$(BIN)/python benchmarks/relay.py --runtime runsc
+	$(BIN)/python benchmarks/relay.py --runtime runc

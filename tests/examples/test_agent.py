@@ -1,0 +1,33 @@
+"""examples/agent.py works as its docstring says: results, errors, and a context that lives on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..kernel.sandbox_env import notebook_dir, sandbox_kernel_env
+
+pytestmark = pytest.mark.integration
+AGENT = Path(__file__).parents[2] / "examples" / "agent.py"
+
+
+def test_agent_example_keeps_its_context_between_runs(purpose: str) -> None:
+    with sandbox_kernel_env(purpose) as state_dir:
+        runs = [
+            subprocess.run(
+                [sys.executable, str(AGENT), "--context", "agent", "--runtime", "runc"],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                cwd=notebook_dir(state_dir),
+                check=True,
+            ).stdout
+            for _ in range(2)
+        ]
+    assert "stdout: run number 1" in runs[0]
+    assert "stdout: run number 2" in runs[1]
+    assert "error: URLError" in runs[0]  # no network
+    assert "error: PermissionError" in runs[0]  # read-only, non-root
