@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,14 @@ from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager, labels
 
-TEST_PURPOSE_PREFIX = "test:"
+# Containers are labelled "test:<this run>:<test>", so that the leak check at the end of a run
+# counts only what this run created, even when another run shares the engine.
+TEST_PURPOSE_PREFIX = f"test:{uuid.uuid4().hex[:8]}:"
+
+
+def purpose_label(name: str) -> str:
+    """The purpose label of containers created by the test ``name``."""
+    return TEST_PURPOSE_PREFIX + name
 
 
 @pytest.fixture
@@ -65,7 +73,7 @@ def runtime(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def purpose(request: pytest.FixtureRequest) -> str:
     """The label value that names the test that created a container."""
-    return TEST_PURPOSE_PREFIX + request.node.nodeid
+    return purpose_label(request.node.nodeid)
 
 
 @pytest.fixture

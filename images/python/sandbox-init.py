@@ -13,6 +13,7 @@ Unix sockets but neither unlink nor bind over them again.
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ IO = "/run/sandbox"
 RESTART = os.path.join(IO, "restart-requested")
 EXIT_RECORD = os.path.join(IO, "kernel-exit.json")
 CONNECTION = os.path.join(IO, "kernel.json")
+MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
 
 
 def connection_file(generation):
@@ -48,7 +50,15 @@ def requested_generation():
     return int(text) if text.isdigit() else None
 
 
+def seed_matplotlib_cache():
+    """Copy the font cache built into the image, so the first plot does not rebuild it."""
+    target = os.environ.get("MPLCONFIGDIR")
+    if target and not os.path.exists(target) and os.path.isdir(MATPLOTLIB_CACHE):
+        shutil.copytree(MATPLOTLIB_CACHE, target)
+
+
 def main() -> int:
+    seed_matplotlib_cache()
     stopping = False
     kernel = None
 

@@ -212,6 +212,8 @@ class ImageBuilder(LoggingConfigurable):
                 *platforms,
                 "-r",
                 str(requirements),
+                "-c",
+                str(requirements.with_name("constraints.txt")),
             ],
             "pip could not download the sandbox image's wheels (is PyPI reachable?)",
         )

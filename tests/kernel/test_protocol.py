@@ -10,6 +10,7 @@ import jupyter_kernel_test
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from ..conftest import purpose_label
 from .sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -60,7 +61,7 @@ class _SandboxedPythonTests(jupyter_kernel_test.KernelTests):
     @classmethod
     def setUpClass(cls) -> None:
         cls._stack = ExitStack()
-        state_dir = cls._stack.enter_context(sandbox_kernel_env(f"test:{cls.__name__}"))
+        state_dir = cls._stack.enter_context(sandbox_kernel_env(purpose_label(cls.__name__)))
         os.environ["JUPYTER_SANDBOX_RUNTIME"] = cls.runtime
         cls.km, cls.kc = start_new_kernel(
             kernel_name=cls.kernel_name, cwd=str(notebook_dir(state_dir))
@@ -103,7 +104,7 @@ class TestIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):
     @classmethod
     def setUpClass(cls) -> None:
         cls._stack = ExitStack()
-        cls._stack.enter_context(sandbox_kernel_env(f"test:{cls.__name__}"))
+        cls._stack.enter_context(sandbox_kernel_env(purpose_label(cls.__name__)))
         os.environ["JUPYTER_SANDBOX_RUNTIME"] = "runc"
         super().setUpClass()
 

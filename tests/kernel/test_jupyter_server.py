@@ -1,0 +1,267 @@
+"""Jupyter Server starts a Sandboxed Python session and runs a cell, as JupyterLab does.
+
+The test drives a real ``jupyter server`` process through its REST API and the kernel websocket
+(the same calls JupyterLab's frontend makes), on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from ..conftest import purpose_label
+from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+
+pytestmark = pytest.mark.integration
+
+JUPYTER = Path(sys.executable).with_name("jupyter")
+HOST = "127.0.0.1"
+SERVER_START_TIMEOUT = 60.0  # seconds until /api/status answers
+KERNEL_TIMEOUT = 120.0  # seconds for the session's kernel (and its sandbox) to run the cell
+REMOVAL_TIMEOUT = 30.0  # seconds for the sandbox to be gone once the session is deleted
+SERVER_STOP_TIMEOUT = 30.0  # seconds for the server to exit after /api/shutdown
+
+
+@dataclass
+class Server:
+    """A running ``jupyter server`` subprocess and how to reach it."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    token: str
+    log: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    async def request(self, method: str, path: str, body: Any = None) -> HTTPResponse:
+        """An authenticated REST call; never follows redirects, never uses a proxy."""
+        request = HTTPRequest(
+            self.base + path,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            body=None if body is None else json.dumps(body),
+            allow_nonstandard_methods=True,
+            follow_redirects=False,
+            request_timeout=KERNEL_TIMEOUT,
+        )
+        return await AsyncHTTPClient().fetch(request)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """End the server process (and whatever it started in its group) if it still runs."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=SERVER_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def sandbox_env(request: pytest.FixtureRequest, runtime: str) -> Iterator[Path]:
+    """The state directory of an isolated sandbox environment using ``runtime``."""
+    with sandbox_kernel_env(purpose_label(request.node.nodeid)) as state_dir:
+        os.environ["JUPYTER_SANDBOX_RUNTIME"] = runtime  # restored when the block ends
+        yield state_dir
+
+
+def start_server(root: Path, tmp_path: Path) -> Server:
+    """Start ``jupyter server`` on 127.0.0.1 with a fresh token, its log in ``tmp_path``."""
+    runtime_dir = tmp_path / "runtime"
+    runtime_dir.mkdir()
+    port = free_port()
+    token = secrets.token_hex(24)
+    log = tmp_path / "server.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                str(JUPYTER),
+                "server",
+                "--no-browser",
+                f"--ServerApp.ip={HOST}",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--ServerApp.root_dir={root}",
+                f"--IdentityProvider.token={token}",
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+            ],
+            cwd=root,
+            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime_dir)},
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, so that it can be ended as a whole
+        )
+    return Server(process, port, token, log)
+
+
+@pytest.fixture
+async def server(sandbox_env: Path, tmp_path: Path) -> AsyncIterator[Server]:
+    """A ``jupyter server`` rooted at the notebook directory; stopped afterwards, pass or fail.
+
+    It is asked to shut down through the REST API first (which shuts its kernels down), and
+    terminated if that does not end it in time.
+    """
+    root = notebook_dir(sandbox_env)
+    nbformat.write(nbformat.v4.new_notebook(), root / "t.ipynb")
+    running = start_server(root, tmp_path)
+    try:
+        await wait_for_status(running)
+        yield running
+    finally:
+        try:
+            if running.process.poll() is None:
+                with contextlib.suppress(HTTPClientError, OSError):
+                    await running.request("POST", "/api/shutdown", body={})
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    await asyncio.to_thread(running.process.wait, SERVER_STOP_TIMEOUT)
+        finally:
+            stop_process(running.process)
+
+
+async def wait_for_status(server: Server) -> None:
+    """Poll /api/status until the server answers; fail early if the process exits."""
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while True:
+        if server.process.poll() is not None:
+            raise AssertionError(f"jupyter server exited early:\n{server.log_text()}")
+        try:
+            response = await server.request("GET", "/api/status")
+        except (HTTPClientError, OSError):
+            response = None
+        if response is not None and response.code == 200:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"jupyter server did not answer in time:\n{server.log_text()}")
+        await asyncio.sleep(0.1)
+
+
+def execute_request(code: str, session: str) -> dict[str, Any]:
+    """A shell execute_request as JupyterLab sends it over the kernel websocket."""
+    return {
+        "header": {
+            "msg_id": uuid.uuid4().hex,
+            "msg_type": "execute_request",
+            "username": "test",
+            "session": session,
+            "date": datetime.now(timezone.utc).isoformat(),
+            "version": "5.3",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "content": {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        },
+        "buffers": [],
+        "channel": "shell",
+    }
+
+
+async def run_cell(connection: WebSocketClientConnection, code: str) -> tuple[str, dict[str, Any]]:
+    """Send ``code``; return (stdout it printed, execute_reply content)."""
+    request = execute_request(code, session=uuid.uuid4().hex)
+    msg_id = request["header"]["msg_id"]
+    await connection.write_message(json.dumps(request))
+    stdout: list[str] = []
+    reply: dict[str, Any] | None = None
+    idle = False
+    deadline = time.monotonic() + KERNEL_TIMEOUT
+    while reply is None or not idle:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no execute_reply and idle status in time; stdout {stdout}")
+        raw = await asyncio.wait_for(connection.read_message(), timeout=remaining)
+        assert raw is not None, "the kernel websocket closed"
+        message = json.loads(raw)
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind = message["header"]["msg_type"]
+        if message["channel"] == "iopub" and kind == "stream":
+            stdout.append(message["content"]["text"])
+        elif message["channel"] == "iopub" and kind == "status":
+            idle = message["content"]["execution_state"] == "idle"
+        elif message["channel"] == "shell" and kind == "execute_reply":
+            reply = message["content"]
+    return "".join(stdout), reply
+
+
+async def wait_until_no_container(state_dir: Path) -> None:
+    deadline = time.monotonic() + REMOVAL_TIMEOUT
+    while containers_under(state_dir):
+        if time.monotonic() > deadline:
+            names = [c.name for c in containers_under(state_dir)]
+            raise AssertionError(f"sandbox still present after the session ended: {names}")
+        await asyncio.sleep(0.2)
+
+
+async def test_server_session_runs_a_cell_in_a_sandbox(
+    server: Server, sandbox_env: Path, runtime: str
+) -> None:
+    """A notebook session with kernel sandboxed-python, created through the REST API, runs a
+    cell over the websocket in a sandbox of the chosen runtime; deleting the session removes
+    the sandbox."""
+    response = await server.request(
+        "POST",
+        "/api/sessions",
+        body={"path": "t.ipynb", "type": "notebook", "kernel": {"name": "sandboxed-python"}},
+    )
+    assert response.code == 201, response.body
+    session = json.loads(response.body)
+    assert session["kernel"]["name"] == "sandboxed-python"
+    try:
+        connection = await websocket_connect(
+            f"ws://{HOST}:{server.port}/api/kernels/{session['kernel']['id']}/channels"
+            f"?token={server.token}",
+            connect_timeout=KERNEL_TIMEOUT,
+        )
+        try:
+            stdout, reply = await run_cell(connection, "print(6 * 7)")
+        finally:
+            connection.close()
+        assert reply["status"] == "ok", reply
+        assert stdout == "42\n"
+        [container] = containers_under(sandbox_env)
+        assert container.attrs["HostConfig"]["Runtime"] == runtime
+    finally:
+        deleted = await server.request("DELETE", f"/api/sessions/{session['id']}")
+    assert deleted.code == 204
+    await wait_until_no_container(sandbox_env)
+    assert server.process.poll() is None, "the server must still be running"
