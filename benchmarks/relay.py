@@ -109,12 +109,8 @@ def start_kernel(stack: ExitStack, name: str, cwd: str, **env: str) -> BlockingK
 
 
 def sandbox_env(context: str, runtime: str) -> dict[str, str]:
-    return {
-        "JUPYTER_SANDBOX_CONTEXT": context,
-        "JUPYTER_SANDBOX_RUNTIME": runtime,
-        "JUPYTER_SANDBOX_PURPOSE": "benchmark",
-        "JUPYTER_SANDBOX_LOG_LEVEL": "WARNING",
-    }
+    env = {"CONTEXT": context, "RUNTIME": runtime, "PURPOSE": "benchmark", "LOG_LEVEL": "WARNING"}
+    return {f"JUPYTER_SANDBOX_{name}": value for name, value in env.items()}
 
 
 def wait_idle(client: BlockingKernelClient, msg_id: str) -> int:
@@ -168,9 +164,8 @@ def measure(args: argparse.Namespace, cwd: str) -> dict[str, dict[str, list[floa
         stack.callback(remove_context, context)  # a named context's sandbox outlives its kernel
         proxied = start_kernel(stack, "sandboxed-python", cwd, **sandbox_env(context, args.runtime))
         clients = {"proxied": proxied, "direct": connect_direct(stack, context)}
-        side_by_side(clients, PNG_SETUP, {"proxied": [], "direct": []}, flip=False)
-        for i in range(WARMUP):
-            side_by_side(clients, "pass", {"proxied": [], "direct": []}, flip=i % 2 == 1)
+        for i, code in enumerate([PNG_SETUP] + ["pass"] * WARMUP):  # untimed
+            side_by_side(clients, code, {"proxied": [], "direct": []}, flip=i % 2 == 1)
         for i in range(args.rounds):
             side_by_side(clients, "pass", samples["round trip"], flip=i % 2 == 1)
         for i in range(args.bulk_runs):
@@ -259,7 +254,7 @@ def main() -> int:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
-        if left := leftovers():
+        if seen and (left := leftovers()):
             print(f"LEAK: sandboxes {', '.join(left)} are still there", file=sys.stderr)
     summary = summarize(samples)
     print_table(summary, args)

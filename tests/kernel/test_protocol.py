@@ -54,7 +54,7 @@ class _SandboxedPythonTests(jupyter_kernel_test.KernelTests):
         },
     ]
     code_history_pattern = "1?2*"
-    supported_history_operations = ("tail", "search")
+    supported_history_operations = ("tail", "range", "search")
     code_inspect_sample = "zip"
     code_clear_output = "from IPython.display import clear_output; clear_output()"
 

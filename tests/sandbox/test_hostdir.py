@@ -11,18 +11,18 @@ from jupyter_sandbox.sandbox.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 
 
-def test_tree_is_private_and_io_belongs_to_the_sandbox(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path / "state", "0123456789ab")
+def test_tree_is_private_and_io_belongs_to_the_sandbox(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir / "state", "0123456789ab")
     directory.create(os.getuid())
-    for path in (tmp_path / "state", directory.root, directory.io):
+    for path in (state_dir / "state", directory.root, directory.io):
         assert path.stat().st_mode & 0o777 == 0o700
     directory.write_connection_file({"key": "k"}, os.getuid())
     assert directory.connection_file.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another uid needs root")
-def test_io_is_handed_to_the_sandbox_uid(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_io_is_handed_to_the_sandbox_uid(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(10001)
     directory.write_connection_file({"key": "k"}, 10001)
     assert directory.io.stat().st_uid == 10001
@@ -30,8 +30,8 @@ def test_io_is_handed_to_the_sandbox_uid(tmp_path: Path) -> None:
     assert directory.root.stat().st_uid == os.getuid()  # the state file stays out of reach
 
 
-def test_state_is_written_atomically(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_state_is_written_atomically(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({"context": "c1"})
     directory.write_state({"context": "c2"})
@@ -39,8 +39,8 @@ def test_state_is_written_atomically(tmp_path: Path) -> None:
     assert [p.name for p in directory.root.iterdir() if p.name.startswith(".")] == []
 
 
-def test_unreadable_state_reads_as_empty(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_unreadable_state_reads_as_empty(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.state_file.write_text("{not json")
     assert directory.read_state() == {}
@@ -53,8 +53,8 @@ def test_too_long_a_state_dir_is_refused_before_creating(tmp_path: Path) -> None
     assert not deep.exists()
 
 
-def test_remove_is_idempotent(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_remove_is_idempotent(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.remove()
     directory.remove()
