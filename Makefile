@@ -25,10 +25,10 @@ lint: install
 engine:
 	bash scripts/engine-bootstrap.sh
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml images/python/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -c images/python/constraints.txt
 	touch $@
 
 install: $(STAMP)

@@ -96,6 +96,16 @@ class SandboxInfo:
                 "it was killed for using more memory than its limit; restart with a larger "
                 "memory limit (SandboxSettings.memory_limit) or use less memory"
             )
+        if self.exit_code == 137 and self.runtime == "runsc":
+            # Under gVisor the host's OOM killer ends the sandbox itself, and the engine does
+            # not always record that as an OOM kill.
+            return (
+                "its container was killed (SIGKILL, exit code 137), most likely for using more "
+                "memory than its limit; restart with a larger memory limit "
+                "(SandboxSettings.memory_limit) or use less memory"
+            )
+        if self.exit_code == 137:
+            return "its container was killed (SIGKILL, exit code 137)"
         if self.status in ("exited", "dead"):
             return f"its container {self.status} with code {self.exit_code}"
         return f"its container is {self.status}"

@@ -70,7 +70,7 @@ def test_a_killed_sandbox_fails_the_cell_and_ends_the_kernel(env: Path) -> None:
         reply = wait_for_reply(kc, msg_id, timeout=15)
         assert reply["status"] == "error"
         assert reply["ename"] == "SandboxDied"
-        assert "exited with code 137" in str(reply["evalue"])
+        assert "killed (SIGKILL, exit code 137)" in str(reply["evalue"])
         _wait_until_dead(km)
 
 
@@ -79,7 +79,7 @@ def test_an_oom_killed_sandbox_names_the_cause(env: Path, runtime: str) -> None:
         msg_id = kc.execute("b = bytearray(1024**3); b[::4096] = b'x' * (1024**3 // 4096)")
         reply = wait_for_reply(kc, msg_id, timeout=90)
         assert reply["ename"] == "SandboxDied"
-        assert "more memory than its limit" in str(reply["evalue"])
+        assert "more memory than its limit" in str(reply["evalue"])  # named, or guessed on runsc
         _wait_until_dead(km)
     assert containers_under(env) == []
 

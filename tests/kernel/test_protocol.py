@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any, ClassVar
 
 import jupyter_kernel_test
@@ -62,9 +63,7 @@ class _SandboxedPythonTests(jupyter_kernel_test.KernelTests):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls._stack = ExitStack()
-        state_dir = cls._stack.enter_context(sandbox_kernel_env(purpose_label(cls.__name__)))
-        os.environ["JUPYTER_SANDBOX_RUNTIME"] = cls.runtime
+        state_dir = enter_sandbox_env(cls, cls.runtime)
         cls.km, cls.kc = start_new_kernel(
             kernel_name=cls.kernel_name, cwd=str(notebook_dir(state_dir))
         )
@@ -105,9 +104,7 @@ class TestIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls._stack = ExitStack()
-        cls._stack.enter_context(sandbox_kernel_env(purpose_label(cls.__name__)))
-        os.environ["JUPYTER_SANDBOX_RUNTIME"] = "runc"
+        enter_sandbox_env(cls, "runc")
         super().setUpClass()
 
     @classmethod
@@ -116,3 +113,13 @@ class TestIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):
             super().tearDownClass()
         finally:
             cls._stack.close()
+
+
+def enter_sandbox_env(test_class: Any, runtime: str) -> Path:
+    """Give a unittest class its own sandbox environment, closed by its tearDownClass."""
+    test_class._stack = ExitStack()
+    state_dir: Path = test_class._stack.enter_context(
+        sandbox_kernel_env(purpose_label(test_class.__name__))
+    )
+    os.environ["JUPYTER_SANDBOX_RUNTIME"] = runtime
+    return state_dir
