@@ -143,7 +143,7 @@ class Relay:
         hook: Hook,
     ) -> None:
         while True:
-            frames = await source.recv_multipart(copy=False)
+            frames = await source.recv_multipart()
             try:
                 message, signature = parse(frames)
             except MalformedMessage as exc:
