@@ -17,11 +17,30 @@ from .sandbox_env import notebook_dir, sandbox_kernel_env
 pytestmark = pytest.mark.integration
 
 
-class _SandboxedPythonTests(jupyter_kernel_test.KernelTests):
+class _SandboxEnv:
+    """Gives a unittest class its own sandbox environment for the lifetime of the class."""
+
+    _stack: ClassVar[ExitStack]
+
+    @classmethod
+    def enter_sandbox_env(cls, runtime: str) -> Path:
+        cls._stack = ExitStack()
+        state_dir: Path = cls._stack.enter_context(sandbox_kernel_env(purpose_label(cls.__name__)))
+        os.environ["JUPYTER_SANDBOX_RUNTIME"] = runtime
+        return state_dir
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        try:
+            super().tearDownClass()  # type: ignore[misc]
+        finally:
+            cls._stack.close()
+
+
+class _SandboxedPythonTests(_SandboxEnv, jupyter_kernel_test.KernelTests):
     __test__ = False  # the runtime-specific subclasses below are the tests
     kernel_name = "sandboxed-python"
     runtime = "runsc"
-    _stack: ClassVar[ExitStack]
 
     language_name = "python"
     file_extension = ".py"
@@ -63,17 +82,10 @@ class _SandboxedPythonTests(jupyter_kernel_test.KernelTests):
 
     @classmethod
     def setUpClass(cls) -> None:
-        state_dir = enter_sandbox_env(cls, cls.runtime)
+        state_dir = cls.enter_sandbox_env(cls.runtime)
         cls.km, cls.kc = start_new_kernel(
             kernel_name=cls.kernel_name, cwd=str(notebook_dir(state_dir))
         )
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        try:
-            super().tearDownClass()
-        finally:
-            cls._stack.close()
 
     def test_banner_states_the_isolation(self) -> None:
         reply = self.kc.kernel_info(reply=True)["content"]
@@ -97,29 +109,11 @@ class TestSandboxedPythonOnRunc(_SandboxedPythonTests):
     runtime = "runc"
 
 
-class TestIopubWelcome(jupyter_kernel_test.IopubWelcomeTests):
+class TestIopubWelcome(_SandboxEnv, jupyter_kernel_test.IopubWelcomeTests):
     kernel_name = "sandboxed-python"
     support_iopub_welcome = True
-    _stack: ClassVar[ExitStack]
 
     @classmethod
     def setUpClass(cls) -> None:
-        enter_sandbox_env(cls, "runc")
+        cls.enter_sandbox_env("runc")
         super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        try:
-            super().tearDownClass()
-        finally:
-            cls._stack.close()
-
-
-def enter_sandbox_env(test_class: Any, runtime: str) -> Path:
-    """Give a unittest class its own sandbox environment, closed by its tearDownClass."""
-    test_class._stack = ExitStack()
-    state_dir: Path = test_class._stack.enter_context(
-        sandbox_kernel_env(purpose_label(test_class.__name__))
-    )
-    os.environ["JUPYTER_SANDBOX_RUNTIME"] = runtime
-    return state_dir
