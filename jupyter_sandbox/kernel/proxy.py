@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from traitlets.config import Config
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
-UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
+UNAVAILABLE_SECONDS = 600.0
+ACTIVITY_SECONDS = 10.0  # least time between two last_activity records in the state file  # how long a kernel without a sandbox keeps explaining why
 RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
@@ -62,6 +64,7 @@ class SandboxKernel:
         self.shutting_down = False
         self.restarting = False
         self.remove_on_exit = False
+        self._activity_recorded = float("-inf")
 
     async def run(self) -> int:
         self.relay.bind_frontend()
@@ -130,9 +133,18 @@ class SandboxKernel:
     async def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":
             self.pending[message.msg_id] = message
+            self._record_activity()
         elif channel == "control" and message.msg_type == "shutdown_request":
             return await self._on_shutdown_request(message)
         return message
+
+    def _record_activity(self) -> None:
+        """Note in the state file that a cell ran (idle culling reads it); at most every
+        ACTIVITY_SECONDS, so a burst of executions costs one write."""
+        now = time.monotonic()
+        if self.sandbox is not None and now - self._activity_recorded >= ACTIVITY_SECONDS:
+            self._activity_recorded = now
+            self.manager.update_state(self.sandbox.sandbox_id, last_activity=now_iso())
 
     async def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
         assert self.sandbox is not None

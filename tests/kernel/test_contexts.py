@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -96,3 +97,17 @@ def test_a_bad_context_id_is_refused(env: Path) -> None:
         out, reply = run(kc, "1")
     assert reply["status"] == "error"
     assert "context id '../etc' is invalid" in out
+
+
+def test_the_state_file_records_who_is_attached(env: Path) -> None:
+    session = {"JPY_SESSION_NAME": "analysis.ipynb", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **session) as (km, kc):
+        run(kc, "1")
+        (container,) = containers_under(env)
+        state = json.loads(
+            (env / container.labels["io.jupyter-sandbox.sandbox"] / "state.json").read_text()
+        )
+        assert state["notebook"] == "analysis.ipynb"
+        assert state["kernel_pid"] == km.provisioner.pid  # type: ignore[union-attr]
+        assert state["last_activity"] >= state["created"]
+        assert state["ephemeral"] is True
