@@ -72,21 +72,21 @@ def with_manager(op: Callable[[SandboxManager], Awaitable[T]]) -> T:
 
 def remove_context(context: str) -> None:
     async def op(manager: SandboxManager) -> None:
-        sandbox_id = await manager.find_context(OWNER, context)
-        if sandbox_id is not None:
-            seen.add(sandbox_id)
-            await manager.remove(OWNER, sandbox_id)
+        found = await manager.find_context(OWNER, context)
+        if found is not None:
+            seen.add(found.sandbox_id)
+            await manager.remove(OWNER, found.sandbox_id)
 
     with_manager(op)
 
 
 def connect_direct(stack: ExitStack, context: str) -> BlockingKernelClient:
     async def op(manager: SandboxManager) -> dict[str, Any]:
-        sandbox_id = await manager.find_context(OWNER, context)
-        if sandbox_id is None:
+        found = await manager.find_context(OWNER, context)
+        if found is None:
             raise RuntimeError(f"no running sandbox for context {context}")
-        seen.add(sandbox_id)
-        return (await manager.attach(OWNER, sandbox_id)).connection_info
+        seen.add(found.sandbox_id)
+        return (await manager.attach(OWNER, found.sandbox_id)).connection_info
 
     client = BlockingKernelClient()
     client.load_connection_info(with_manager(op))  # type: ignore[arg-type]

@@ -102,14 +102,13 @@ class SandboxKernel:
         self.lock.acquire()
         existing = await self.manager.find_context(self.owner, key)
         if existing is not None:
-            info = await self.manager.get(self.owner, existing)
-            if runtime is not None and info.runtime != runtime:
+            if runtime is not None and existing.runtime != runtime:
                 raise InvalidSettingError(
-                    f"context '{key}' runs under {info.runtime}, not {runtime}: shut it down "
+                    f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
                     "first, or use another JUPYTER_SANDBOX_CONTEXT"
                 )
-            sandbox = await self.manager.attach(self.owner, existing)
-            log.info("kernel reattached to sandbox %s (context %s)", existing, key)
+            sandbox = await self.manager.attach(self.owner, existing.sandbox_id)
+            log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
         else:
             sandbox = await self.manager.create(
                 self.owner,

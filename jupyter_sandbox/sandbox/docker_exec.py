@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import docker.errors
@@ -23,6 +24,8 @@ from .backend import ExecResult, SandboxInfo
 from .engine import DockerEngine
 from .errors import SandboxDiedError, SandboxError, SandboxNotFoundError
 
+# Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
+Inspect = Callable[[], Awaitable[SandboxInfo]]
 # How often a running exec checks that its sandbox still lives (seconds).
 WATCH_SECONDS = 0.5
 # Exit statuses of coreutils' timeout when it had to stop the command.
@@ -40,7 +43,7 @@ async def run_exec(
     argv: list[str],
     *,
     timeout: float,
-    inspect: Any,
+    inspect: Inspect,
     user: str = "",
     stdin: bytes | None = None,
     max_output: int = 64 * 1024**2,
@@ -75,7 +78,7 @@ async def run_exec(
     call = asyncio.ensure_future(engine.run(f"exec in {container}", run, timeout=timeout + 10))
     try:
         while not (await asyncio.wait({call}, timeout=WATCH_SECONDS))[0]:
-            info: SandboxInfo = await inspect()
+            info = await inspect()
             if not info.running and info.status != "paused":
                 raise SandboxDiedError(
                     f"sandbox {info.sandbox_id} ended while running a command: {info.death_cause()}"
@@ -109,7 +112,13 @@ def _collect(sock: Any, max_output: int) -> tuple[bytes, bytes]:
 
 
 async def put_tar(
-    engine: DockerEngine, container: str, path: str, data: bytes, *, inspect: Any, timeout: float
+    engine: DockerEngine,
+    container: str,
+    path: str,
+    data: bytes,
+    *,
+    inspect: Inspect,
+    timeout: float,
 ) -> None:
     """Unpack the tar ``data`` into ``path`` inside the sandbox, as the sandbox's own user."""
     result = await run_exec(

@@ -69,7 +69,7 @@ def is_sandbox_id(name: str) -> bool:
 
 
 def check_sandbox_id(sandbox_id: str) -> str:
-    if not _SANDBOX_ID.match(sandbox_id):
+    if not is_sandbox_id(sandbox_id):
         raise SandboxNotFoundError(f"no sandbox {sandbox_id!r}: ids are 12 hex digits")
     return sandbox_id
 
@@ -173,8 +173,8 @@ class SandboxManager(LoggingConfigurable):
             sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
         )
 
-    async def find_context(self, owner: str, context: str) -> str | None:
-        """The id of ``owner``'s running sandbox for ``context``, if there is one.
+    async def find_context(self, owner: str, context: str) -> SandboxInfo | None:
+        """``owner``'s running sandbox for ``context``, if there is one.
 
         A sandbox of that context that is no longer running is removed on the way.
         """
@@ -195,7 +195,7 @@ class SandboxManager(LoggingConfigurable):
                 directory.remove()
                 continue
             if info.running:
-                return info.sandbox_id
+                return info
             await self._discard(info.sandbox_id, directory)
         return None
 
@@ -215,12 +215,10 @@ class SandboxManager(LoggingConfigurable):
         directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
         return directory.update_state(**changes)
 
-    def read_state(self, sandbox_id: str) -> dict[str, Any]:
-        return SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).read_state()
-
     async def _wait_for_kernel(self, sandbox_id: str, directory: SandboxDirectory) -> Sandbox:
         connection = directory.read_connection_file()
-        generation = int(directory.read_state().get("generation", 0))
+        state = directory.read_state()
+        generation = int(state.get("generation", 0))
         host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
         reply = await wait_until_ready(
             host_connection,
@@ -228,7 +226,6 @@ class SandboxManager(LoggingConfigurable):
             still_running=lambda: self._why_not_running(sandbox_id),
         )
         info = await self.backend.inspect(sandbox_id)
-        state = directory.read_state()
         limits = SandboxLimits.parse(**state["limits"])
         workspace = state.get("workspace") or {}
         plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
