@@ -18,7 +18,6 @@ Lifecycle, as jupyter_client drives it:
 from __future__ import annotations
 
 import asyncio
-import getpass
 import hashlib
 import json
 import logging
@@ -33,6 +32,7 @@ from ..sandbox import Sandbox, SandboxError, SandboxManager
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
+from ..sandbox.manager import default_owner
 from ..sandbox.settings import RUNTIMES
 from .answers import fail_request, unavailable_kernel_info
 from .relay import Relay
@@ -53,7 +53,7 @@ class SandboxKernel:
     def __init__(self, connection_file: str, config: Config | None = None) -> None:
         self.connection_file = Path(connection_file).resolve()
         self.manager = SandboxManager.from_config(config)
-        self.owner = os.environ.get("JUPYTER_SANDBOX_OWNER") or getpass.getuser()
+        self.owner = default_owner()
         self.context = os.environ.get("JUPYTER_SANDBOX_CONTEXT") or None
         self.relay = Relay(json.loads(self.connection_file.read_text()))
         self.sandbox: Sandbox | None = None

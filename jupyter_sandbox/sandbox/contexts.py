@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidSettingError, SandboxError
 
@@ -74,6 +75,13 @@ class ContextLock:
             os.close(self._fd)
             self._fd = None
 
+    def __enter__(self) -> ContextLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
     @staticmethod
     def is_held(path: Path) -> bool:
         """Whether some process holds the lock at ``path`` now."""
@@ -88,3 +96,11 @@ class ContextLock:
         finally:
             os.close(fd)
         return False
+
+
+def kernel_attached(state_dir: Path, state: dict[str, Any]) -> bool:
+    """Whether a kernel process holds the context of the sandbox with ``state`` right now."""
+    owner, context = state.get("owner"), state.get("context")
+    if not owner or not context:
+        return False
+    return ContextLock.is_held(lock_path(state_dir, str(owner), str(context)))

@@ -94,3 +94,24 @@ class SandboxStartTimeoutError(SandboxStartError):
 
     code = "sandbox_start_timeout"
     http_status = 504
+
+
+class QuotaExceededError(SandboxError):
+    """Starting another sandbox would take the owner over one of their quotas; nothing started."""
+
+    code = "quota_exceeded"
+    http_status = 403
+
+
+class SandboxConflictError(SandboxError):
+    """The sandbox cannot do that now (e.g. another process's kernel is attached to it)."""
+
+    code = "sandbox_conflict"
+    http_status = 409
+
+
+class InvalidRequestError(SandboxError):
+    """A request body is not what the API takes (not JSON, unknown field, wrong type)."""
+
+    code = "invalid_request"
+    http_status = 400

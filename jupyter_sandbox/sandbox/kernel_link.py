@@ -110,3 +110,32 @@ async def _check(
             "the sandbox's kernel did not answer kernel_info in time "
             "(SandboxSettings.start_timeout); the sandbox was removed"
         )
+
+
+async def shut_kernel_down(
+    connection_info: dict[str, Any], *, restart: bool, timeout: float = 10.0
+) -> None:
+    """Ask the kernel behind ``connection_info`` to shut down, as a frontend would.
+
+    With ``restart`` the sandbox's supervisor (told first, see SandboxDirectory.request_restart)
+    starts a fresh interpreter afterwards. A kernel that does not reply within ``timeout`` s is
+    left to the supervisor, which restarts it when it exits anyway.
+    """
+    context = zmq.asyncio.Context()
+    client = AsyncKernelClient(context=context)
+    client.load_connection_info(connection_info)  # type: ignore[arg-type]
+    client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+    try:
+        msg = client.session.msg("shutdown_request", {"restart": restart})
+        client.control_channel.send(msg)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                reply = await client.control_channel.get_msg(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return
+    finally:
+        client.stop_channels()
+        context.destroy(linger=0)

@@ -9,7 +9,9 @@ owns the container; :meth:`remove` ends both.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -31,8 +33,14 @@ from .docker_backend import DockerBackend
 from .engine import DockerEngine
 from .errors import InvalidSettingError, SandboxNotFoundError
 from .hostdir import SandboxDirectory
-from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
+from .kernel_link import (
+    new_connection_info,
+    shut_kernel_down,
+    wait_until_ready,
+    with_socket_prefix,
+)
 from .limits import SandboxLimits
+from .quotas import SandboxQuotas, usage_of
 from .settings import RUNTIMES, SandboxSettings
 from .workspace import NO_WORKSPACE, WorkspacePlan, plan_workspace
 
@@ -64,6 +72,16 @@ def check_owner(owner: str) -> str:
     return owner
 
 
+def default_owner() -> str:
+    """The owner of sandboxes started outside a request: JUPYTER_SANDBOX_OWNER, else the
+    JupyterHub user whose single-user server this is, else the OS user."""
+    return (
+        os.environ.get("JUPYTER_SANDBOX_OWNER")
+        or os.environ.get("JUPYTERHUB_USER")
+        or getpass.getuser()
+    )
+
+
 def is_sandbox_id(name: str) -> bool:
     return bool(_SANDBOX_ID.match(name))
 
@@ -83,6 +101,7 @@ class SandboxManager(LoggingConfigurable):
         super().__init__(**kwargs)
         self.settings = settings
         self.backend = backend
+        self.quotas = SandboxQuotas(parent=self)
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -153,6 +172,8 @@ class SandboxManager(LoggingConfigurable):
                     "notebook": notebook,
                 }
             )
+            # The state file is this sandbox's reservation; see quotas.py.
+            self.quotas.check(usage_of(self.settings.state_path, owner))
             request = SpecRequest(
                 sandbox_id, owner, runtime, image, checked_limits, env, purpose, workspace
             )
@@ -209,6 +230,23 @@ class SandboxManager(LoggingConfigurable):
         generation = int(directory.read_state().get("generation", 0)) + 1
         directory.update_state(generation=generation)
         directory.request_restart(generation)
+
+    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
+        """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
+        own no kernel process attached to it (the REST API). Returns once the new one answers."""
+        await self.get(owner, sandbox_id)
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        generation = int(directory.read_state().get("generation", 0))
+        current = with_socket_prefix(
+            directory.read_connection_file(), directory.socket_prefix_of(generation)
+        )
+        self.request_restart(sandbox_id)
+        await shut_kernel_down(current, restart=True)
+        return await self._wait_for_kernel(sandbox_id, directory)
+
+    def read_state(self, sandbox_id: str) -> dict[str, Any]:
+        """The sandbox's mutable state (owner, context, kernel attached, last activity...)."""
+        return SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).read_state()
 
     def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
         """Record mutable facts (last activity, attached notebook...) in the state file."""

@@ -1,0 +1,87 @@
+"""SandboxExtension: builds the sandbox manager, the culler and the pool, and mounts the API.
+
+Who calls what, and when (jupyter_server's ExtensionApp life cycle):
+
+* ``initialize_settings`` (server start, before its event loop runs): build the manager from the
+  shared configuration (``jupyter_sandbox_config.py`` and the server's own config) and put it in
+  the tornado settings for the handlers.
+* ``_start_jupyter_server_extension`` (once the event loop runs): reap what a previous server
+  left behind, then start the culler and the pool's refill loop.
+* ``stop_extension`` (server shutdown): stop both, drain the pool, close the engine client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Enum, Unicode
+
+from ..sandbox import SandboxManager
+from ..sandbox.manager import default_owner
+from ..sandbox.settings import load_config
+from .culler import SandboxCuller
+from .handlers import default_handlers
+
+# jupyter_server's own identity providers only know anonymous token users, whose names are
+# random per browser: sandboxes must not change owner when the user opens a new browser.
+_ANONYMOUS_IDENTITIES = (IdentityProvider, PasswordIdentityProvider)
+
+
+class SandboxExtension(ExtensionApp):
+    """REST API for sandboxes, plus their culling, under ``/api/sandboxes``."""
+
+    name = "jupyter_sandbox"
+    # Reads the same file the kernel process reads, so one file configures both.
+    config_file_name = "jupyter_sandbox_config"
+
+    owner_source = Enum(
+        ["auto", "server", "identity"],
+        default_value="auto",
+        config=True,
+        help="""Whose sandboxes a request sees. 'server': the owner of this server
+        (JUPYTER_SANDBOX_OWNER, else JUPYTERHUB_USER, else the OS user), the same owner the
+        kernels this server starts use. 'identity': the user name from the server's identity
+        provider (a server shared by several named users). 'auto': 'identity' when the server has
+        an identity provider with real user names (JupyterHub, a custom one), else 'server'.""",
+    )
+
+    container_purpose = Unicode(
+        "",
+        config=True,
+        help="""A note recorded on every container this server creates (label
+        io.jupyter-sandbox.purpose), e.g. the deployment's name; the test suite uses it to find
+        what each test made.""",
+    )
+
+    def initialize_settings(self) -> None:
+        config = load_config()
+        config.merge(self.config)
+        self.manager = SandboxManager.from_config(config)
+        self.culler = SandboxCuller(self.manager, parent=self)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.settings["sandbox_extension"] = self
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(default_handlers)
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        self._tasks.append(asyncio.ensure_future(self.culler.run()))
+
+    async def stop_extension(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self.manager.close()
+
+    def owner_of(self, user: User) -> str:
+        """The sandbox owner a request by ``user`` acts as (see ``owner_source``)."""
+        source = self.owner_source
+        if source == "auto":
+            provider = self.serverapp.identity_provider if self.serverapp else None
+            anonymous = type(provider) in _ANONYMOUS_IDENTITIES
+            source = "server" if anonymous else "identity"
+        return default_owner() if source == "server" else user.username

@@ -1,0 +1,193 @@
+"""REST handlers under ``/api/sandboxes`` (documented in openapi.yaml, beside this file).
+
+Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``) and acts as
+the owner the extension maps the current user to; another owner's sandbox is "not found".
+Core errors are raised as they are and turned into JSON here, in one place: ``write_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from ..sandbox import SandboxError, SandboxManager
+from ..sandbox.container_spec import now_iso
+from ..sandbox.contexts import kernel_attached
+from ..sandbox.errors import SandboxConflictError
+from ..sandbox.quotas import counts_toward_quota
+from .models import sandbox_model
+from .requests import CreateRequest
+
+if TYPE_CHECKING:
+    from .app import SandboxExtension
+
+log = logging.getLogger(__name__)
+
+AUTH_RESOURCE = "sandboxes"
+_ID = r"(?P<sandbox_id>[^/]+)"
+
+
+class SandboxAPIHandler(APIHandler):
+    """Base: the manager, the owner of the request, and SandboxError as JSON."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def extension(self) -> SandboxExtension:
+        return self.settings["sandbox_extension"]  # type: ignore[no-any-return]
+
+    @property
+    def manager(self) -> SandboxManager:
+        return self.extension.manager
+
+    @property
+    def owner(self) -> str:
+        return self.extension.owner_of(self.current_user)
+
+    def write_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, SandboxError):
+            self.write_json(exc.to_dict(), exc.http_status)
+            return
+        super().write_error(status_code, **kwargs)
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, SandboxError):  # expected: the client gets the message
+            log.info(
+                "%s %s: %s (%s)", self.request.method, self.request.path, value.code, value.message
+            )
+            return
+        super().log_exception(typ, value, tb)
+
+    async def model(self, sandbox_id: str) -> dict[str, Any]:
+        info = await self.manager.get(self.owner, sandbox_id)
+        return sandbox_model(self.manager, info)
+
+
+class SandboxesHandler(SandboxAPIHandler):
+    """``/api/sandboxes``: list the user's sandboxes, create one."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        models = []
+        for info in await self.manager.list_sandboxes(self.owner):
+            if counts_toward_quota(self.manager.read_state(info.sandbox_id)):
+                models.append(sandbox_model(self.manager, info))
+        self.write_json(models)
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        request = CreateRequest.parse(self.request.body)
+        if request.context is not None:
+            existing = await self.manager.find_context(self.owner, request.context)
+            if existing is not None:
+                raise SandboxConflictError(
+                    f"context '{request.context}' already has sandbox {existing.sandbox_id}: "
+                    "use it, or delete it first"
+                )
+        sandbox = await self.manager.create(
+            self.owner,
+            runtime=request.runtime,
+            image=request.image,
+            limits=request.limits,
+            environment=request.environment,
+            context=request.context,
+            purpose=self.extension.container_purpose,
+        )
+        location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
+        self.set_header("Location", location)
+        self.write_json(sandbox_model(self.manager, sandbox.info), 201)
+
+
+class SandboxHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}``: one sandbox; delete removes it and its files."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        self.write_json(await self.model(sandbox_id))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, sandbox_id: str) -> None:
+        await self.manager.get(self.owner, sandbox_id)  # another owner's: 404, not 204
+        await self.manager.remove(self.owner, sandbox_id)
+        self.set_status(204)
+        self.finish()
+
+
+class SandboxActionHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/{pause,resume,restart}``: answers with the sandbox after it."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, sandbox_id: str, action: str) -> None:
+        owner = self.owner
+        if action == "pause":
+            await self.manager.pause(owner, sandbox_id)
+        elif action == "resume":
+            await self.manager.resume(owner, sandbox_id)
+        else:
+            await self._restart(owner, sandbox_id)
+        self.manager.update_state(sandbox_id, last_activity=now_iso())
+        self.write_json(await self.model(sandbox_id))
+
+    async def _restart(self, owner: str, sandbox_id: str) -> None:
+        await self.manager.get(owner, sandbox_id)
+        state = self.manager.read_state(sandbox_id)
+        if not kernel_attached(self.manager.settings.state_path, state):
+            await self.manager.restart_kernel(owner, sandbox_id)
+            return
+        kernel_id = state.get("kernel_id")
+        if kernel_id and kernel_id in self.kernel_manager:
+            # Restart the attached Jupyter kernel the way Lab does; its proxy restarts the
+            # interpreter in the sandbox and reattaches.
+            await ensure_async(self.kernel_manager.restart_kernel(kernel_id))  # type: ignore[no-untyped-call]
+            return
+        raise SandboxConflictError(
+            f"sandbox {sandbox_id} is attached to a kernel of another process; restart that "
+            "kernel from its own client"
+        )
+
+
+class SandboxStatsHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/stats``: CPU, memory, pids and workspace bytes, measured now."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        stats = await self.manager.stats(self.owner, sandbox_id)
+        self.write_json(stats.as_dict())
+
+
+class SandboxAttestationHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/attestation``: what a probe inside the sandbox measured."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        report = await self.manager.attestation(self.owner, sandbox_id)
+        self.write_json(report.as_dict())
+
+
+default_handlers = [
+    (r"/api/sandboxes/?", SandboxesHandler),
+    (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
+    (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
+    (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
+    (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
+]

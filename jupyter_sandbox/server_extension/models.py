@@ -1,0 +1,40 @@
+"""The JSON the REST API answers with for one sandbox (schema ``Sandbox`` in openapi.yaml).
+
+Built from the engine's view (existence, status, runtime, image: the truth) and the sandbox's
+state file (context, kernel attached, activity). Nothing secret leaves: no keys, no host paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..sandbox.backend import SandboxInfo
+from ..sandbox.contexts import kernel_attached
+from ..sandbox.manager import SandboxManager
+
+
+def sandbox_model(manager: SandboxManager, info: SandboxInfo) -> dict[str, Any]:
+    state = manager.read_state(info.sandbox_id)
+    attached = kernel_attached(manager.settings.state_path, state)
+    return {
+        "id": info.sandbox_id,
+        "owner": info.owner,
+        "status": info.status,
+        "runtime": info.runtime,
+        "image": info.image,
+        "created": state.get("created") or info.created,
+        "last_activity": state.get("last_activity"),
+        "busy": bool(state.get("busy")) and attached,
+        "context": None if state.get("ephemeral") else state.get("context"),
+        "ephemeral": bool(state.get("ephemeral")),
+        "limits": state.get("limits") or {},
+        "workspace": state.get("workspace") or {"mode": "none", "note": ""},
+        "network": {"policy": state.get("network_policy", "none")},
+        "kernel": {
+            "attached": attached,
+            "id": state.get("kernel_id") if attached else None,
+            "notebook": (state.get("notebook") or None) if attached else None,
+            "since": state.get("attached") if attached else None,
+        },
+        "exit": None if info.running or info.status == "paused" else info.death_cause(),
+    }

@@ -1,0 +1,143 @@
+"""No route without authentication and authorization; the OpenAPI file matches the routes;
+two users on one engine see only their own sandboxes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jupyter_server.auth.authorizer import Authorizer
+from jupyter_server.auth.identity import IdentityProvider, User
+from tornado import web
+
+from jupyter_sandbox.server_extension import handlers
+
+from .conftest import Fetch, api
+
+SPEC = Path(handlers.__file__).with_name("openapi.yaml")
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def routes() -> set[tuple[str, str]]:
+    """(path template, method) of every handler, e.g. ('/api/sandboxes/{sandbox_id}', 'get')."""
+    found = set()
+    for pattern, handler in handlers.default_handlers:
+        path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
+        choice = re.search(r"\(\?P<action>([^)]*)\)", path)
+        paths = (
+            [path.replace(choice.group(0), a) for a in choice.group(1).split("|")]
+            if choice
+            else [path]
+        )
+        for method in METHODS:
+            if method in vars(handler):
+                found.update((p, method) for p in paths)
+    return found
+
+
+def test_openapi_file_matches_the_handlers() -> None:
+    spec = yaml.safe_load(SPEC.read_text())
+    documented = {
+        (path, method)
+        for path, item in spec["paths"].items()
+        for method in item
+        if method in METHODS
+    }
+    assert documented == routes()
+
+
+def test_every_handler_is_authenticated_and_authorized() -> None:
+    for _, handler in handlers.default_handlers:
+        for method in METHODS:
+            if method in vars(handler):
+                source = vars(handler)[method]
+                # @web.authenticated wraps @authorized wraps the method: two layers.
+                assert source.__wrapped__.__wrapped__, (handler, method)
+
+
+async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
+    for path, method in sorted(routes()):
+        parts = path.replace("{sandbox_id}", "0123456789ab").split("/")[3:]
+        body = "{}" if method in ("post", "put") else None
+        status, _ = await api(
+            jp_fetch, method.upper(), *parts, body=body, headers={"Authorization": "token wrong"}
+        )
+        assert status == 403, (method, path, status)
+
+
+class NamedUsers(IdentityProvider):
+    """Tokens that name their user: 'token alice' is alice. For tests only."""
+
+    def get_user(self, handler: web.RequestHandler) -> User | None:
+        header = handler.request.headers.get("Authorization", "")
+        name = header.removeprefix("token ").strip()
+        return User(name) if name in ("alice", "bob", "mallory") else None
+
+    def is_token_authenticated(self, handler: web.RequestHandler) -> bool:
+        return True  # a token, not a cookie: no XSRF check, as for real API tokens
+
+
+class NoSandboxesForMallory(Authorizer):
+    def is_authorized(self, handler: Any, user: User, action: str, resource: str) -> bool:
+        return not (user.username == "mallory" and resource == handlers.AUTH_RESOURCE)
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **jp_server_config,
+        "ServerApp": {
+            **jp_server_config["ServerApp"],
+            "identity_provider_class": NamedUsers,
+            "authorizer_class": NoSandboxesForMallory,
+        },
+    }
+
+
+@pytest.mark.integration
+async def test_two_users_see_only_their_own(jp_fetch: Fetch) -> None:
+    alice = {"headers": {"Authorization": "token alice"}}
+    bob = {"headers": {"Authorization": "token bob"}}
+    status, made = await api(jp_fetch, "POST", body={}, **alice)
+    assert status == 201
+    assert made["owner"] == "alice"
+    sandbox_id = made["id"]
+
+    assert await api(jp_fetch, "GET", **bob) == (200, [])
+    for method, path in [
+        ("GET", [sandbox_id]),
+        ("GET", [sandbox_id, "stats"]),
+        ("GET", [sandbox_id, "attestation"]),
+        ("POST", [sandbox_id, "pause"]),
+        ("POST", [sandbox_id, "resume"]),
+        ("POST", [sandbox_id, "restart"]),
+        ("DELETE", [sandbox_id]),
+    ]:
+        status, error = await api(jp_fetch, method, *path, **bob)
+        assert (status, error["code"]) == (404, "sandbox_not_found"), (method, path)
+
+    status, listed = await api(jp_fetch, "GET", **alice)
+    assert [s["id"] for s in listed] == [sandbox_id]
+    assert listed[0]["status"] == "running"  # bob's pause did nothing
+
+
+async def test_authorizer_decides(jp_fetch: Fetch) -> None:
+    status, _ = await api(jp_fetch, "GET", headers={"Authorization": "token mallory"})
+    assert status == 403
+
+
+def test_extension_is_enabled_on_install() -> None:
+    listing = subprocess.run(
+        [sys.executable, "-m", "jupyter_server", "extension", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    output = listing.stdout + listing.stderr
+    assert re.search(r"jupyter_sandbox\.server_extension\s+\S*enabled", output), output
+    assert re.search(r"jupyter_sandbox\.server_extension\s+\S*OK", output), output

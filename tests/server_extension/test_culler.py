@@ -1,0 +1,131 @@
+"""Culling: idle and expired sandboxes go, attached and busy ones stay, orphans are reaped."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+
+from jupyter_sandbox.sandbox.contexts import ContextLock
+from jupyter_sandbox.server_extension import SandboxExtension
+from jupyter_sandbox.server_extension.culler import SandboxCuller
+
+from .conftest import Fetch, api
+
+NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+def ago(seconds: float) -> str:
+    return (NOW - datetime.timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+def state(**fields: Any) -> dict[str, Any]:
+    return {
+        "owner": "alice",
+        "context": "c1",
+        "created": ago(100),
+        "last_activity": ago(100),
+        **fields,
+    }
+
+
+@pytest.fixture
+def culler(manager: Any) -> SandboxCuller:
+    return SandboxCuller(manager, idle_timeout=50.0, ttl=1000.0)
+
+
+def test_idle_detached_sandbox_is_culled(culler: SandboxCuller) -> None:
+    assert "idle for 100 s" in str(culler.reason_to_cull(state(), NOW))
+    assert culler.reason_to_cull(state(last_activity=ago(10)), NOW) is None
+
+
+def test_ttl_applies_even_to_recently_active(culler: SandboxCuller) -> None:
+    reason = culler.reason_to_cull(state(created=ago(2000), last_activity=ago(1)), NOW)
+    assert "time to live" in str(reason)
+
+
+def test_attached_idle_kernel_is_left_to_jupyter(culler: SandboxCuller, state_dir: Path) -> None:
+    with ContextLock(state_dir, "alice", "c1"):
+        assert culler.reason_to_cull(state(), NOW) is None
+        culler.cull_attached = True
+        assert culler.reason_to_cull(state(), NOW) is not None
+
+
+def test_nothing_is_culled_while_a_cell_runs(culler: SandboxCuller, state_dir: Path) -> None:
+    old = state(busy=True, created=ago(5000))
+    with ContextLock(state_dir, "alice", "c1"):
+        assert culler.reason_to_cull(old, NOW) is None
+    # The kernel that said busy is gone: its word no longer holds.
+    assert culler.reason_to_cull(old, NOW) is not None
+
+
+def test_pool_members_and_half_made_sandboxes_are_not_culled(culler: SandboxCuller) -> None:
+    assert culler.reason_to_cull(state(pool="k", created=ago(9999)), NOW) is None
+    assert culler.reason_to_cull({}, NOW) is None
+
+
+@pytest.mark.integration
+async def test_culling_pass_on_real_sandboxes(jp_fetch: Fetch, extension: SandboxExtension) -> None:
+    _, idle = await api(jp_fetch, "POST", body={"context": "idle"})
+    _, active = await api(jp_fetch, "POST", body={"context": "active"})
+    long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=2)
+    extension.manager.update_state(idle["id"], last_activity=long_ago.isoformat())
+    extension.culler.idle_timeout = 3600.0
+
+    assert await extension.culler.cull_once() == [idle["id"]]
+    _status, listed = await api(jp_fetch, "GET")
+    assert [s["id"] for s in listed] == [active["id"]]
+
+
+@pytest.mark.integration
+async def test_busy_attached_kernel_survives_until_its_cell_ends(
+    kernel_env: dict[str, str], extension: SandboxExtension, tmp_path: Path
+) -> None:
+    km = AsyncKernelManager(kernel_name="sandboxed-python")
+    await km.start_kernel(cwd=str(tmp_path), env={**kernel_env, "JUPYTER_SANDBOX_CONTEXT": "busy"})
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=120)
+        extension.culler.ttl = 1.0
+        extension.culler.idle_timeout = 0.0
+        msg_id = kc.execute("import time; time.sleep(6)")
+        await asyncio.sleep(2)  # the cell runs
+        assert await extension.culler.cull_once() == []
+        reply = await kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        await asyncio.sleep(0.5)  # the proxy records that the cell ended
+        assert len(await extension.culler.cull_once()) == 1
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+
+
+@pytest.mark.integration
+async def test_sandbox_of_a_sigkilled_kernel_is_reaped(
+    kernel_env: dict[str, str], extension: SandboxExtension, tmp_path: Path
+) -> None:
+    km = AsyncKernelManager(kernel_name="sandboxed-python")
+    await km.start_kernel(cwd=str(tmp_path), env=kernel_env)
+    kc = km.client()
+    kc.start_channels()
+    await kc.wait_for_ready(timeout=120)
+    kc.stop_channels()
+    [before] = await extension.manager.list_sandboxes(extension.owner_of(None))  # type: ignore[arg-type]
+    pid = km.provisioner.process.pid  # type: ignore[union-attr]
+    os.kill(pid, signal.SIGKILL)
+    await km.shutdown_kernel(now=True)  # collects the dead process; the sandbox is on its own
+    assert [s.sandbox_id for s in await extension.manager.list_sandboxes(before.owner)] == [
+        before.sandbox_id
+    ]
+
+    extension.culler.orphan_grace = 1.0
+    await asyncio.sleep(1.5)
+    await extension.culler.cull_once()
+    assert await extension.manager.list_sandboxes(before.owner) == []

@@ -1,0 +1,164 @@
+"""Every route of /api/sandboxes against a real server and a real engine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+
+from jupyter_sandbox.sandbox.manager import default_owner
+from jupyter_sandbox.server_extension import SandboxExtension
+
+from .conftest import Fetch, api
+
+pytestmark = pytest.mark.integration
+
+
+async def create(fetch: Fetch, **body: Any) -> dict[str, Any]:
+    status, model = await api(fetch, "POST", body=body)
+    assert status == 201, model
+    return dict(model)
+
+
+def kernel_client(extension: SandboxExtension, sandbox_id: str) -> BlockingKernelClient:
+    directory = extension.manager.settings.state_path / sandbox_id / "io"
+    info = json.loads((directory / "kernel.json").read_text())
+    generation = extension.manager.read_state(sandbox_id).get("generation", 0)
+    prefix = "kernel" if not generation else f"kernel-g{generation}"
+    client = BlockingKernelClient()
+    client.load_connection_info({**info, "ip": str(directory / prefix)})
+    client.start_channels()
+    client.wait_for_ready(timeout=30)
+    return client
+
+
+def evaluate(client: BlockingKernelClient, code: str, expression: str) -> str:
+    reply = client.execute_interactive(code, timeout=30, user_expressions={"v": expression})
+    result = reply["content"]["user_expressions"]["v"]
+    return str(result["data"]["text/plain"] if result["status"] == "ok" else result["ename"])
+
+
+async def test_create_get_list_delete(jp_fetch: Fetch, jp_base_url: str) -> None:
+    status, listed = await api(jp_fetch, "GET")
+    assert (status, listed) == (200, [])
+
+    response = await jp_fetch(
+        "api", "sandboxes", method="POST", body='{"limits": {"memory": "512m"}, "context": "c1"}'
+    )
+    assert response.code == 201
+    created = json.loads(response.body)
+    sandbox_id = created["id"]
+    assert response.headers["Location"] == f"{jp_base_url}api/sandboxes/{sandbox_id}"
+    assert created["status"] == "running"
+    assert created["runtime"] == "runc"
+    assert created["context"] == "c1"
+    assert created["limits"]["memory"] == 512 * 1024**2
+    assert created["kernel"] == {"attached": False, "id": None, "notebook": None, "since": None}
+
+    status, got = await api(jp_fetch, "GET", sandbox_id)
+    assert status == 200
+    assert got["id"] == sandbox_id
+    status, listed = await api(jp_fetch, "GET")
+    assert [s["id"] for s in listed] == [sandbox_id]
+
+    status, error = await api(jp_fetch, "POST", body={"context": "c1"})
+    assert status == 409
+    assert sandbox_id in error["message"]
+
+    status, _ = await api(jp_fetch, "DELETE", sandbox_id)
+    assert status == 204
+    status, error = await api(jp_fetch, "GET", sandbox_id)
+    assert status == 404
+    assert error["code"] == "sandbox_not_found"
+    status, _ = await api(jp_fetch, "DELETE", sandbox_id)
+    assert status == 404
+
+
+async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension) -> None:
+    sandbox_id = (await create(jp_fetch))["id"]
+    client = kernel_client(extension, sandbox_id)
+    try:
+        assert evaluate(client, "x = 42; open('/workspace/kept', 'w').write('yes')", "x") == "42"
+    finally:
+        client.stop_channels()
+
+    status, model = await api(jp_fetch, "POST", sandbox_id, "pause")
+    assert (status, model["status"]) == (200, "paused")
+    status, model = await api(jp_fetch, "POST", sandbox_id, "resume")
+    assert (status, model["status"]) == (200, "running")
+
+    status, model = await api(jp_fetch, "POST", sandbox_id, "restart")
+    assert (status, model["status"]) == (200, "running")
+    client = kernel_client(extension, sandbox_id)
+    try:
+        # A fresh interpreter: x is gone, the file in /workspace stayed.
+        assert evaluate(client, "", "'x' in globals()") == "False"
+        assert evaluate(client, "", "open('/workspace/kept').read()") == "'yes'"
+    finally:
+        client.stop_channels()
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "says"),
+    [
+        ("{not json", "invalid_request", "not valid JSON"),
+        ("[1, 2]", "invalid_request", "must be a JSON object"),
+        ('{"colour": "red"}', "invalid_request", "unknown field(s) 'colour'"),
+        ('{"runtime": 3}', "invalid_request", "runtime must be a string"),
+        ('{"runtime": "kata"}', "invalid_request", "runtime must be one of runsc, runc"),
+        ('{"limits": "big"}', "invalid_request", "limits must be an object"),
+        ('{"limits": {"gpus": 1}}', "invalid_request", "unknown field(s) 'gpus' for limits"),
+        ('{"limits": {"pids": "many"}}', "invalid_request", "limits.pids must be an integer"),
+        ('{"limits": {"cpus": true}}', "invalid_request", "limits.cpus must be"),
+        ('{"limits": {"memory": "1m"}}', "invalid_setting", "below the minimum"),
+        ('{"limits": {"memory": "lots"}}', "invalid_setting", "must be a size such as"),
+        ('{"limits": {"cpus": 1000}}', "invalid_setting", "cpus must be between"),
+        ('{"limits": {"pids": 1}}', "invalid_setting", "pids limit must be between"),
+        ('{"context": "../etc"}', "invalid_setting", "context id '../etc' is invalid"),
+        ('{"environment": {"A": 1}}', "invalid_request", "environment must be an object"),
+        ('{"environment": {"1A": "x"}}', "invalid_setting", "environment variable name"),
+        ('{"image": "no-such/image:1"}', "image_not_found", "no-such/image:1"),
+    ],
+)
+async def test_bad_input_is_refused_with_what_to_fix(
+    jp_fetch: Fetch, extension: SandboxExtension, body: str, code: str, says: str
+) -> None:
+    status, error = await api(jp_fetch, "POST", body=body)
+    assert status == 400, error
+    assert error["code"] == code
+    assert says in error["message"]
+    # Nothing was started, nothing half-made left behind.
+    assert await extension.manager.list_sandboxes(default_owner()) == []
+    assert not any(extension.manager.settings.state_path.glob("[0-9a-f]*"))
+
+
+@pytest.mark.parametrize("path", ["nothex", "0123456789ab", "0123456789ab/pause"])
+async def test_unknown_sandbox_is_not_found(jp_fetch: Fetch, path: str) -> None:
+    method = "POST" if path.endswith("pause") else "GET"
+    status, error = await api(jp_fetch, method, *path.split("/"))
+    assert status == 404
+    assert error["code"] == "sandbox_not_found"
+
+
+async def test_quota_breach_names_the_quota(jp_fetch: Fetch, extension: SandboxExtension) -> None:
+    extension.manager.quotas.max_sandboxes = 1
+    await create(jp_fetch)
+    status, error = await api(jp_fetch, "POST", body={})
+    assert status == 403
+    assert error["code"] == "quota_exceeded"
+    assert "max_sandboxes" in error["message"]
+    extension.manager.quotas.max_sandboxes = 0
+    extension.manager.quotas.max_memory = "1g"
+    status, error = await api(jp_fetch, "POST", body={"limits": {"memory": "768m"}})
+    assert status == 403
+    assert "max_memory" in error["message"]
+    extension.manager.quotas.max_memory = ""
+    extension.manager.quotas.max_cpus = 1.5
+    status, error = await api(jp_fetch, "POST", body={"limits": {"cpus": 1}})
+    assert status == 403
+    assert "max_cpus" in error["message"]
+    # The refused starts left nothing: one sandbox, as before.
+    status, listed = await api(jp_fetch, "GET")
+    assert len(listed) == 1
