@@ -122,6 +122,7 @@ class SandboxKernel:
         self.manager.update_state(
             sandbox.sandbox_id,
             kernel_pid=os.getpid(),
+            kernel_id=_kernel_id(self.connection_file),
             attached=now_iso(),
             notebook=os.environ.get("JPY_SESSION_NAME", ""),
         )
@@ -299,3 +300,8 @@ def _unnamed_context(connection_file: Path) -> str:
     """The context of a kernel without JUPYTER_SANDBOX_CONTEXT: one per connection file, which
     jupyter_client keeps across restarts, so a restart finds the same sandbox."""
     return "kernel-" + hashlib.sha256(str(connection_file).encode()).hexdigest()[:16]
+
+
+def _kernel_id(connection_file: Path) -> str:
+    """Jupyter's id for this kernel: jupyter_client names connection files kernel-<id>.json."""
+    return connection_file.stem.removeprefix("kernel-")
