@@ -162,3 +162,36 @@ async def test_quota_breach_names_the_quota(jp_fetch: Fetch, extension: SandboxE
     # The refused starts left nothing: one sandbox, as before.
     status, listed = await api(jp_fetch, "GET")
     assert len(listed) == 1
+
+
+async def test_a_notebook_kernel_is_listed_and_restarted_as_lab_does(
+    kernel_env: dict[str, str], jp_fetch: Fetch, jp_serverapp: Any, extension: SandboxExtension
+) -> None:
+    session = {"path": "analysis.ipynb", "type": "notebook", "kernel": {"name": "sandboxed-python"}}
+    response = await jp_fetch("api", "sessions", method="POST", body=json.dumps(session))
+    kernel_id = json.loads(response.body)["kernel"]["id"]
+    client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=120)
+        _, listed = await api(jp_fetch, "GET")
+        [model] = listed
+        assert model["kernel"]["attached"] is True
+        assert model["kernel"]["id"] == kernel_id
+        assert model["kernel"]["notebook"] == "analysis.ipynb"
+        assert model["ephemeral"] is True and model["context"] is None
+
+        reply = await client.execute_interactive("x = 42", timeout=30)
+        assert reply["content"]["status"] == "ok"
+        status, after = await api(jp_fetch, "POST", model["id"], "restart")
+        assert (status, after["id"]) == (200, model["id"])
+        await client.wait_for_ready(timeout=120)
+        reply = await client.execute_interactive(
+            "", timeout=30, user_expressions={"v": "'x' in globals()"}
+        )
+        assert reply["content"]["user_expressions"]["v"]["data"]["text/plain"] == "False"
+    finally:
+        client.stop_channels()
+        await jp_fetch("api", "kernels", kernel_id, method="DELETE")
+    # The kernel's own sandbox went with it.
+    assert await api(jp_fetch, "GET") == (200, [])
