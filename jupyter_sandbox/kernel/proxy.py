@@ -30,9 +30,11 @@ from pathlib import Path
 from traitlets.config import Config
 
 from ..sandbox import Sandbox, SandboxError, SandboxManager
+from ..sandbox.attestation import banner_line
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
+from ..sandbox.hostdir import SandboxDirectory
 from ..sandbox.settings import RUNTIMES
 from .answers import fail_request, unavailable_kernel_info
 from .relay import Relay
@@ -195,6 +197,11 @@ class SandboxKernel:
             f"Sandboxed Python on {runtime}, sandbox {self.sandbox.sandbox_id}",
             f"network: none; {self.sandbox.limits.describe()}",
             f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
+            banner_line(
+                SandboxDirectory(
+                    self.manager.settings.state_path, self.sandbox.sandbox_id
+                ).read_state()
+            ),
         ]
         return "\n".join(lines) + "\n"
 
