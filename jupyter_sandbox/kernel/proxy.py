@@ -29,6 +29,7 @@ from pathlib import Path
 from traitlets.config import Config
 
 from ..sandbox import Sandbox, SandboxError, SandboxManager
+from ..sandbox.attestation import banner_line
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
@@ -196,6 +197,7 @@ class SandboxKernel:
             f"Sandboxed Python on {runtime}, sandbox {self.sandbox.sandbox_id}",
             f"network: none; {self.sandbox.limits.describe()}",
             f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
+            banner_line(self.manager.read_state(self.sandbox.sandbox_id)),
         ]
         return "\n".join(lines) + "\n"
 

@@ -84,6 +84,7 @@ class SandboxInfo:
     created: str
     exit_code: int | None = None
     oom_killed: bool = False
+    image_id: str = ""  # the engine's id of the image the container runs ("sha256:...")
 
     @property
     def running(self) -> bool:
@@ -129,6 +130,25 @@ class EngineFacts:
     runtimes: frozenset[str]  # runtime names registered with the engine
     cgroup_version: str
     swap_limit: bool  # whether memory+swap limits are enforced
+    kernel_version: str = ""  # the engine host's kernel release (uname -r)
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """One sample of what the engine reads from a sandbox's host cgroup (None: not reported).
+
+    Under runsc the cgroup holds gVisor's sentry and gofer, so memory and pids count them too.
+    """
+
+    cpu_ns: int | None  # CPU time used since the container started
+    system_cpu_ns: int | None  # the host's CPU time counter at the same moment
+    online_cpus: int | None
+    memory_usage: int | None  # bytes, page cache included
+    memory_inactive_file: int | None  # bytes of reclaimable page cache in memory_usage
+    memory_limit: int | None
+    memory_swap_limit: int | None  # memory + swap (cgroup v1 memsw); None when not reported
+    pids: int | None
+    pids_limit: int | None
 
 
 class SandboxBackend(abc.ABC):
@@ -183,9 +203,22 @@ class SandboxBackend(abc.ABC):
 
     @abc.abstractmethod
     async def exec(
-        self, sandbox_id: str, argv: list[str], *, timeout: float, user: str | None = None
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        user: str | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
-        """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds."""
+        """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
+
+        ``stdin``, when given, is the command's whole standard input (then end of file).
+        """
+
+    @abc.abstractmethod
+    async def stats(self, sandbox_id: str) -> EngineStats:
+        """One sample of the sandbox's resource use as the engine measures it (no waiting)."""
 
     @abc.abstractmethod
     async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:

@@ -14,7 +14,14 @@ import docker.errors
 from docker.types import DriverConfig, LogConfig, Mount, Ulimit
 
 from . import labels
-from .backend import ContainerSpec, EngineFacts, ExecResult, SandboxBackend, SandboxInfo
+from .backend import (
+    ContainerSpec,
+    EngineFacts,
+    EngineStats,
+    ExecResult,
+    SandboxBackend,
+    SandboxInfo,
+)
 from .docker_exec import get_tar, put_tar, run_exec
 from .engine import DockerEngine
 from .errors import (
@@ -57,6 +64,7 @@ class DockerBackend(SandboxBackend):
             runtimes=frozenset(info.get("Runtimes") or {}),
             cgroup_version=str(info.get("CgroupVersion", "?")),
             swap_limit=bool(info.get("SwapLimit", True)),
+            kernel_version=str(info.get("KernelVersion", "")),
         )
 
     async def check_ready(self, runtime: str, image: str) -> None:
@@ -238,6 +246,7 @@ class DockerBackend(SandboxBackend):
             raw.get("Created", ""),
             exit_code=state.get("ExitCode"),
             oom_killed=bool(state.get("OOMKilled")),
+            image_id=str(raw.get("Image", "")),
         )
 
     async def list_sandboxes(self, owner: str | None = None) -> list[SandboxInfo]:
@@ -253,6 +262,7 @@ class DockerBackend(SandboxBackend):
                 r.get("Image", ""),
                 r.get("State", "unknown"),
                 str(r.get("Created", "")),
+                image_id=str(r.get("ImageID", "")),
             )
             for r in rows
             if (r.get("Labels") or {}).get(labels.SANDBOX_ID)
@@ -271,7 +281,13 @@ class DockerBackend(SandboxBackend):
     # -- running things inside ----------------------------------------------------------------
 
     async def exec(
-        self, sandbox_id: str, argv: list[str], *, timeout: float, user: str | None = None
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        user: str | None = None,
+        stdin: bytes | None = None,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -279,8 +295,14 @@ class DockerBackend(SandboxBackend):
             argv,
             timeout=timeout,
             user=user or "",
+            stdin=stdin,
             inspect=lambda: self.inspect(sandbox_id),
         )
+
+    async def stats(self, sandbox_id: str) -> EngineStats:
+        # one-shot: the engine answers at once instead of waiting ~2 s for a second sample.
+        raw = await self._on_container("stats", sandbox_id, stream=False, one_shot=True)
+        return _engine_stats(raw)
 
     async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
         await put_tar(
@@ -340,6 +362,7 @@ def _info(
     *,
     exit_code: int | None = None,
     oom_killed: bool = False,
+    image_id: str = "",
 ) -> SandboxInfo:
     return SandboxInfo(
         sandbox_id=found.get(labels.SANDBOX_ID, ""),
@@ -354,4 +377,25 @@ def _info(
         created=found.get(labels.CREATED, created),
         exit_code=exit_code,
         oom_killed=oom_killed,
+        image_id=image_id,
+    )
+
+
+def _engine_stats(raw: dict[str, Any]) -> EngineStats:
+    """docker's stats JSON (cgroup v1 or v2 layout) as EngineStats."""
+    cpu = raw.get("cpu_stats") or {}
+    memory = raw.get("memory_stats") or {}
+    detail = memory.get("stats") or {}
+    pids = raw.get("pids_stats") or {}
+    inactive = detail.get("total_inactive_file", detail.get("inactive_file"))
+    return EngineStats(
+        cpu_ns=(cpu.get("cpu_usage") or {}).get("total_usage"),
+        system_cpu_ns=cpu.get("system_cpu_usage"),
+        online_cpus=cpu.get("online_cpus"),
+        memory_usage=memory.get("usage"),
+        memory_inactive_file=inactive,
+        memory_limit=memory.get("limit"),
+        memory_swap_limit=detail.get("hierarchical_memsw_limit"),
+        pids=pids.get("current"),
+        pids_limit=pids.get("limit"),
     )

@@ -20,6 +20,7 @@ from typing import Any
 
 from traitlets.config import Config, LoggingConfigurable
 
+from .attestation import AttestationReport, record_attestation, stored_report
 from .backend import ExecResult, SandboxBackend, SandboxInfo
 from .container_spec import (
     BASE_ENVIRONMENT,
@@ -42,6 +43,7 @@ from .kernel_link import (
 from .limits import SandboxLimits
 from .quotas import SandboxQuotas, usage_of
 from .settings import RUNTIMES, SandboxSettings
+from .stats import SandboxStats, measure_stats
 from .workspace import NO_WORKSPACE, WorkspacePlan, plan_workspace
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,7 @@ class SandboxManager(LoggingConfigurable):
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
             sandbox = await self._wait_for_kernel(sandbox_id, directory)
+            await record_attestation(self, sandbox_id)  # never fails the start; see its report
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise
@@ -317,6 +320,28 @@ class SandboxManager(LoggingConfigurable):
     ) -> ExecResult:
         await self.get(owner, sandbox_id)
         return await self.backend.exec(sandbox_id, argv, timeout=timeout)
+
+    async def attestation(
+        self, owner: str, sandbox_id: str, *, refresh: bool = False
+    ) -> AttestationReport:
+        """The sandbox's isolation as measured from inside (attestation.py).
+
+        The report made at start is kept in the state file; it is measured again when there is
+        none or ``refresh`` is true.
+        """
+        await self.get(owner, sandbox_id)
+        state = SandboxDirectory(self.settings.state_path, sandbox_id).read_state()
+        report = None if refresh else stored_report(state)
+        return report or await record_attestation(self, sandbox_id)
+
+    async def stats(
+        self, owner: str, sandbox_id: str, *, wait_for_cpu_percent: bool = False
+    ) -> SandboxStats:
+        """Current CPU, memory, pids and workspace use of the sandbox (stats.py)."""
+        await self.get(owner, sandbox_id)
+        return await measure_stats(
+            self.backend, sandbox_id, wait_for_cpu_percent=wait_for_cpu_percent
+        )
 
     async def pause(self, owner: str, sandbox_id: str) -> None:
         await self.get(owner, sandbox_id)

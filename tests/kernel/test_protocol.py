@@ -94,6 +94,7 @@ class _SandboxedPythonTests(_SandboxEnv, jupyter_kernel_test.KernelTests):
             in reply["banner"]
         )
         assert "network: none" in reply["banner"]
+        assert "attested: " in reply["banner"], reply["banner"]
         assert reply["language_info"]["name"] == "python"
 
 

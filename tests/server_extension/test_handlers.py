@@ -179,7 +179,8 @@ async def test_a_notebook_kernel_is_listed_and_restarted_as_lab_does(
         assert model["kernel"]["attached"] is True
         assert model["kernel"]["id"] == kernel_id
         assert model["kernel"]["notebook"] == "analysis.ipynb"
-        assert model["ephemeral"] is True and model["context"] is None
+        assert model["ephemeral"] is True
+        assert model["context"] is None
 
         reply = await client.execute_interactive("x = 42", timeout=30)
         assert reply["content"]["status"] == "ok"

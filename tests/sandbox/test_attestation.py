@@ -1,0 +1,257 @@
+"""Isolation attestation: the report's checks and summary (no engine), then real sandboxes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox.sandbox import SandboxManager, attestation
+from jupyter_sandbox.sandbox.attestation import (
+    AttestationReport,
+    Expected,
+    attest,
+    build_report,
+    cap_names,
+    expected_from_state,
+)
+from jupyter_sandbox.sandbox.backend import EngineFacts, EngineStats
+from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
+from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+
+MIB = 1024**2
+EXPECTED = Expected(
+    runtime="runsc",
+    uid=10001,
+    gid=10001,
+    read_only_root=True,
+    memory_bytes=512 * MIB,
+    pids=256,
+    cpus=1.0,
+    nofile=1024,
+    tmp_bytes=256 * MIB,
+    workspace_bytes=1024 * MIB,
+)
+FACTS = EngineFacts("20.10", frozenset({"runc", "runsc"}), "1", True, kernel_version="6.1.0-host")
+
+
+def field(value: Any, source: str = "test") -> dict[str, Any]:
+    return {"value": value, "source": source}
+
+
+def fs(size: int, **extra: Any) -> dict[str, Any]:
+    return {"fstype": "tmpfs", "size_bytes": size, "used_bytes": 0, "writable": True, **extra}
+
+
+def gvisor_probe() -> dict[str, Any]:
+    """What the probe printed in a runsc sandbox (trimmed), as measured on this project's host."""
+    zero = "0000000000000000"
+    return {
+        "probe": 1,
+        "fields": {
+            "kernel": field(
+                {
+                    "release": "4.4.0",
+                    "version": "#1 SMP Sun Jan 10 15:06:54 PST 2016",
+                    "proc_version": "Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016",
+                }
+            ),
+            "identity": field({"uid": 10001, "euid": 10001, "gid": 10001, "egid": 10001}),
+            "capabilities": field({"CapInh": zero, "CapPrm": zero, "CapEff": zero, "CapBnd": zero}),
+            "no_new_privs": field(1),
+            "seccomp": field(0),
+            "processes": field(
+                [{"pid": 1, "name": "docker-init", "uids": [10001] * 4, "cap_eff": zero}]
+            ),
+            "root_fs": field(
+                {
+                    "read_only_flag": False,
+                    "writable": False,
+                    "errno": "EROFS",
+                    "write_test_dir": "/var/tmp",
+                    "options": "ro,ro,trans=fd",
+                }
+            ),
+            "workspace_fs": field(fs(1024 * MIB)),
+            "tmp_fs": field(fs(256 * MIB)),
+            "interfaces": field(["lo"]),
+            "egress": field(
+                {"blocked": True, "attempts": {"tcp_ipv4 1.1.1.1:443": "EHOSTUNREACH"}}
+            ),
+            "memory_meminfo": field(512 * MIB),
+            "rlimit_nproc": field({"soft": 256, "hard": 256}),
+            "rlimit_nofile": field({"soft": 1024, "hard": 1024}),
+            "cpu_visible": field({"affinity": [0, 1], "cpu_count": 2}),
+        },
+        "errors": {},
+    }
+
+
+def report(probe: dict[str, Any], expected: Expected = EXPECTED) -> AttestationReport:
+    stats = EngineStats(None, None, None, None, None, 512 * MIB, 512 * MIB, None, 4096)
+    return build_report(
+        "0123456789ab", probe, expected, duration=0.3, engine_facts=FACTS, engine_stats=stats
+    )
+
+
+# -- unit: checks and summary -----------------------------------------------------------------
+
+
+def test_a_sandbox_as_configured_is_ok() -> None:
+    result = report(gvisor_probe())
+    assert result.ok, result.findings
+    assert result.summary() == (
+        "attested: gVisor kernel, uid 10001, no capabilities, no_new_privs, read-only root, "
+        "interfaces: lo, egress blocked, memory 512 MiB, pids 256"
+    )
+    assert "gVisor" in result.measured["kernel"].source
+    assert any("CPU quota" in note for note in result.notes)  # unmeasured, and said so
+
+
+def test_the_report_survives_json() -> None:
+    result = report(gvisor_probe())
+    again = AttestationReport.from_dict(json.loads(json.dumps(result.as_dict())))
+    assert again.as_dict() == result.as_dict()
+    assert again.ok
+    assert result.as_dict()["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "check"),
+    [
+        (lambda f: f["memory_meminfo"].update(value=2048 * MIB), "memory_bytes"),
+        (lambda f: f["capabilities"]["value"].update(CapEff="0000000000000400"), "capabilities"),
+        (lambda f: f["no_new_privs"].update(value=0), "no_new_privs"),
+        (lambda f: f["root_fs"]["value"].update(writable=True, errno=None), "read_only_root"),
+        (lambda f: f["interfaces"].update(value=["eth0", "lo"]), "interfaces"),
+        (lambda f: f["egress"]["value"].update(blocked=False), "egress_blocked"),
+        (lambda f: f["identity"]["value"].update(euid=0), "uid"),
+        (lambda f: f["rlimit_nproc"].update(value={"soft": 100000, "hard": 100000}), "pids"),
+        (lambda f: f.pop("interfaces"), "interfaces"),  # unmeasured is a finding too
+    ],
+)
+def test_a_difference_is_a_loud_finding(change: Any, check: str) -> None:
+    probe = gvisor_probe()
+    change(probe["fields"])
+    result = report(probe)
+    assert not result.ok
+    assert check in [f.check for f in result.findings]
+    assert "ATTESTATION MISMATCH" in result.summary()
+
+
+def test_a_host_kernel_under_runsc_is_a_finding() -> None:
+    probe = gvisor_probe()
+    probe["fields"]["kernel"]["value"].update(release="6.1.0-host", version="#1 SMP")
+    result = report(probe)
+    assert result.value("kernel") == "host"
+    assert [f.message for f in result.findings if f.check == "kernel"] == [
+        "kernel is host, expected gvisor"
+    ]
+    assert result.summary().startswith("attested: host kernel")
+
+
+def test_a_failed_probe_is_reported_not_raised() -> None:
+    result = report({"error": "the probe did not finish within 0.001s"})
+    assert not result.ok
+    assert not result.probe_ok
+    assert result.summary().startswith("attestation FAILED, isolation not verified")
+    assert AttestationReport.from_dict(result.as_dict()).ok is False
+
+
+def test_capability_names() -> None:
+    assert cap_names("0000000000000000") == []
+    assert cap_names("0000000000200400") == ["net_bind_service", "sys_admin"]
+
+
+def test_banner_line_without_a_report() -> None:
+    assert attestation.banner_line({}) == "attestation: none recorded"
+    stored = {"attestation": report(gvisor_probe()).as_dict()}
+    assert attestation.banner_line(stored).startswith("attested: gVisor kernel")
+
+
+# -- integration ------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+async def test_attestation_of_a_real_sandbox(
+    manager: SandboxManager, runtime: str, purpose: str
+) -> None:
+    sandbox = await manager.create(
+        "alice", runtime=runtime, purpose=purpose, limits={"memory": "512m"}
+    )
+    sandbox_id = sandbox.sandbox_id
+    stored = SandboxDirectory(manager.settings.state_path, sandbox_id).read_state()["attestation"]
+    result = await manager.attestation("alice", sandbox_id)
+    assert result.as_dict() == stored  # made at start, served from the state file
+    assert result.ok, result.findings
+    assert result.value("kernel") == ("gvisor" if runtime == "runsc" else "host")
+    assert result.value("uid") == manager.settings.effective_uid == 10001
+    assert result.value("capabilities") == []
+    assert result.value("no_new_privs") is True
+    assert result.value("read_only_root") is True
+    assert result.value("interfaces") == ["lo"]
+    assert result.value("egress_blocked") is True
+    assert result.value("memory_bytes") == 512 * MIB
+    assert result.value("image_id").startswith("sha256:")
+    assert "engine" in result.measured["image_id"].source
+    assert result.summary().startswith(
+        "attested: " + ("gVisor kernel" if runtime == "runsc" else "host kernel")
+    )
+
+    # A probe that cannot finish yields a failed report, and the sandbox lives on.
+    expected = expected_from_state(
+        manager, SandboxDirectory(manager.settings.state_path, sandbox_id).read_state()
+    )
+    failed = await attest(manager.backend, sandbox_id, expected, timeout=0.001)
+    assert not failed.ok
+    assert "did not finish" in str(failed.error)
+    assert (await manager.get("alice", sandbox_id)).running
+
+    with pytest.raises(SandboxNotFoundError):
+        await manager.attestation("bob", sandbox_id)
+
+
+@pytest.mark.integration
+async def test_a_probe_that_cannot_run_does_not_stop_the_start(
+    manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(attestation, "PROBE_ARGV", ["no-such-python3", "-"])
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    result = await manager.attestation("alice", sandbox.sandbox_id)
+    assert not result.ok
+    assert "exited with 127" in str(result.error)
+    assert result.summary().startswith("attestation FAILED")
+    monkeypatch.undo()
+    assert (await manager.attestation("alice", sandbox.sandbox_id, refresh=True)).ok
+
+
+def test_expected_reads_the_configured_limits() -> None:
+    class Settings:
+        effective_uid = 10001
+        read_only_root = True
+
+    class Manager:
+        settings = Settings()
+
+    state = {
+        "runtime": "runc",
+        "limits": {
+            "memory": 512 * MIB,
+            "cpus": 1.0,
+            "pids": 256,
+            "nofile": 1024,
+            "tmp_size": 256 * MIB,
+            "workspace_size": 1024 * MIB,
+        },
+        "workspace": {"mode": "copy-on-write"},
+    }
+    expected = expected_from_state(Manager(), copy.deepcopy(state))  # type: ignore[arg-type]
+    assert expected is not None
+    assert (expected.kernel, expected.memory_bytes, expected.workspace_bytes) == (
+        "host",
+        512 * MIB,
+        None,
+    )
+    assert expected_from_state(Manager(), {}) is None  # type: ignore[arg-type]

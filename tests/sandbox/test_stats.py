@@ -1,0 +1,46 @@
+"""Live resource use of a real sandbox, on both runtimes."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.backend import EngineStats
+from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
+from jupyter_sandbox.sandbox.stats import cpu_percent
+
+MIB = 1024**2
+
+
+def test_cpu_percent_from_two_samples() -> None:
+    first = EngineStats(1_000_000_000, 10_000_000_000, 2, None, None, None, None, None, None)
+    # 0.5 s of CPU while the host counted 2 s over 2 CPUs (1 s elapsed): half a core.
+    second = EngineStats(1_500_000_000, 12_000_000_000, 2, None, None, None, None, None, None)
+    assert cpu_percent(first, second, wall=1.0) == 50.0
+
+
+@pytest.mark.integration
+async def test_stats_of_a_real_sandbox(manager: SandboxManager, sandbox: Sandbox) -> None:
+    sandbox_id = sandbox.sandbox_id
+    before = await manager.stats("alice", sandbox_id)
+    assert before.memory_bytes is not None
+    assert before.memory_limit_bytes is not None
+    assert 0 < before.memory_bytes <= before.memory_limit_bytes
+    assert before.memory_limit_bytes == sandbox.limits.memory_bytes
+    assert before.pids is not None
+    assert before.pids >= 1
+    assert before.cpu_seconds is not None
+    assert before.cpu_seconds > 0
+    assert before.workspace_bytes is not None
+
+    write = "open('/workspace/five-mb', 'wb').write(b'x' * 5 * 2**20)"
+    result = await manager.exec("alice", sandbox_id, ["python3", "-c", write], timeout=30)
+    assert result.exit_code == 0, result.stderr
+    after = await manager.stats("alice", sandbox_id)
+    assert after.workspace_bytes is not None
+    assert after.workspace_bytes - before.workspace_bytes >= 5 * MIB
+    assert after.cpu_percent is not None  # from the previous call's sample
+    assert after.as_dict()["sandbox_id"] == sandbox_id
+
+    with pytest.raises(SandboxNotFoundError):
+        await manager.stats("bob", sandbox_id)
