@@ -196,3 +196,22 @@ async def test_a_notebook_kernel_is_listed_and_restarted_as_lab_does(
         await jp_fetch("api", "kernels", kernel_id, method="DELETE")
     # The kernel's own sandbox went with it.
     assert await api(jp_fetch, "GET") == (200, [])
+
+
+@pytest.mark.parametrize("runtime", ["runc", pytest.param("runsc", marks=pytest.mark.runsc)])
+async def test_stats_and_attestation(jp_fetch: Fetch, runtime: str) -> None:
+    sandbox_id = (await create(jp_fetch, runtime=runtime, limits={"memory": "512m"}))["id"]
+
+    status, stats = await api(jp_fetch, "GET", sandbox_id, "stats")
+    assert status == 200
+    assert 0 < stats["memory_bytes"] <= stats["memory_limit_bytes"] == 512 * 1024**2
+    assert stats["pids"] >= 1
+    assert stats["workspace_bytes"] >= 0
+
+    status, report = await api(jp_fetch, "GET", sandbox_id, "attestation")
+    assert status == 200
+    assert report["ok"] is True, report["findings"]
+    kernel = report["measured"]["kernel"]["value"]
+    assert kernel == ("gvisor" if runtime == "runsc" else "host")
+    assert report["measured"]["uid"]["value"] == 10001
+    assert "egress blocked" in report["summary"]
