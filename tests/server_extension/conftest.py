@@ -54,6 +54,7 @@ from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
 
 from ..conftest import manager_config, remove_everything_under
+from .openapi_check import check_response
 
 EXTENSION = "jupyter_sandbox.server_extension"
 KERNELSPEC = Path(__file__).parents[2] / "kernelspec" / "sandboxed-python"
@@ -125,4 +126,7 @@ async def api(
         response = error.response
         assert response is not None
     text = response.body.decode() if response.body else ""
-    return response.code, json.loads(text) if text else None
+    decoded = json.loads(text) if text else None
+    if response.code != 403:  # 403 from jupyter_server's auth layer is not ours to describe
+        check_response("/" + "/".join(("api", "sandboxes", *path)), method, response.code, decoded)
+    return response.code, decoded

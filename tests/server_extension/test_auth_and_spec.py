@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from openapi_spec_validator import validate
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
@@ -42,6 +43,7 @@ def routes() -> set[tuple[str, str]]:
 
 def test_openapi_file_matches_the_handlers() -> None:
     spec = yaml.safe_load(SPEC.read_text())
+    validate(spec)  # a valid OpenAPI 3 document
     documented = {
         (path, method)
         for path, item in spec["paths"].items()
