@@ -11,24 +11,30 @@ For each runtime, a pool of ``--members`` sandboxes is filled (WarmPool.refill),
   stay honest across members);
 - claim time: ``SandboxManager.create`` while the pool holds a fitting member, i.e. the
   host-side claim, the state update and the kernel_info round trip (the claimed sandboxes are
-  removed after timing).
+  removed after timing);
+- with ``--kernels N``: a whole ``sandboxed-python`` kernel started by jupyter_client
+  (AsyncKernelManager.start_kernel until the client's wait_for_ready), a warm member waiting for
+  it each time, interleaved with a local ``python3`` ipykernel started the same way.
 
 Needs root to read other processes' smaps (PSS); RSS works without. From the checkout:
 
-    .venv/bin/python benchmarks/pool.py --members 5
+    .venv/bin/python benchmarks/pool.py --members 5 --kernels 10
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import os
+import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager, WarmPool
@@ -153,16 +159,73 @@ async def measure(runtime: str, members: int, settle: float, launch_dir: str) ->
         await manager.close()
 
 
+async def time_kernel(kernel_name: str, cwd: str, env: dict[str, str]) -> float:
+    km = AsyncKernelManager(kernel_name=kernel_name)
+    started = time.perf_counter()
+    try:
+        await km.start_kernel(cwd=cwd, env=env)
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            return time.perf_counter() - started
+        finally:
+            kc.stop_channels()
+    finally:
+        if km.has_kernel:
+            await km.shutdown_kernel(now=False)
+
+
+async def measure_kernels(runtime: str, runs: int, launch_dir: str) -> dict[str, float]:
+    """Median seconds of a warm sandboxed-python kernel start and of a local python3 one."""
+    state_dir = tempfile.mkdtemp(prefix="jsbx-bench-", dir="/tmp")
+    config_dir = tempfile.mkdtemp(prefix="jsbx-bench-config-", dir="/tmp")
+    with open(os.path.join(config_dir, "jupyter_sandbox_config.py"), "w") as f:  # noqa: ASYNC230
+        f.write(f"c.SandboxSettings.state_dir = {state_dir!r}\n")
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": config_dir,
+        "JUPYTER_SANDBOX_RUNTIME": runtime,
+        "JUPYTER_SANDBOX_PURPOSE": PURPOSE,
+    }
+    config = Config()
+    config.SandboxSettings.state_dir = state_dir
+    config.SandboxSettings.runtime = runtime
+    manager = SandboxManager.from_config(config)
+    warm = WarmPool(manager, getpass.getuser(), launch_dir=launch_dir, purpose=PURPOSE)
+    warm_times, local_times = [], []
+    try:
+        for _ in range(runs):
+            await warm.refill()
+            warm_times.append(await time_kernel("sandboxed-python", launch_dir, env))
+            assert not any(warm.members().values()), "the kernel did not claim the member"
+            local_times.append(await time_kernel("python3", launch_dir, dict(os.environ)))
+    finally:
+        await warm.drain()
+        for info in await manager.backend.list_sandboxes():
+            if Path(info.host_dir).parent == Path(state_dir):
+                await manager.backend.remove(info.sandbox_id)
+        await manager.close()
+        shutil.rmtree(config_dir, ignore_errors=True)
+    return {"warm": statistics.median(warm_times), "local": statistics.median(local_times)}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=5)
     parser.add_argument("--settle", type=float, default=5.0, help="idle seconds before measuring")
     parser.add_argument("--runtimes", default="runc,runsc")
+    parser.add_argument("--kernels", type=int, default=0, help="whole kernel starts per runtime")
     args = parser.parse_args()
     launch_dir = tempfile.mkdtemp(prefix="jsbx-bench-nb-", dir="/tmp")
     rows = [
         await measure(runtime, args.members, args.settle, launch_dir)
         for runtime in args.runtimes.split(",")
+    ]
+    kernel_rows = [
+        (runtime, await measure_kernels(runtime, args.kernels, launch_dir))
+        for runtime in args.runtimes.split(",")
+        if args.kernels
     ]
     os.rmdir(launch_dir)
     print(
@@ -176,6 +239,15 @@ async def main() -> None:
             f"{mb(row['cgroup_mb']):>9} {mb(row['rss_mb']):>11} {mb(row['pss_mb']):>11} "
             f"{row['processes']:5.0f}"
         )
+
+    if kernel_rows:
+        print(f"\nkernel start -> ready (jupyter_client), median of {args.kernels} runs")
+        print(f"{'runtime':8} {'warm ms':>8} {'local python3 ms':>16} {'warm / local':>12}")
+        for runtime, times in kernel_rows:
+            print(
+                f"{runtime:8} {times['warm'] * 1000:8.0f} {times['local'] * 1000:16.0f} "
+                f"{times['warm'] / times['local']:12.2f}"
+            )
 
 
 if __name__ == "__main__":
