@@ -335,8 +335,9 @@ class WarmPool(LoggingConfigurable):
         min=0,
         config=True,
         help="""Unclaimed sandboxes kept ready per pool key (runtime, image, limits, launch
-        directory...). Each idle member holds host memory (about 40 MB under runc, 110 MB under
-        runsc; see the README). 0 turns the pool off: every kernel start makes a new sandbox.""",
+        directory...). Each idle member holds host memory (about 50 MB under runc and 70 MB
+        under runsc, proportional set size; see the README). 0 turns the pool off: every kernel
+        start makes a new sandbox.""",
     )
     max_keys = Integer(
         4,
