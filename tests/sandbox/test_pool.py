@@ -236,3 +236,30 @@ async def test_reaper_spares_waiting_members_and_reaps_those_that_lost_their_cla
     assert sorted(report.containers) == sorted([crashed_claim, lost_ticket])
     assert (await runc_manager.get("alice", waiting)).running
     assert pool.members() == {key: [waiting]}
+
+
+async def test_start_refills_in_the_background_and_only_one_process_refills(
+    runc_manager: SandboxManager, state_dir: Path, launch_dir: Path, purpose: str
+) -> None:
+    pool = warm_pool(runc_manager, launch_dir, purpose, refill_interval=0.2)
+    second = warm_pool(runc_manager, launch_dir, purpose)  # e.g. another server of alice's
+    try:
+        assert await pool.start()
+        assert not await second.start()
+        for _ in range(100):
+            if any(pool.members().values()):
+                break
+            await asyncio.sleep(0.1)
+        [[member]] = pool.members().values()
+        claimed = await runc_manager.create("alice", launch_dir=str(launch_dir))
+        assert claimed.sandbox_id == member
+        for _ in range(100):  # replaced at the next check
+            if any(pool.members().values()):
+                break
+            await asyncio.sleep(0.1)
+        [[replacement]] = pool.members().values()
+        assert await second.drain() == []  # not its pool
+    finally:
+        drained = await pool.drain()
+    assert drained == [replacement]
+    assert (await runc_manager.get("alice", claimed.sandbox_id)).running
