@@ -157,6 +157,7 @@ async def measure(runtime: str, members: int, settle: float, launch_dir: str) ->
             if Path(info.host_dir).parent == Path(state_dir):
                 await manager.backend.remove(info.sandbox_id)
         await manager.close()
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 async def time_kernel(kernel_name: str, cwd: str, env: dict[str, str]) -> float:
@@ -206,6 +207,7 @@ async def measure_kernels(runtime: str, runs: int, launch_dir: str) -> dict[str,
             if Path(info.host_dir).parent == Path(state_dir):
                 await manager.backend.remove(info.sandbox_id)
         await manager.close()
+        shutil.rmtree(state_dir, ignore_errors=True)
         shutil.rmtree(config_dir, ignore_errors=True)
     return {"warm": statistics.median(warm_times), "local": statistics.median(local_times)}
 
