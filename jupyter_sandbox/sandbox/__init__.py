@@ -9,7 +9,8 @@ from __future__ import annotations
 from .backend import ContainerSpec, ExecResult, SandboxBackend, SandboxInfo
 from .errors import SandboxError
 from .limits import SandboxLimits
-from .manager import Sandbox, SandboxManager
+from .manager import Sandbox, SandboxManager, SandboxRequest
+from .pool import WarmPool
 from .settings import SandboxSettings
 
 __all__ = [
@@ -21,5 +22,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxLimits",
     "SandboxManager",
+    "SandboxRequest",
     "SandboxSettings",
+    "WarmPool",
 ]

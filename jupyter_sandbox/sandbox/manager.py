@@ -20,6 +20,7 @@ from typing import Any
 
 from traitlets.config import Config, LoggingConfigurable
 
+from . import pool
 from .attestation import AttestationReport, record_attestation, stored_report
 from .backend import ExecResult, SandboxBackend, SandboxInfo
 from .container_spec import (
@@ -32,7 +33,7 @@ from .container_spec import (
 from .contexts import check_context
 from .docker_backend import DockerBackend
 from .engine import DockerEngine
-from .errors import InvalidSettingError, SandboxNotFoundError
+from .errors import InvalidSettingError, SandboxNotFoundError, SandboxStartError
 from .hostdir import SandboxDirectory
 from .kernel_link import (
     new_connection_info,
@@ -49,6 +50,20 @@ from .workspace import NO_WORKSPACE, WorkspacePlan, plan_workspace
 log = logging.getLogger(__name__)
 
 _SANDBOX_ID = re.compile(r"^[0-9a-f]{12}$")
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    """The checked facts a new sandbox is made from: everything but its identity and state."""
+
+    owner: str
+    runtime: str
+    image: str
+    limits: SandboxLimits
+    environment: dict[str, str]  # complete: the fixed base, the settings' and the request's
+    workspace: WorkspacePlan
+    launch_dir: str | None = None  # as the caller gave it
+    custom_environment: bool = False  # whether the caller added environment variables
 
 
 @dataclass(frozen=True)
@@ -129,31 +144,115 @@ class SandboxManager(LoggingConfigurable):
         notebook: str = "",
         purpose: str = "",
     ) -> Sandbox:
-        """Start a sandbox for ``owner`` and wait until its kernel answers.
+        """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
 
         ``context`` names the interpreter so that it can be found again (see contexts.py);
         ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
         reaper removes once no process holds its context. ``launch_dir`` is shown at
         /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
-        is written; on any failure the container and host directory are removed again.
+        is written. A warm pool member made for the same request is taken when there is one
+        (pool.py); otherwise a new sandbox is started, and on any failure its container and
+        host directory are removed again.
         """
-        check_owner(owner)
+        request = self.check_request(
+            owner,
+            runtime=runtime,
+            image=image,
+            limits=limits,
+            environment=environment,
+            launch_dir=launch_dir,
+        )
         if context is not None:
             check_context(context)
+        # A claimed pool member counts like a new sandbox; a new one re-checks with its
+        # reservation written (start_sandbox), so racing starts cannot both slip through.
+        self.quotas.check(usage_of(self.settings.state_path, owner).plus(request.limits))
+        claimed = await pool.claim(
+            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+        )
+        if claimed is not None:
+            return claimed
+        pool.record_wanted(self.settings.state_path, request)
+        return await self.start_sandbox(
+            request, context=context, ephemeral=ephemeral, notebook=notebook, purpose=purpose
+        )
+
+    async def claim_from_pool(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        context: str | None = None,
+        ephemeral: bool = False,
+        launch_dir: str | None = None,
+        notebook: str = "",
+    ) -> Sandbox | None:
+        """Like :meth:`create`, but only from the warm pool: None when no member fits."""
+        request = self.check_request(
+            owner,
+            runtime=runtime,
+            image=image,
+            limits=limits,
+            environment=environment,
+            launch_dir=launch_dir,
+        )
+        if context is not None:
+            check_context(context)
+        return await pool.claim(
+            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+        )
+
+    def check_request(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        launch_dir: str | None = None,
+    ) -> SandboxRequest:
+        """The checked facts of a new sandbox, with the settings' defaults filled in."""
+        check_owner(owner)
         runtime = runtime or self.settings.runtime
         if runtime not in RUNTIMES:
             raise InvalidSettingError(
                 f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
             )
-        image = image or self.settings.image
-        checked_limits = self.settings.default_limits().with_overrides(**(limits or {}))
-        env = self._environment(environment or {})
-        workspace = plan_workspace(self.settings.workspace_mode, launch_dir)
-        await self.backend.check_ready(runtime, image)
+        return SandboxRequest(
+            owner=owner,
+            runtime=runtime,
+            image=image or self.settings.image,
+            limits=self.settings.default_limits().with_overrides(**(limits or {})),
+            environment=self._environment(environment or {}),
+            workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
+            launch_dir=launch_dir,
+            custom_environment=bool(environment),
+        )
 
+    async def start_sandbox(
+        self,
+        request: SandboxRequest,
+        *,
+        context: str | None = None,
+        ephemeral: bool = False,
+        notebook: str = "",
+        purpose: str = "",
+        pool_key: str | None = None,
+    ) -> Sandbox:
+        """Start a new sandbox for ``request`` (never from the pool) and wait for its kernel.
+
+        ``pool_key`` marks a warm pool member: it has no context until a claim gives it one.
+        On any failure the container and host directory are removed again.
+        """
+        await self.backend.check_ready(request.runtime, request.image)
         sandbox_id = secrets.token_hex(6)
         directory = SandboxDirectory(self.settings.state_path, sandbox_id)
         uid = self.settings.effective_uid
+        workspace = request.workspace
         directory.create(uid)
         try:
             if workspace.mode == "copy-on-write":
@@ -161,25 +260,33 @@ class SandboxManager(LoggingConfigurable):
             connection = new_connection_info(directory.container_socket_prefix())
             directory.write_connection_file(connection, uid)
             now = now_iso()
-            directory.write_state(
-                {
-                    "owner": owner,
-                    "created": now,
-                    "last_activity": now,
-                    "context": context,
-                    "ephemeral": ephemeral,
-                    "runtime": runtime,
-                    "limits": checked_limits.as_settings(),
-                    "workspace": {"mode": workspace.mode, "note": workspace.note},
-                    "notebook": notebook,
-                }
+            state: dict[str, Any] = {
+                "owner": request.owner,
+                "created": now,
+                "last_activity": now,
+                "context": context,
+                "ephemeral": ephemeral,
+                "runtime": request.runtime,
+                "limits": request.limits.as_settings(),
+                "workspace": {"mode": workspace.mode, "note": workspace.note},
+                "notebook": notebook,
+            }
+            if pool_key is not None:
+                state["pool"] = pool_key
+            directory.write_state(state)
+            spec_request = SpecRequest(
+                sandbox_id,
+                request.owner,
+                request.runtime,
+                request.image,
+                request.limits,
+                request.environment,
+                purpose,
+                workspace,
             )
-            # The state file is this sandbox's reservation; see quotas.py.
-            self.quotas.check(usage_of(self.settings.state_path, owner))
-            request = SpecRequest(
-                sandbox_id, owner, runtime, image, checked_limits, env, purpose, workspace
-            )
-            spec = build_container_spec(self.settings, request, directory)
+            if pool_key is None:  # the state file is this sandbox's reservation; see quotas.py
+                self.quotas.check(usage_of(self.settings.state_path, request.owner))
+            spec = build_container_spec(self.settings, spec_request, directory)
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
             sandbox = await self._wait_for_kernel(sandbox_id, directory)
@@ -187,7 +294,14 @@ class SandboxManager(LoggingConfigurable):
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise
-        log.info("sandbox %s started for %s (%s, %s)", sandbox_id, owner, runtime, image)
+        log.info(
+            "sandbox %s started for %s (%s, %s)%s",
+            sandbox_id,
+            request.owner,
+            request.runtime,
+            request.image,
+            " for the warm pool" if pool_key else "",
+        )
         return sandbox
 
     async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
@@ -196,6 +310,15 @@ class SandboxManager(LoggingConfigurable):
         return await self._wait_for_kernel(
             sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
         )
+
+    async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
+        """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
+        kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
 
     async def find_context(self, owner: str, context: str) -> SandboxInfo | None:
         """``owner``'s running sandbox for ``context``, if there is one.
@@ -256,17 +379,24 @@ class SandboxManager(LoggingConfigurable):
         directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
         return directory.update_state(**changes)
 
-    async def _wait_for_kernel(self, sandbox_id: str, directory: SandboxDirectory) -> Sandbox:
+    async def _wait_for_kernel(
+        self,
+        sandbox_id: str,
+        directory: SandboxDirectory,
+        timeout: float | None = None,
+        info: SandboxInfo | None = None,
+    ) -> Sandbox:
         connection = directory.read_connection_file()
         state = directory.read_state()
         generation = int(state.get("generation", 0))
         host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
         reply = await wait_until_ready(
             host_connection,
-            timeout=self.settings.start_timeout,
+            timeout=self.settings.start_timeout if timeout is None else timeout,
             still_running=lambda: self._why_not_running(sandbox_id),
         )
-        info = await self.backend.inspect(sandbox_id)
+        if info is None:
+            info = await self.backend.inspect(sandbox_id)
         limits = SandboxLimits.parse(**state["limits"])
         workspace = state.get("workspace") or {}
         plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))

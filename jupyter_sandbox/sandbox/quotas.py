@@ -18,7 +18,8 @@ from traitlets.config import LoggingConfigurable
 
 from .errors import QuotaExceededError
 from .hostdir import SandboxDirectory
-from .limits import format_size, parse_size
+from .limits import SandboxLimits, format_size, parse_size
+from .pool import unclaimed_member
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,16 @@ class Usage:
     def as_dict(self) -> dict[str, Any]:
         return {"sandboxes": self.sandboxes, "memory": self.memory_bytes, "cpus": self.cpus}
 
+    def plus(self, limits: SandboxLimits) -> Usage:
+        """The usage once one more sandbox with ``limits`` exists."""
+        return Usage(
+            self.sandboxes + 1, self.memory_bytes + limits.memory_bytes, self.cpus + limits.cpus
+        )
+
 
 def counts_toward_quota(state: dict[str, Any]) -> bool:
     """Unclaimed warm-pool members belong to nobody yet; everything else counts."""
-    return not state.get("pool") or bool(state.get("claimed"))
+    return not unclaimed_member(state)
 
 
 def usage_of(state_dir: Path, owner: str) -> Usage:

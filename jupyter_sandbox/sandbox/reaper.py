@@ -3,7 +3,8 @@
 "Ours" means a labelled container whose host directory lies under this manager's state
 directory, so two host users sharing one engine never reap each other's sandboxes. The engine is
 the truth for existence: a host directory without a container is stale, and a container without
-its host directory (or whose kernel has exited) is an orphan.
+its host directory (or whose kernel has exited) is an orphan. Warm pool members waiting with a
+ticket are left alone; one that lost its claimer (see pool.is_stale_member) is reaped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import pool
 from .contexts import ContextLock, lock_path
 from .hostdir import SandboxDirectory
 from .manager import SandboxManager, is_sandbox_id
@@ -29,9 +31,10 @@ class ReapReport:
     containers: list[str] = field(default_factory=list)
     directories: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
+    tickets: list[str] = field(default_factory=list)  # warm pool tickets of removed sandboxes
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.directories or self.processes)
+        return bool(self.containers or self.directories or self.processes or self.tickets)
 
 
 async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -> ReapReport:
@@ -51,27 +54,31 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
         orphan = not directory.exists() and not young
         failed = info.status in DEAD_STATES or (info.status == "created" and not young)
         abandoned = _abandoned(directory, info.owner, grace)
-        if orphan or failed or abandoned:
+        stale_member = pool.is_stale_member(state_dir, directory, grace)
+        if orphan or failed or abandoned or stale_member:
             log.info(
                 "reaping sandbox %s (%s, host directory %s)",
                 info.sandbox_id,
                 info.status,
                 "present" if directory.exists() else "gone",
             )
+            state = directory.read_state()
             await manager.backend.remove(info.sandbox_id)
+            pool.forget_member(state_dir, info.sandbox_id, state)
             directory.remove()
             report.containers.append(info.sandbox_id)
 
     known = {c.sandbox_id for c in containers}
     if state_dir.is_dir():
         for entry in state_dir.iterdir():
-            if not is_sandbox_id(entry.name):  # e.g. locks/
+            if not is_sandbox_id(entry.name):  # e.g. locks/, pool/
                 continue
             if entry.is_dir() and entry.name not in known and _age(entry) >= grace:
                 log.info("removing stale sandbox directory %s", entry)
                 SandboxDirectory(state_dir, entry.name).remove()
                 report.directories.append(entry.name)
 
+    report.tickets = pool.remove_stale_tickets(state_dir, grace)
     report.processes = await manager.backend.end_stray_runtime_processes()
     return report
 

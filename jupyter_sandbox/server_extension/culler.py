@@ -105,7 +105,8 @@ class SandboxCuller(LoggingConfigurable):
         attached = kernel_attached(self.manager.settings.state_path, state)
         if attached and state.get("busy"):
             return None
-        age = _seconds_since(state.get("created"), now)
+        # A warm-pool member's life as the user's sandbox begins when it is claimed.
+        age = _seconds_since(state.get("claimed") or state.get("created"), now)
         idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
         if self.ttl and age >= self.ttl:
             return f"older than its time to live ({self.ttl:g} s)"

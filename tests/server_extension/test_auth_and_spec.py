@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from openapi_spec_validator import validate
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, User
+from openapi_spec_validator import validate
 from tornado import web
 
 from jupyter_sandbox.server_extension import handlers

@@ -1,0 +1,560 @@
+"""The warm pool: sandboxes started ahead of time, so that a kernel start is only a claim.
+
+A runsc sandbox takes seconds to start; a claim takes a host-side file operation, a state update
+and one kernel_info round trip. Mounts, limits, environment and the owner label are fixed when a
+container is created, so a pool member can only serve a request that would have created the very
+same container: the **pool key** hashes all of it (owner, runtime, image, limits, environment,
+workspace mode and launch directory, and the hardening settings).
+
+Layout under the state directory (all host-only, 0700)::
+
+    pool/<key>/<sandbox id>       ticket: the member is started, its kernel answered, unclaimed
+    pool/wanted/<key>.json        a request that missed: the refiller keeps its key warm too
+    pool/refill-<owner>.lock      flock held by the process that keeps the owner's pool warm
+    <sandbox id>/claimed          claim marker, made with O_EXCL: exactly one claimer wins
+
+A claim is the exclusive creation of the member's claim marker; only then is its ticket removed,
+its state file given the claimer's context (``claimed`` records when) and its kernel asked for
+kernel_info. So concurrent kernel starts, in any processes, never share a sandbox, with or
+without a server running. A member that turns out dead is removed and the next ticket tried; no
+ticket at all means a normal start. Drain and the refiller take members with the same marker
+before removing them, so they never remove a member a kernel has just claimed.
+
+Claims happen in whatever process creates a sandbox (the proxy kernel, the server's REST
+handlers, agent code). Filling needs a long-lived process: :class:`WarmPool`, which the server
+extension starts and drains. The reaper spares members with a ticket, and reaps a member whose
+claimer died between taking it and recording the claim (see :func:`is_stale_member`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traitlets import Float, Integer
+from traitlets.config import LoggingConfigurable
+
+from .._version import __version__
+from .container_spec import now_iso
+from .contexts import ContextLock
+from .errors import SandboxError
+from .hostdir import SandboxDirectory, write_json_atomic
+
+if TYPE_CHECKING:
+    from .manager import Sandbox, SandboxManager, SandboxRequest
+    from .settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+POOL_DIR = "pool"
+WANTED_DIR = "wanted"
+CLAIM_MARKER = "claimed"
+# Most wanted-key records kept on disk; WarmPool.max_keys cannot exceed it.
+MAX_WANTED = 64
+# Seconds a claimed member's kernel gets to answer kernel_info; it answered once already, so a
+# member that takes longer is treated as dead.
+CLAIM_TIMEOUT = 10.0
+
+
+# -- keys and the pool directory -------------------------------------------------------------
+
+
+def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
+    """The key of every pool member that can serve ``request``: a hash of whatever is fixed at
+    container creation (the request, and the settings that shape the container spec)."""
+    facts = {
+        "version": __version__,
+        "owner": request.owner,
+        "runtime": request.runtime,
+        "docker_runtime": settings.docker_runtime_names.get(request.runtime, request.runtime),
+        "image": request.image,
+        "limits": request.limits.as_settings(),
+        "environment": request.environment,
+        "workspace": [request.workspace.mode, request.workspace.source, request.workspace.note],
+        "uid": settings.effective_uid,
+        "read_only_root": settings.read_only_root,
+        "runsc_host_pids_limit": settings.runsc_host_pids_limit,
+        "stop_timeout": settings.stop_timeout,
+        "log_max_size": settings.log_max_size,
+    }
+    text = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 16 and all(c in "0123456789abcdef" for c in name)
+
+
+def _owner_tag(owner: str) -> str:
+    return hashlib.sha256(owner.encode()).hexdigest()[:16]
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
+
+
+class PoolDirectory:
+    """Tickets, wanted-key records and the refiller lock under ``<state_dir>/pool``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.root = state_dir / POOL_DIR
+        self.wanted_dir = self.root / WANTED_DIR
+
+    def pool_keys(self) -> list[str]:
+        """Every key that has a ticket directory."""
+        try:
+            return sorted(e.name for e in self.root.iterdir() if _is_key(e.name))
+        except FileNotFoundError:
+            return []
+
+    def tickets(self, key: str) -> list[str]:
+        """Sandbox ids of the unclaimed members of ``key``, oldest first."""
+        try:
+            entries = list(os.scandir(self.root / key))
+        except FileNotFoundError:
+            return []
+        stamped = []
+        for entry in entries:
+            with contextlib.suppress(FileNotFoundError):  # claimed meanwhile
+                stamped.append((entry.stat().st_mtime, entry.name))
+        return [name for _, name in sorted(stamped)]
+
+    def has_ticket(self, key: str, sandbox_id: str) -> bool:
+        return (self.root / key / sandbox_id).exists()
+
+    def add_ticket(self, key: str, sandbox_id: str) -> None:
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        (self.root / key).mkdir(mode=0o700, exist_ok=True)
+        (self.root / key / sandbox_id).touch(mode=0o600, exist_ok=False)
+
+    def remove_ticket(self, key: str, sandbox_id: str) -> None:
+        (self.root / key / sandbox_id).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty, or gone: both fine
+            (self.root / key).rmdir()
+
+    def refill_lock_path(self, owner: str) -> Path:
+        return self.root / f"refill-{_owner_tag(owner)}.lock"
+
+    def refiller_running(self, owner: str) -> bool:
+        """Whether a process keeps ``owner``'s pool warm now (it holds the refill lock)."""
+        return ContextLock.is_held(self.refill_lock_path(owner))
+
+    # -- wanted keys ---------------------------------------------------------------------------
+
+    def record_wanted(self, key: str, record: dict[str, Any]) -> None:
+        """Remember that a request of ``key`` missed (its file's mtime says when, last)."""
+        self.wanted_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_json_atomic(self.wanted_dir / f"{key}.json", record)
+        for stale in self.wanted()[MAX_WANTED:]:
+            self.forget_wanted(stale[0])
+
+    def wanted(self) -> list[tuple[str, dict[str, Any]]]:
+        """(key, record) of every wanted key, most recently wanted first."""
+        try:
+            files = list(self.wanted_dir.glob("*.json"))
+        except FileNotFoundError:
+            return []
+        found = []
+        for path in files:
+            try:
+                found.append((path.stat().st_mtime, path.stem, json.loads(path.read_text())))
+            except (OSError, ValueError):
+                continue
+        found.sort(key=lambda item: item[0], reverse=True)
+        return [(key, record) for _, key, record in found if isinstance(record, dict)]
+
+    def forget_wanted(self, key: str) -> None:
+        (self.wanted_dir / f"{key}.json").unlink(missing_ok=True)
+
+
+def take(directory: SandboxDirectory, by: str) -> bool:
+    """Claim the member in ``directory``: True for exactly one caller, whoever calls first."""
+    try:
+        fd = os.open(directory.root / CLAIM_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except (FileExistsError, FileNotFoundError):  # taken already, or the member is gone
+        return False
+    try:
+        os.write(fd, f"{by} {os.getpid()}".encode())
+    finally:
+        os.close(fd)
+    return True
+
+
+def unclaimed_member(state: dict[str, Any]) -> bool:
+    """Whether a sandbox's state says it is a pool member no kernel has claimed (yet).
+
+    Such a sandbox holds no user data and has no context: listings and the idle culler
+    should leave it to the pool."""
+    return bool(state.get("pool")) and not state.get("claimed")
+
+
+def is_stale_member(state_dir: Path, directory: SandboxDirectory, grace: float) -> bool:
+    """Whether ``directory`` is an unclaimed pool member that nobody will ever claim.
+
+    A member with a ticket waits for its claimer and is never stale. A taken member whose claim
+    was not recorded within ``grace`` seconds lost its claimer (the process died between taking
+    it and updating its state). A member without ticket or claim marker is stale once its state
+    is ``grace`` seconds old (a member being started gets its ticket within start_timeout).
+    """
+    state = directory.read_state()
+    key = state.get("pool")
+    if not unclaimed_member(state) or not isinstance(key, str):
+        return False
+    marker = directory.root / CLAIM_MARKER
+    if marker.exists():
+        return _age(marker) >= grace
+    if PoolDirectory(state_dir).has_ticket(key, directory.root.name):
+        return False
+    return _age(directory.state_file) >= grace
+
+
+def forget_member(state_dir: Path, sandbox_id: str, state: dict[str, Any]) -> None:
+    """Remove the ticket of a member that is being removed (if it was one)."""
+    key = state.get("pool")
+    if isinstance(key, str) and _is_key(key):
+        PoolDirectory(state_dir).remove_ticket(key, sandbox_id)
+
+
+def remove_stale_tickets(state_dir: Path, grace: float) -> list[str]:
+    """Remove tickets whose sandbox directory is gone; return their sandbox ids."""
+    pool_dir = PoolDirectory(state_dir)
+    removed = []
+    for key in pool_dir.pool_keys():
+        for sandbox_id in pool_dir.tickets(key):
+            ticket = pool_dir.root / key / sandbox_id
+            if not (state_dir / sandbox_id).is_dir() and _age(ticket) >= grace:
+                pool_dir.remove_ticket(key, sandbox_id)
+                removed.append(sandbox_id)
+    return removed
+
+
+# -- claiming (any process) ------------------------------------------------------------------
+
+
+async def claim(
+    manager: SandboxManager,
+    request: SandboxRequest,
+    *,
+    context: str | None,
+    ephemeral: bool,
+    notebook: str,
+) -> Sandbox | None:
+    """A warm member for ``request``, now holding the caller's context; None when there is none.
+
+    Dead members met on the way are removed. Costs no engine call when the pool is empty.
+    """
+    state_dir = manager.settings.state_path
+    pool_dir = PoolDirectory(state_dir)
+    key = pool_key(manager.settings, request)
+    for sandbox_id in pool_dir.tickets(key):
+        directory = SandboxDirectory(state_dir, sandbox_id)
+        if not take(directory, "claim"):
+            if not directory.exists():
+                pool_dir.remove_ticket(key, sandbox_id)
+            continue
+        pool_dir.remove_ticket(key, sandbox_id)
+        state = directory.read_state()
+        if state.get("owner") != request.owner or state.get("pool") != key:
+            log.error("pool member %s does not match its ticket; left alone", sandbox_id)
+            continue
+        now = now_iso()
+        directory.update_state(
+            context=context, ephemeral=ephemeral, notebook=notebook, last_activity=now, claimed=now
+        )
+        try:
+            sandbox = await manager.attach_claimed(request.owner, sandbox_id, CLAIM_TIMEOUT)
+        except SandboxError as exc:
+            log.warning("pool member %s is unusable (%s); removing it", sandbox_id, exc.message)
+            await manager.remove(request.owner, sandbox_id)
+            directory.remove()
+            continue
+        except BaseException:
+            await asyncio.shield(manager.remove(request.owner, sandbox_id))
+            raise
+        log.info("sandbox %s claimed from the warm pool by %s", sandbox_id, request.owner)
+        return sandbox
+    return None
+
+
+def record_wanted(state_dir: Path, request: SandboxRequest) -> None:
+    """Note a request that missed, so that a running refiller keeps its key warm too.
+
+    Only while a refiller for the owner runs, and never for a request with its own environment
+    variables (they may be secrets: nothing of them is written to disk).
+    """
+    pool_dir = PoolDirectory(state_dir)
+    if request.custom_environment or not pool_dir.refiller_running(request.owner):
+        return
+    # pool_key() needs the settings; the record's file is named by the refiller's own key of it.
+    record = {
+        "owner": request.owner,
+        "runtime": request.runtime,
+        "image": request.image,
+        "limits": request.limits.as_settings(),
+        "launch_dir": request.launch_dir,
+    }
+    name = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+    try:
+        pool_dir.record_wanted(name, record)
+    except OSError as exc:
+        log.warning("cannot record a wanted pool key: %s", exc)
+
+
+# -- filling and draining (one long-lived process per owner and state directory) -------------
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+class WarmPool(LoggingConfigurable):
+    """Keeps sandboxes of ``owner`` warm, for the default request and recently missed ones.
+
+    Run by a long-lived process (the server extension): :meth:`start` on start-up, :meth:`drain`
+    on shutdown. Only one process per owner and state directory refills (a lock decides); the
+    claims themselves need no pool object (SandboxManager.create tries the pool first).
+    """
+
+    size = Integer(
+        1,
+        min=0,
+        config=True,
+        help="""Unclaimed sandboxes kept ready per pool key (runtime, image, limits, launch
+        directory...). Each idle member holds host memory (about 50 MB under runc and 70 MB
+        under runsc, proportional set size; see the README). 0 turns the pool off: every kernel
+        start makes a new sandbox.""",
+    )
+    max_keys = Integer(
+        4,
+        min=0,
+        max=MAX_WANTED,
+        config=True,
+        help=f"""Pool keys kept warm besides the default one: those of the kernel starts that
+        missed most recently (a notebook in another directory, another runtime...). The least
+        recently wanted key beyond this is dropped and its members removed. 0: only the default
+        key (the server's root directory, default runtime and limits). At most {MAX_WANTED}.""",
+    )
+    refill_interval = Float(
+        2.0,
+        min=0.1,
+        config=True,
+        help="""Seconds between two checks of the pool; claimed or dead members are replaced at
+        the next check. A member takes about 1 s (runc) or 3 s (runsc) to start.""",
+    )
+    max_retry_interval = Float(
+        300.0,
+        min=1.0,
+        config=True,
+        help="""Seconds at most between two attempts to start a member for a key whose last
+        start failed (the wait doubles from refill_interval after each failure).""",
+    )
+
+    def __init__(
+        self,
+        manager: SandboxManager,
+        owner: str,
+        *,
+        launch_dir: str | None = None,
+        purpose: str = "warm-pool",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manager = manager
+        self.owner = owner
+        self.launch_dir = launch_dir
+        self.purpose = purpose
+        self.directory = PoolDirectory(manager.settings.state_path)
+        self._lock_fd: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._backoff: dict[str, _Backoff] = {}
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def start(self) -> bool:
+        """Start refilling in the background; False (and nothing started) when another process
+        already keeps this owner's pool warm, or size is 0."""
+        if self._task is not None:
+            return True
+        if self.size == 0 or (self._lock_fd is None and not self._take_lock()):
+            return False
+        self._task = asyncio.ensure_future(self._run())
+        return True
+
+    async def drain(self) -> list[str]:
+        """Stop refilling and remove every unclaimed member of this owner (returns their ids).
+
+        Members a kernel has taken are left to it. Does nothing while another process refills.
+        """
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._lock_fd is None and not self._take_lock():
+            return []
+        try:
+            return await self._remove_members(lambda key: True)
+        finally:
+            self._release_lock()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.refill()
+            except SandboxError as exc:
+                log.warning("warm pool: %s", exc.message)
+            except Exception:
+                log.exception("warm pool refill failed")
+            await asyncio.sleep(self.refill_interval)
+
+    # -- one refill pass ----------------------------------------------------------------------
+
+    async def refill(self) -> list[str]:
+        """Bring every kept key to ``size`` members; return the ids of the members started.
+
+        Members that died are removed first, and the members of keys no longer kept. The first
+        refill takes this owner's refill lock (held until :meth:`drain`); while another process
+        holds it, nothing is done.
+        """
+        if self._lock_fd is None and not self._take_lock():
+            return []
+        requests = self._kept_requests()
+        await self._remove_members(lambda key: key not in requests, dead_only=False)
+        await self._remove_members(lambda key: True, dead_only=True)
+        started = []
+        for key, request in requests.items():
+            backoff = self._backoff.get(key)
+            if backoff is not None and time.monotonic() < backoff.retry_at:
+                continue
+            while len(self.directory.tickets(key)) < self.size:
+                try:
+                    sandbox = await self.manager.start_sandbox(
+                        request, purpose=self.purpose, pool_key=key
+                    )
+                except SandboxError as exc:
+                    self._failed(key, exc)
+                    break
+                self.directory.add_ticket(key, sandbox.sandbox_id)
+                self._backoff.pop(key, None)
+                started.append(sandbox.sandbox_id)
+        return started
+
+    def members(self) -> dict[str, list[str]]:
+        """Unclaimed members (sandbox ids) per key, for status displays."""
+        return {key: self.directory.tickets(key) for key in self.directory.pool_keys()}
+
+    def _kept_requests(self) -> dict[str, SandboxRequest]:
+        """The default request and up to max_keys recently wanted ones, by pool key."""
+        settings = self.manager.settings
+        default = self.manager.check_request(self.owner, launch_dir=self.launch_dir)
+        kept = {pool_key(settings, default): default}
+        adaptive = 0
+        for name, record in self.directory.wanted():
+            request = self._request_of(record) if record.get("owner") == self.owner else None
+            if request is None:
+                continue
+            key = pool_key(settings, request)
+            if key in kept:
+                continue
+            if adaptive >= self.max_keys:
+                self.directory.forget_wanted(name)
+                continue
+            kept[key] = request
+            adaptive += 1
+        return kept
+
+    def _request_of(self, record: dict[str, Any]) -> SandboxRequest | None:
+        try:
+            return self.manager.check_request(
+                self.owner,
+                runtime=record.get("runtime"),
+                image=record.get("image"),
+                limits=record.get("limits"),
+                launch_dir=record.get("launch_dir"),
+            )
+        except (SandboxError, TypeError, ValueError) as exc:
+            log.warning("warm pool: ignoring a wanted key: %s", exc)
+            return None
+
+    def _failed(self, key: str, exc: SandboxError) -> None:
+        backoff = self._backoff.setdefault(key, _Backoff())
+        backoff.failures += 1
+        wait = min(self.max_retry_interval, self.refill_interval * 2**backoff.failures)
+        backoff.retry_at = time.monotonic() + wait
+        log.warning(
+            "warm pool: a member for key %s did not start (%s); next try in %.0f s",
+            key,
+            exc.message,
+            wait,
+        )
+
+    async def _remove_members(self, drop: Any, *, dead_only: bool = False) -> list[str]:
+        """Take and remove this owner's unclaimed members of the keys ``drop`` says, or only the
+        dead ones among them; also members that lost their ticket (a start this process
+        abandoned). Taken members are skipped."""
+        state_dir = self.manager.settings.state_path
+        running: set[str] | None = None
+        if dead_only:
+            running = {
+                info.sandbox_id
+                for info in await self.manager.list_sandboxes(self.owner)
+                if info.running
+            }
+        removed = []
+        for entry in sorted(state_dir.iterdir()) if state_dir.is_dir() else []:
+            directory = SandboxDirectory(state_dir, entry.name)
+            state = directory.read_state()
+            key = state.get("pool")
+            if state.get("owner") != self.owner or not unclaimed_member(state):
+                continue
+            if not isinstance(key, str) or not drop(key):
+                continue
+            has_ticket = self.directory.has_ticket(key, entry.name)
+            if dead_only and (entry.name in (running or set()) or not has_ticket):
+                continue
+            if not take(directory, "pool"):
+                continue
+            self.directory.remove_ticket(key, entry.name)
+            await self.manager.remove(self.owner, entry.name)
+            directory.remove()
+            removed.append(entry.name)
+        if removed:
+            log.info("warm pool: removed %d member(s): %s", len(removed), ", ".join(removed))
+        return removed
+
+    # -- the refill lock ----------------------------------------------------------------------
+
+    def _take_lock(self) -> bool:
+        path = self.directory.refill_lock_path(self.owner)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            log.info("warm pool of %s: another process keeps it warm", self.owner)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
