@@ -5,9 +5,14 @@ Who calls what, and when (jupyter_server's ExtensionApp life cycle):
 * ``initialize_settings`` (server start, before its event loop runs): build the manager from the
   shared configuration (``jupyter_sandbox_config.py`` and the server's own config) and put it in
   the tornado settings for the handlers.
-* ``_start_jupyter_server_extension`` (once the event loop runs): reap what a previous server
-  left behind, then start the culler and the pool's refill loop.
-* ``stop_extension`` (server shutdown): stop both, drain the pool, close the engine client.
+* ``_start_jupyter_server_extension`` (once the event loop runs): start the culler (whose
+  first pass reaps what a previous server left behind) and the warm pool's refill loop.
+* ``stop_extension`` (server shutdown): stop the culler, drain the pool, close the engine
+  client.
+
+The pool is kept for the owner this server's kernels run as (``default_owner``), with the
+server's root directory as the launch directory of its default key; notebooks opened in other
+directories get warm sandboxes of their own from the second kernel on (pool.py, wanted keys).
 """
 
 from __future__ import annotations
@@ -19,9 +24,8 @@ from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvi
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Unicode
 
-from ..sandbox import SandboxManager
+from ..sandbox import SandboxManager, WarmPool
 from ..sandbox.manager import default_owner
-from ..sandbox.settings import load_config
 from .culler import SandboxCuller
 from .handlers import default_handlers
 
@@ -57,10 +61,17 @@ class SandboxExtension(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
-        config = load_config()
-        config.merge(self.config)
-        self.manager = SandboxManager.from_config(config)
+        # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
+        self.manager = SandboxManager.from_config(self.config)
         self.culler = SandboxCuller(self.manager, parent=self)
+        root_dir = self.serverapp.root_dir if self.serverapp else None
+        self.pool = WarmPool(
+            self.manager,
+            default_owner(),
+            launch_dir=root_dir,
+            purpose=self.container_purpose or "warm-pool",
+            parent=self,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self.settings["sandbox_extension"] = self
 
@@ -69,13 +80,19 @@ class SandboxExtension(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tasks.append(asyncio.ensure_future(self.culler.run()))
+        if not await self.pool.start():
+            self.log.info("warm pool: off (size 0) or kept warm by another process of this owner")
 
     async def stop_extension(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        await self.manager.close()
+        try:
+            drained = await self.pool.drain()
+            self.log.info("warm pool drained: %d sandbox(es) removed", len(drained))
+        finally:
+            await self.manager.close()
 
     def owner_of(self, user: User) -> str:
         """The sandbox owner a request by ``user`` acts as (see ``owner_source``)."""

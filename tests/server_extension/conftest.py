@@ -74,8 +74,9 @@ def jp_server_config(state_dir: Path, purpose: str) -> dict[str, Any]:
         "ServerApp": {"jpserver_extensions": {EXTENSION: True}},
         "SandboxSettings": {"state_dir": str(state_dir), "runtime": "runc"},
         "SandboxExtension": {"container_purpose": purpose},
-        # Culling runs on demand in these tests, not on a timer.
+        # Culling runs on demand in these tests, not on a timer; the pool only where tested.
         "SandboxCuller": {"interval": 3600.0},
+        "WarmPool": {"size": 0},
     }
 
 
@@ -95,12 +96,17 @@ def kernel_env(
     state_dir: Path,
     purpose: str,
     monkeypatch: pytest.MonkeyPatch,
+    jp_server_config: dict[str, Any],
 ) -> dict[str, str]:
     """Environment in which Sandboxed Python kernels, started by the server or by
     jupyter_client, share the server's state directory (through jupyter_sandbox_config.py)."""
-    (jp_config_dir / "jupyter_sandbox_config.py").write_text(
-        f'c.SandboxSettings.state_dir = {str(state_dir)!r}\nc.SandboxSettings.runtime = "runc"\n'
-    )
+    # The kernels' half of the server's configuration (they read only this file).
+    lines = [
+        f"c.{section}.{name} = {value!r}"
+        for section in ("SandboxSettings", "SandboxQuotas", "WarmPool")
+        for name, value in jp_server_config.get(section, {}).items()
+    ]
+    (jp_config_dir / "jupyter_sandbox_config.py").write_text("\n".join(lines) + "\n")
     shutil.copytree(KERNELSPEC, jp_data_dir / "kernels" / KERNELSPEC.name)
     monkeypatch.setenv("JUPYTER_SANDBOX_PURPOSE", purpose)
     return dict(os.environ)
