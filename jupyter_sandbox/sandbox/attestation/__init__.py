@@ -1,6 +1,6 @@
 """Isolation attestation: what a sandbox's isolation *is*, measured from inside it.
 
-At start (and on request) a stdlib-only probe (attestation_probe.py) is piped into
+At start (and on request) a stdlib-only probe (probe.py) is piped into
 ``python3 -I -`` inside the sandbox, as the sandbox's own user with the container's security
 settings, and reports what it sees: kernel, uid/gid, capabilities, no_new_privs, seccomp,
 mounts, network interfaces, an egress attempt, limits. The engine adds what only it can see (the
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .backend import EngineFacts, EngineStats, SandboxBackend, SandboxInfo
-from .container_spec import now_iso
-from .errors import SandboxError
-from .hostdir import SandboxDirectory
+from ..backend import EngineFacts, EngineStats, SandboxBackend, SandboxInfo
+from ..container_spec import now_iso
+from ..errors import SandboxError
+from ..hostdir import SandboxDirectory
 
 if TYPE_CHECKING:
-    from .manager import SandboxManager
+    from ..manager import SandboxManager
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ CAPABILITIES = [
 @functools.lru_cache(maxsize=1)
 def probe_source() -> bytes:
     """The probe script's text, as piped into the sandbox's Python."""
-    return Path(__file__).with_name("attestation_probe.py").read_bytes()
+    return Path(__file__).with_name("probe.py").read_bytes()
 
 
 # -- what the sandbox should be ---------------------------------------------------------------
@@ -145,7 +145,7 @@ class Expected:
 
 def expected_from_state(manager: SandboxManager, state: dict[str, Any]) -> Expected | None:
     """The configured policy of a sandbox, from its state file and the manager's settings."""
-    from .limits import SandboxLimits
+    from ..limits import SandboxLimits
 
     try:
         limits = SandboxLimits.parse(**state["limits"])
