@@ -11,7 +11,6 @@ import logging
 from typing import Any
 
 import docker.errors
-from docker.types import DriverConfig, LogConfig, Mount, Ulimit
 
 from . import labels
 from .backend import (
@@ -22,6 +21,7 @@ from .backend import (
     SandboxBackend,
     SandboxInfo,
 )
+from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .engine import DockerEngine
 from .errors import (
@@ -91,21 +91,10 @@ class DockerBackend(SandboxBackend):
     async def create(self, sandbox_id: str, spec: ContainerSpec) -> SandboxInfo:
         def create() -> str:
             api = self.engine.client.api
-            host_config = api.create_host_config(**self._host_config(spec))
-            created = api.create_container(
-                image=spec.image,
-                command=spec.command,
-                name=spec.name,
-                labels=spec.labels,
-                user=spec.user,
-                environment=spec.environment,
-                working_dir=spec.working_dir,
-                hostname=spec.hostname,
-                network_disabled=spec.network == "none",
-                stop_timeout=spec.stop_timeout,
-                host_config=host_config,
-                detach=True,
+            host_config = api.create_host_config(
+                **host_config_arguments(spec, self.runtime_names[spec.runtime])
             )
+            created = api.create_container(**container_arguments(spec), host_config=host_config)
             return str(created["Id"])
 
         try:
@@ -122,54 +111,6 @@ class DockerBackend(SandboxBackend):
                 ) from None
             raise
         return await self.inspect(sandbox_id)
-
-    def _host_config(self, spec: ContainerSpec) -> dict[str, Any]:
-        """docker-py host config for ``spec``: every hardening flag of the security checklist."""
-        security_opt = ["no-new-privileges:true"] if spec.no_new_privileges else []
-        return {
-            "runtime": self.runtime_names[spec.runtime],
-            "read_only": spec.read_only_root,
-            "cap_drop": ["ALL"],
-            "cap_add": list(spec.capabilities) or None,
-            "security_opt": security_opt,
-            "network_mode": spec.network,
-            "init": spec.init,
-            "mem_limit": spec.memory_bytes,
-            "memswap_limit": spec.memory_bytes,
-            "nano_cpus": int(spec.cpus * 1e9),
-            "pids_limit": spec.pids_limit,
-            "ulimits": [Ulimit(name=n, soft=v, hard=v) for n, v in sorted(spec.ulimits.items())],
-            "tmpfs": dict(spec.tmpfs),
-            "mounts": [
-                *(
-                    Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-                    for m in spec.mounts
-                ),
-                # An anonymous volume: the engine (root) mounts the overlay, so this works for
-                # users without root too, and removing the container removes the volume.
-                *(
-                    Mount(
-                        target=o.target,
-                        source=None,
-                        type="volume",
-                        driver_config=DriverConfig(
-                            "local",
-                            {
-                                "type": "overlay",
-                                "device": "overlay",
-                                "o": f"lowerdir={o.lower},upperdir={o.upper},workdir={o.work}",
-                            },
-                        ),
-                    )
-                    for o in spec.overlays
-                ),
-            ],
-            "ipc_mode": "private",
-            "cgroupns": "private",
-            "log_config": LogConfig(
-                type="json-file", config={"max-size": spec.log_max_size, "max-file": "1"}
-            ),
-        }
 
     async def start(self, sandbox_id: str) -> None:
         name = container_name(sandbox_id)
