@@ -2,7 +2,9 @@
 
 Every call goes through :class:`DockerEngine` (one executor, a time limit each). Containers are
 named ``jupyter-sandbox-<id>`` and carry the project's labels; a container without them is never
-touched, even when asked for by name.
+touched, even when asked for by name. What a spec becomes in docker-py's arguments is in
+docker_container_config.py, how the engine's answers become records in docker_records.py, and
+exec and archives in docker_exec.py; this module holds the calls and their error handling.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import logging
 from typing import Any
 
 import docker.errors
-from docker.types import DriverConfig, LogConfig, Mount, Ulimit
 
 from . import labels
 from .backend import (
@@ -22,7 +23,9 @@ from .backend import (
     SandboxBackend,
     SandboxInfo,
 )
+from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
+from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
@@ -59,13 +62,7 @@ class DockerBackend(SandboxBackend):
 
     async def engine_facts(self) -> EngineFacts:
         info = await self.engine.run("read engine info", self._api_call("info"))
-        return EngineFacts(
-            version=str(info.get("ServerVersion", "?")),
-            runtimes=frozenset(info.get("Runtimes") or {}),
-            cgroup_version=str(info.get("CgroupVersion", "?")),
-            swap_limit=bool(info.get("SwapLimit", True)),
-            kernel_version=str(info.get("KernelVersion", "")),
-        )
+        return facts_from_info(info)
 
     async def check_ready(self, runtime: str, image: str) -> None:
         registered = (await self.engine_facts()).runtimes
@@ -91,21 +88,10 @@ class DockerBackend(SandboxBackend):
     async def create(self, sandbox_id: str, spec: ContainerSpec) -> SandboxInfo:
         def create() -> str:
             api = self.engine.client.api
-            host_config = api.create_host_config(**self._host_config(spec))
-            created = api.create_container(
-                image=spec.image,
-                command=spec.command,
-                name=spec.name,
-                labels=spec.labels,
-                user=spec.user,
-                environment=spec.environment,
-                working_dir=spec.working_dir,
-                hostname=spec.hostname,
-                network_disabled=spec.network == "none",
-                stop_timeout=spec.stop_timeout,
-                host_config=host_config,
-                detach=True,
+            host_config = api.create_host_config(
+                **host_config_arguments(spec, self.runtime_names[spec.runtime])
             )
+            created = api.create_container(**container_arguments(spec), host_config=host_config)
             return str(created["Id"])
 
         try:
@@ -122,54 +108,6 @@ class DockerBackend(SandboxBackend):
                 ) from None
             raise
         return await self.inspect(sandbox_id)
-
-    def _host_config(self, spec: ContainerSpec) -> dict[str, Any]:
-        """docker-py host config for ``spec``: every hardening flag of the security checklist."""
-        security_opt = ["no-new-privileges:true"] if spec.no_new_privileges else []
-        return {
-            "runtime": self.runtime_names[spec.runtime],
-            "read_only": spec.read_only_root,
-            "cap_drop": ["ALL"],
-            "cap_add": list(spec.capabilities) or None,
-            "security_opt": security_opt,
-            "network_mode": spec.network,
-            "init": spec.init,
-            "mem_limit": spec.memory_bytes,
-            "memswap_limit": spec.memory_bytes,
-            "nano_cpus": int(spec.cpus * 1e9),
-            "pids_limit": spec.pids_limit,
-            "ulimits": [Ulimit(name=n, soft=v, hard=v) for n, v in sorted(spec.ulimits.items())],
-            "tmpfs": dict(spec.tmpfs),
-            "mounts": [
-                *(
-                    Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
-                    for m in spec.mounts
-                ),
-                # An anonymous volume: the engine (root) mounts the overlay, so this works for
-                # users without root too, and removing the container removes the volume.
-                *(
-                    Mount(
-                        target=o.target,
-                        source=None,
-                        type="volume",
-                        driver_config=DriverConfig(
-                            "local",
-                            {
-                                "type": "overlay",
-                                "device": "overlay",
-                                "o": f"lowerdir={o.lower},upperdir={o.upper},workdir={o.work}",
-                            },
-                        ),
-                    )
-                    for o in spec.overlays
-                ),
-            ],
-            "ipc_mode": "private",
-            "cgroupns": "private",
-            "log_config": LogConfig(
-                type="json-file", config={"max-size": spec.log_max_size, "max-file": "1"}
-            ),
-        }
 
     async def start(self, sandbox_id: str) -> None:
         name = container_name(sandbox_id)
@@ -236,18 +174,7 @@ class DockerBackend(SandboxBackend):
         found = raw["Config"].get("Labels") or {}
         if found.get(labels.SANDBOX_ID) != sandbox_id:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
-        state = raw.get("State") or {}
-        return _info(
-            raw["Id"],
-            raw["Name"].lstrip("/"),
-            found,
-            raw["Config"].get("Image", ""),
-            state.get("Status", "unknown"),
-            raw.get("Created", ""),
-            exit_code=state.get("ExitCode"),
-            oom_killed=bool(state.get("OOMKilled")),
-            image_id=str(raw.get("Image", "")),
-        )
+        return info_from_inspect(raw)
 
     async def list_sandboxes(self, owner: str | None = None) -> list[SandboxInfo]:
         rows = await self.engine.run(
@@ -255,17 +182,7 @@ class DockerBackend(SandboxBackend):
             self._api_call("containers", all=True, filters=labels.owner_filter(owner)),
         )
         return [
-            _info(
-                r["Id"],
-                r["Names"][0].lstrip("/"),
-                r.get("Labels") or {},
-                r.get("Image", ""),
-                r.get("State", "unknown"),
-                str(r.get("Created", "")),
-                image_id=str(r.get("ImageID", "")),
-            )
-            for r in rows
-            if (r.get("Labels") or {}).get(labels.SANDBOX_ID)
+            info_from_list_row(r) for r in rows if (r.get("Labels") or {}).get(labels.SANDBOX_ID)
         ]
 
     async def logs(self, sandbox_id: str, tail: int = 50) -> str:
@@ -302,7 +219,7 @@ class DockerBackend(SandboxBackend):
     async def stats(self, sandbox_id: str) -> EngineStats:
         # one-shot: the engine answers at once instead of waiting ~2 s for a second sample.
         raw = await self._on_container("stats", sandbox_id, stream=False, one_shot=True)
-        return _engine_stats(raw)
+        return stats_from_json(raw)
 
     async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
         await put_tar(
@@ -350,52 +267,3 @@ class DockerBackend(SandboxBackend):
             )
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
-
-
-def _info(
-    container_id: str,
-    name: str,
-    found: dict[str, str],
-    image: str,
-    status: str,
-    created: str,
-    *,
-    exit_code: int | None = None,
-    oom_killed: bool = False,
-    image_id: str = "",
-) -> SandboxInfo:
-    return SandboxInfo(
-        sandbox_id=found.get(labels.SANDBOX_ID, ""),
-        container_id=container_id,
-        name=name,
-        owner=found.get(labels.OWNER, ""),
-        runtime=found.get(labels.RUNTIME, ""),
-        image=image,
-        status=status,
-        labels=dict(found),
-        host_dir=found.get(labels.HOST_DIR, ""),
-        created=found.get(labels.CREATED, created),
-        exit_code=exit_code,
-        oom_killed=oom_killed,
-        image_id=image_id,
-    )
-
-
-def _engine_stats(raw: dict[str, Any]) -> EngineStats:
-    """docker's stats JSON (cgroup v1 or v2 layout) as EngineStats."""
-    cpu = raw.get("cpu_stats") or {}
-    memory = raw.get("memory_stats") or {}
-    detail = memory.get("stats") or {}
-    pids = raw.get("pids_stats") or {}
-    inactive = detail.get("total_inactive_file", detail.get("inactive_file"))
-    return EngineStats(
-        cpu_ns=(cpu.get("cpu_usage") or {}).get("total_usage"),
-        system_cpu_ns=cpu.get("system_cpu_usage"),
-        online_cpus=cpu.get("online_cpus"),
-        memory_usage=memory.get("usage"),
-        memory_inactive_file=inactive,
-        memory_limit=memory.get("limit"),
-        memory_swap_limit=detail.get("hierarchical_memsw_limit"),
-        pids=pids.get("current"),
-        pids_limit=pids.get("limit"),
-    )

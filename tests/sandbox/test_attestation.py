@@ -217,7 +217,7 @@ async def test_attestation_of_a_real_sandbox(
 async def test_a_probe_that_cannot_run_does_not_stop_the_start(
     manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(attestation, "PROBE_ARGV", ["no-such-python3", "-"])
+    monkeypatch.setattr(attestation.run, "PROBE_ARGV", ["no-such-python3", "-"])
     sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
     result = await manager.attestation("alice", sandbox.sandbox_id)
     assert not result.ok

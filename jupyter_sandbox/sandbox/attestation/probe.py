@@ -1,6 +1,6 @@
 """Measures a sandbox's isolation from inside it and prints one JSON object to stdout.
 
-Not imported by the package: attestation.py pipes this file's text into ``python3 -I -`` in the
+Not imported by the package: run.py pipes this file's text into ``python3 -I -`` in the
 sandbox, so it works with any image that has Python 3.7 or later (no image changes). Standard
 library only, every measurement guarded, nothing written outside temporary files it removes, and
 no network traffic except the egress probe (one TCP connect to a public anycast address per

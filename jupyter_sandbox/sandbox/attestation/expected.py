@@ -1,0 +1,84 @@
+"""What a sandbox was configured to be: the yardstick its measured isolation is compared with.
+
+Read from the sandbox's state file and the manager's settings, never from the container: the
+yardstick must not come from the thing it measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SandboxError
+
+if TYPE_CHECKING:
+    from ..manager import SandboxManager
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the sandbox was configured to be: the yardstick for the measurements."""
+
+    runtime: str  # "runsc" | "runc"
+    uid: int
+    gid: int
+    read_only_root: bool
+    memory_bytes: int
+    pids: int
+    cpus: float
+    nofile: int
+    tmp_bytes: int
+    workspace_bytes: int | None  # None: /workspace is not a size-capped tmpfs
+    capabilities: tuple[str, ...] = ()
+    network: str = "none"
+
+    @property
+    def kernel(self) -> str:
+        return "gvisor" if self.runtime == "runsc" else "host"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runtime": self.runtime,
+            "kernel": self.kernel,
+            "uid": self.uid,
+            "gid": self.gid,
+            "read_only_root": self.read_only_root,
+            "memory_bytes": self.memory_bytes,
+            "pids": self.pids,
+            "cpus": self.cpus,
+            "nofile": self.nofile,
+            "tmp_bytes": self.tmp_bytes,
+            "workspace_bytes": self.workspace_bytes,
+            "capabilities": list(self.capabilities),
+            "network": self.network,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Expected:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["capabilities"] = tuple(known.get("capabilities") or ())
+        return cls(**known)
+
+
+def expected_from_state(manager: SandboxManager, state: dict[str, Any]) -> Expected | None:
+    """The configured policy of a sandbox, from its state file and the manager's settings."""
+    from ..limits import SandboxLimits
+
+    try:
+        limits = SandboxLimits.parse(**state["limits"])
+    except (KeyError, TypeError, SandboxError):
+        return None
+    uid = manager.settings.effective_uid
+    tmpfs_workspace = (state.get("workspace") or {}).get("mode", "none") == "none"
+    return Expected(
+        runtime=str(state.get("runtime", "")),
+        uid=uid,
+        gid=uid,
+        read_only_root=bool(manager.settings.read_only_root),
+        memory_bytes=limits.memory_bytes,
+        pids=limits.pids,
+        cpus=limits.cpus,
+        nofile=limits.nofile,
+        tmp_bytes=limits.tmp_bytes,
+        workspace_bytes=limits.workspace_bytes if tmpfs_workspace else None,
+    )
