@@ -18,7 +18,7 @@ For each runtime, a pool of ``--members`` sandboxes is filled (WarmPool.refill),
 
 Needs root to read other processes' smaps (PSS); RSS works without. From the checkout:
 
-    .venv/bin/python benchmarks/pool.py --members 5 --kernels 10
+    .venv/bin/python benchmarks/pool_members.py --members 5 --kernels 10
 """
 
 from __future__ import annotations

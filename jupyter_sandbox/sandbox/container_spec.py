@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from .._version import __version__
 from . import labels
 from .backend import SANDBOX_IO_DIR, WORKSPACE_DIR, BindMount, ContainerSpec, OverlayMount
-from .docker_backend import container_name
 from .errors import InvalidSettingError
 from .hostdir import SandboxDirectory
+from .labels import container_name
 from .limits import SandboxLimits
 from .settings import SandboxSettings
 from .workspace import NO_WORKSPACE, WorkspacePlan

@@ -39,16 +39,11 @@ from .runtime_processes import kill_runsc_processes
 
 log = logging.getLogger(__name__)
 
-NAME_PREFIX = "jupyter-sandbox-"
 # Seconds an archive may take to stream in or out of a sandbox.
 ARCHIVE_TIMEOUT = 600.0
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
 BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
-
-
-def container_name(sandbox_id: str) -> str:
-    return NAME_PREFIX + sandbox_id
 
 
 class DockerBackend(SandboxBackend):
@@ -110,7 +105,7 @@ class DockerBackend(SandboxBackend):
         return await self.inspect(sandbox_id)
 
     async def start(self, sandbox_id: str) -> None:
-        name = container_name(sandbox_id)
+        name = labels.container_name(sandbox_id)
         try:
             await self.engine.run(f"start sandbox {sandbox_id}", self._api_call("start", name))
         except EngineTimeoutError:
@@ -132,7 +127,7 @@ class DockerBackend(SandboxBackend):
         await self._on_container("unpause", sandbox_id)
 
     async def remove(self, sandbox_id: str) -> None:
-        name = container_name(sandbox_id)
+        name = labels.container_name(sandbox_id)
         remove = self._api_call("remove_container", name, force=True, v=True)
         try:
             await self.engine.run(
@@ -164,7 +159,7 @@ class DockerBackend(SandboxBackend):
     # -- state --------------------------------------------------------------------------------
 
     async def inspect(self, sandbox_id: str) -> SandboxInfo:
-        name = container_name(sandbox_id)
+        name = labels.container_name(sandbox_id)
         try:
             raw = await self.engine.run(
                 f"inspect sandbox {sandbox_id}", self._api_call("inspect_container", name)
@@ -189,7 +184,7 @@ class DockerBackend(SandboxBackend):
         try:
             raw = await self.engine.run(
                 f"read logs of sandbox {sandbox_id}",
-                self._api_call("logs", container_name(sandbox_id), tail=tail),
+                self._api_call("logs", labels.container_name(sandbox_id), tail=tail),
             )
         except docker.errors.NotFound:
             return ""
@@ -208,7 +203,7 @@ class DockerBackend(SandboxBackend):
     ) -> ExecResult:
         return await run_exec(
             self.engine,
-            container_name(sandbox_id),
+            labels.container_name(sandbox_id),
             argv,
             timeout=timeout,
             user=user or "",
@@ -224,7 +219,7 @@ class DockerBackend(SandboxBackend):
     async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
         await put_tar(
             self.engine,
-            container_name(sandbox_id),
+            labels.container_name(sandbox_id),
             path,
             data,
             inspect=lambda: self.inspect(sandbox_id),
@@ -234,7 +229,7 @@ class DockerBackend(SandboxBackend):
     async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
         return await get_tar(
             self.engine,
-            container_name(sandbox_id),
+            labels.container_name(sandbox_id),
             path,
             max_bytes=max_bytes,
             inspect=lambda: self.inspect(sandbox_id),
@@ -263,7 +258,7 @@ class DockerBackend(SandboxBackend):
         try:
             return await self.engine.run(
                 f"{method} sandbox {sandbox_id}",
-                self._api_call(method, container_name(sandbox_id), *args, **kwargs),
+                self._api_call(method, labels.container_name(sandbox_id), *args, **kwargs),
             )
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None

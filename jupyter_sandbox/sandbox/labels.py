@@ -7,6 +7,8 @@ container that lacks them (see DESIGN.md, "Context ids and ownership").
 from __future__ import annotations
 
 PREFIX = "io.jupyter-sandbox."
+# Container names: "jupyter-sandbox-<sandbox id>".
+NAME_PREFIX = "jupyter-sandbox-"
 
 OWNER = PREFIX + "owner"
 SANDBOX_ID = PREFIX + "sandbox"
@@ -25,3 +27,7 @@ IMAGE_KIND = PREFIX + "image"
 def owner_filter(owner: str | None = None) -> dict[str, list[str]]:
     """A Docker ``filters`` dict matching the project's containers, optionally of one owner."""
     return {"label": [f"{OWNER}={owner}" if owner is not None else OWNER]}
+
+
+def container_name(sandbox_id: str) -> str:
+    return NAME_PREFIX + sandbox_id

@@ -9,11 +9,14 @@ owns the container; :meth:`remove` ends both.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import getpass
 import logging
 import os
 import re
 import secrets
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +34,6 @@ from .container_spec import (
     now_iso,
 )
 from .contexts import check_context
-from .docker_backend import DockerBackend
-from .engine import DockerEngine
 from .errors import InvalidSettingError, SandboxNotFoundError, SandboxStartError
 from .hostdir import SandboxDirectory
 from .kernel_link import (
@@ -113,20 +114,48 @@ class SandboxManager(LoggingConfigurable):
     """Creates, finds, and removes the sandboxes of each owner."""
 
     def __init__(
-        self, *, settings: SandboxSettings, backend: SandboxBackend, **kwargs: Any
+        self,
+        *,
+        settings: SandboxSettings,
+        backend: SandboxBackend | Callable[[], SandboxBackend],
+        **kwargs: Any,
     ) -> None:
+        """``backend`` may be a factory: it is then called on first use of :attr:`backend`, so
+        a kernel claiming a warm sandbox never pays for loading the engine's client."""
         super().__init__(**kwargs)
         self.settings = settings
-        self.backend = backend
+        self._backend = backend if isinstance(backend, SandboxBackend) else None
+        self._backend_factory = None if isinstance(backend, SandboxBackend) else backend
+        self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
         """A manager on the Docker engine, configured like the kernel and server are."""
         settings = SandboxSettings(config=config or Config())
-        engine = DockerEngine(timeout=settings.engine_timeout)
-        backend = DockerBackend(engine, settings.docker_runtime_names)
-        return cls(settings=settings, backend=backend, config=config or Config())
+
+        def docker_backend() -> SandboxBackend:
+            from .docker_backend import DockerBackend  # docker-py: ~0.1 s to import
+            from .engine import DockerEngine
+
+            engine = DockerEngine(timeout=settings.engine_timeout)
+            return DockerBackend(engine, settings.docker_runtime_names)
+
+        return cls(settings=settings, backend=docker_backend, config=config or Config())
+
+    @property
+    def backend(self) -> SandboxBackend:
+        """The container backend, made on first use (thread-safe: see :meth:`load_backend`)."""
+        with self._backend_lock:
+            if self._backend is None:
+                assert self._backend_factory is not None
+                self._backend = self._backend_factory()
+            return self._backend
+
+    def load_backend(self) -> None:
+        """Make the backend now; a kernel calls this on a worker thread once it relays, so
+        that its first engine call does not stall the event loop on imports."""
+        self.backend  # noqa: B018 (the property does the work)
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -290,6 +319,8 @@ class SandboxManager(LoggingConfigurable):
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
             sandbox = await self._wait_for_kernel(sandbox_id, directory)
+            # What the engine said, so that a claim can skip asking again (attach_claimed).
+            directory.update_state(container=dataclasses.asdict(sandbox.info))
             await record_attestation(self, sandbox_id)  # never fails the start; see its report
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
@@ -314,10 +345,18 @@ class SandboxManager(LoggingConfigurable):
     async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
         """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
         kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
-        info = await self.get(owner, sandbox_id)
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        recorded = directory.read_state().get("container")
+        if recorded is None:  # made by an older version: ask the engine
+            info = await self.get(owner, sandbox_id)
+        else:
+            # The kernel's answer below proves the container runs; the engine is not asked,
+            # so a warm start needs no engine client at all.
+            info = SandboxInfo(**recorded)
+        if info.owner != owner:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
         if not info.running:
             raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
-        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
         return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
 
     async def find_context(self, owner: str, context: str) -> SandboxInfo | None:
@@ -491,4 +530,5 @@ class SandboxManager(LoggingConfigurable):
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 
     async def close(self) -> None:
-        await self.backend.close()
+        if self._backend is not None:
+            await self._backend.close()
