@@ -7,7 +7,6 @@ work here exactly as they do for the kernel and the server extension.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import sys
 from typing import Any
 
@@ -16,9 +15,12 @@ from traitlets import Bool, Unicode
 
 from ._version import __version__
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
+from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
 from .sandbox.engine import DockerEngine
 from .sandbox.images import ImageBuilder
+from .sandbox.manager import default_owner
+from .sandbox.pool import unclaimed_member
 from .sandbox.reaper import reap_orphans
 
 # Seconds a build step may stay silent (pip installing the wheels is the longest).
@@ -93,24 +95,39 @@ class BuildImageApp(_SandboxCommand):
 class ListApp(_SandboxCommand):
     name = "jupyter-sandbox-list"
     description = "List your sandboxes."
-    owner = Unicode(config=True, help="Whose sandboxes to list (default: the OS user).")
+    owner = Unicode(
+        config=True,
+        help="Whose sandboxes to list (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user).",
+    )
     aliases = {"owner": "ListApp.owner"}
 
     def run(self) -> int:
         async def show() -> int:
             manager = self.manager()
             try:
-                rows = await manager.list_sandboxes(self.owner or getpass.getuser())
+                rows = await manager.list_sandboxes(self.owner or default_owner())
             finally:
                 await manager.close()
-            print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  IMAGE")
+            print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  {'USE':24}  IMAGE")
             for info in rows:
+                use = _use_of(manager.read_state(info.sandbox_id), manager)
                 print(
-                    f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  {info.image}"
+                    f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  "
+                    f"{use:24}  {info.image}"
                 )
             return 0
 
         return asyncio.run(show())
+
+
+def _use_of(state: dict[str, Any], manager: SandboxManager) -> str:
+    """What a sandbox serves: a warm-pool member, a named context, or a kernel's own."""
+    if unclaimed_member(state):
+        return "warm pool"
+    attached = "attached" if kernel_attached(manager.settings.state_path, state) else "detached"
+    if state.get("ephemeral") or not state.get("context"):
+        return f"kernel ({attached})"
+    return f"context {state['context']} ({attached})"[:24]
 
 
 class GcApp(_SandboxCommand):
