@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import default_owner
+
 pytestmark = pytest.mark.integration
 JUPYTER = [sys.executable, "-m", "jupyter_sandbox.cli"]
 
@@ -79,3 +82,14 @@ def test_errors_are_one_clear_line(state_dir: Path) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("error: no Docker engine answers")
     assert "Traceback" not in result.stderr
+
+
+async def test_list_says_what_each_sandbox_serves(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    named = await manager.create(default_owner(), runtime="runc", context="c1", purpose=purpose)
+    listed = sandbox_cli("list", state_dir=state_dir)
+    assert listed.returncode == 0, listed.stderr
+    [row] = listed.stdout.splitlines()[1:]
+    assert row.startswith(named.sandbox_id)
+    assert "context c1 (detached)" in row
