@@ -52,6 +52,7 @@ from .hostdir import SandboxDirectory, write_json_atomic
 if TYPE_CHECKING:
     from .manager import Sandbox, SandboxManager, SandboxRequest
     from .settings import SandboxSettings
+    from .starting import SandboxStarter
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def remove_stale_tickets(state_dir: Path, grace: float) -> list[str]:
 
 
 async def claim(
-    manager: SandboxManager,
+    manager: SandboxStarter,
     request: SandboxRequest,
     *,
     context: str | None,

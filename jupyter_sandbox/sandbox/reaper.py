@@ -17,7 +17,8 @@ from pathlib import Path
 from . import pool
 from .contexts import ContextLock, lock_path
 from .hostdir import SandboxDirectory
-from .manager import SandboxManager, is_sandbox_id
+from .identity import is_sandbox_id
+from .manager import SandboxManager
 
 log = logging.getLogger(__name__)
 

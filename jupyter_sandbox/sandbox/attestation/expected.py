@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SandboxError
 
 if TYPE_CHECKING:
-    from ..manager import SandboxManager
+    from ..starting import SandboxStarter
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Expected:
         return cls(**known)
 
 
-def expected_from_state(manager: SandboxManager, state: dict[str, Any]) -> Expected | None:
+def expected_from_state(manager: SandboxStarter, state: dict[str, Any]) -> Expected | None:
     """The configured policy of a sandbox, from its state file and the manager's settings."""
     from ..limits import SandboxLimits
 

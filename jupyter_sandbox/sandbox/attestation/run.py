@@ -22,7 +22,7 @@ from .expected import Expected, expected_from_state
 from .report import AttestationReport
 
 if TYPE_CHECKING:
-    from ..manager import SandboxManager
+    from ..starting import SandboxStarter
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ async def attest(
 
 
 async def record_attestation(
-    manager: SandboxManager, sandbox_id: str, *, timeout: float = PROBE_TIMEOUT
+    manager: SandboxStarter, sandbox_id: str, *, timeout: float = PROBE_TIMEOUT
 ) -> AttestationReport:
     """Attest a sandbox of ``manager`` and store the report in its state file."""
     directory = SandboxDirectory(manager.settings.state_path, sandbox_id)

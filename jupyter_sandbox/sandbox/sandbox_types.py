@@ -1,0 +1,47 @@
+"""The two values that cross the manager's boundary: a request going in, a sandbox coming out.
+
+:class:`SandboxRequest` is made only by ``SandboxManager.check_request`` (starting.py), so
+holding one means the owner, runtime, limits, environment and workspace have been checked and
+the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
+manager starts a container from it. :class:`Sandbox` is what ``create``, ``attach`` and a pool
+claim return once the sandbox's kernel has answered: the proxy kernel, the REST handlers and
+agent code connect to the kernel with its ``connection_info``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .backend import SandboxInfo
+from .limits import SandboxLimits
+from .workspace import NO_WORKSPACE, WorkspacePlan
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    """The checked facts a new sandbox is made from: everything but its identity and state."""
+
+    owner: str
+    runtime: str
+    image: str
+    limits: SandboxLimits
+    environment: dict[str, str]  # complete: the fixed base, the settings' and the request's
+    workspace: WorkspacePlan
+    launch_dir: str | None = None  # as the caller gave it
+    custom_environment: bool = False  # whether the caller added environment variables
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A running sandbox whose kernel has answered: what a caller needs to use it."""
+
+    info: SandboxInfo
+    limits: SandboxLimits
+    connection_info: dict[str, Any]  # host side: plain jupyter_client connects with it
+    kernel_info: dict[str, Any]
+    workspace: WorkspacePlan = NO_WORKSPACE
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.info.sandbox_id

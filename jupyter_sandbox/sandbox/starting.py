@@ -1,0 +1,314 @@
+"""Starting sandboxes and connecting to their kernels: the half of SandboxManager that waits.
+
+:class:`SandboxStarter` is SandboxManager's base class (manager.py). ``create`` (proxy kernel,
+REST handlers, doctor, agent code) tries the warm pool, whose ``pool.claim`` calls back into
+``attach_claimed``, and else starts a sandbox; the pool's refiller calls ``check_request`` and
+``start_sandbox`` itself; the proxy kernel calls ``attach`` after a restart or by context. A
+sandbox is handed out only once its kernel has answered kernel_info (``_wait_for_kernel``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+from typing import Any
+
+from traitlets.config import LoggingConfigurable
+
+from . import pool
+from .attestation import record_attestation
+from .backend import SandboxBackend, SandboxInfo
+from .container_spec import (
+    BASE_ENVIRONMENT,
+    SpecRequest,
+    build_container_spec,
+    check_environment,
+    now_iso,
+)
+from .contexts import check_context
+from .errors import InvalidSettingError, SandboxNotFoundError, SandboxStartError
+from .hostdir import SandboxDirectory
+from .identity import check_owner, check_sandbox_id
+from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
+from .limits import SandboxLimits
+from .quotas import SandboxQuotas, usage_of
+from .sandbox_types import Sandbox, SandboxRequest
+from .settings import RUNTIMES, SandboxSettings
+from .workspace import WorkspacePlan, plan_workspace
+
+log = logging.getLogger(__name__)
+
+
+class SandboxStarter(LoggingConfigurable):
+    """Creates sandboxes (from the warm pool or new) and connects to their kernels.
+
+    ``pool.claim`` and ``record_attestation`` take a starter: all they use is declared here.
+    """
+
+    # -- SandboxManager's own (manager.py), declared for the type checker ---------------------
+
+    settings: SandboxSettings
+    quotas: SandboxQuotas
+
+    @property
+    def backend(self) -> SandboxBackend:
+        raise NotImplementedError  # SandboxManager makes it on first use
+
+    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        raise NotImplementedError
+
+    async def remove(self, owner: str, sandbox_id: str) -> None:
+        raise NotImplementedError
+
+    def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- creating -----------------------------------------------------------------------------
+
+    async def create(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        context: str | None = None,
+        ephemeral: bool = False,
+        launch_dir: str | None = None,
+        notebook: str = "",
+        purpose: str = "",
+    ) -> Sandbox:
+        """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
+
+        ``context`` names the interpreter so that it can be found again (see contexts.py);
+        ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
+        reaper removes once no process holds its context. ``launch_dir`` is shown at
+        /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
+        is written. A warm pool member made for the same request is taken when there is one
+        (pool.py); otherwise a new sandbox is started, and on any failure its container and
+        host directory are removed again.
+        """
+        request = self.check_request(
+            owner,
+            runtime=runtime,
+            image=image,
+            limits=limits,
+            environment=environment,
+            launch_dir=launch_dir,
+        )
+        if context is not None:
+            check_context(context)
+        # A claimed pool member counts like a new sandbox; a new one re-checks with its
+        # reservation written (start_sandbox), so racing starts cannot both slip through.
+        self.quotas.check(usage_of(self.settings.state_path, owner).plus(request.limits))
+        claimed = await pool.claim(
+            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+        )
+        if claimed is not None:
+            return claimed
+        pool.record_wanted(self.settings.state_path, request)
+        return await self.start_sandbox(
+            request, context=context, ephemeral=ephemeral, notebook=notebook, purpose=purpose
+        )
+
+    async def claim_from_pool(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        context: str | None = None,
+        ephemeral: bool = False,
+        launch_dir: str | None = None,
+        notebook: str = "",
+    ) -> Sandbox | None:
+        """Like :meth:`create`, but only from the warm pool: None when no member fits."""
+        request = self.check_request(
+            owner,
+            runtime=runtime,
+            image=image,
+            limits=limits,
+            environment=environment,
+            launch_dir=launch_dir,
+        )
+        if context is not None:
+            check_context(context)
+        return await pool.claim(
+            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+        )
+
+    def check_request(
+        self,
+        owner: str,
+        *,
+        runtime: str | None = None,
+        image: str | None = None,
+        limits: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        launch_dir: str | None = None,
+    ) -> SandboxRequest:
+        """The checked facts of a new sandbox, with the settings' defaults filled in."""
+        check_owner(owner)
+        runtime = runtime or self.settings.runtime
+        if runtime not in RUNTIMES:
+            raise InvalidSettingError(
+                f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
+            )
+        return SandboxRequest(
+            owner=owner,
+            runtime=runtime,
+            image=image or self.settings.image,
+            limits=self.settings.default_limits().with_overrides(**(limits or {})),
+            environment=self._environment(environment or {}),
+            workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
+            launch_dir=launch_dir,
+            custom_environment=bool(environment),
+        )
+
+    async def start_sandbox(
+        self,
+        request: SandboxRequest,
+        *,
+        context: str | None = None,
+        ephemeral: bool = False,
+        notebook: str = "",
+        purpose: str = "",
+        pool_key: str | None = None,
+    ) -> Sandbox:
+        """Start a new sandbox for ``request`` (never from the pool) and wait for its kernel.
+
+        ``pool_key`` marks a warm pool member: it has no context until a claim gives it one.
+        On any failure the container and host directory are removed again.
+        """
+        await self.backend.check_ready(request.runtime, request.image)
+        sandbox_id = secrets.token_hex(6)
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        uid = self.settings.effective_uid
+        workspace = request.workspace
+        directory.create(uid)
+        try:
+            if workspace.mode == "copy-on-write":
+                directory.create_overlay(uid)
+            connection = new_connection_info(directory.container_socket_prefix())
+            directory.write_connection_file(connection, uid)
+            now = now_iso()
+            state: dict[str, Any] = {
+                "owner": request.owner,
+                "created": now,
+                "last_activity": now,
+                "context": context,
+                "ephemeral": ephemeral,
+                "runtime": request.runtime,
+                "limits": request.limits.as_settings(),
+                "workspace": {"mode": workspace.mode, "note": workspace.note},
+                "notebook": notebook,
+            }
+            if pool_key is not None:
+                state["pool"] = pool_key
+            directory.write_state(state)
+            spec_request = SpecRequest(
+                sandbox_id,
+                request.owner,
+                request.runtime,
+                request.image,
+                request.limits,
+                request.environment,
+                purpose,
+                workspace,
+            )
+            if pool_key is None:  # the state file is this sandbox's reservation; see quotas.py
+                self.quotas.check(usage_of(self.settings.state_path, request.owner))
+            spec = build_container_spec(self.settings, spec_request, directory)
+            await self.backend.create(sandbox_id, spec)
+            await self.backend.start(sandbox_id)
+            sandbox = await self._wait_for_kernel(sandbox_id, directory)
+            # What the engine said, so that a claim can skip asking again (attach_claimed).
+            directory.update_state(container=dataclasses.asdict(sandbox.info))
+            await record_attestation(self, sandbox_id)  # never fails the start; see its report
+        except BaseException:
+            await asyncio.shield(self._discard(sandbox_id, directory))
+            raise
+        log.info(
+            "sandbox %s started for %s (%s, %s)%s",
+            sandbox_id,
+            request.owner,
+            request.runtime,
+            request.image,
+            " for the warm pool" if pool_key else "",
+        )
+        return sandbox
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
+        """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
+        await self.get(owner, sandbox_id)
+        return await self._wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        )
+
+    async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
+        """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
+        kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        recorded = directory.read_state().get("container")
+        if recorded is None:  # made by an older version: ask the engine
+            info = await self.get(owner, sandbox_id)
+        else:
+            # The kernel's answer below proves the container runs; the engine is not asked,
+            # so a warm start needs no engine client at all.
+            info = SandboxInfo(**recorded)
+        if info.owner != owner:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
+        if not info.running:
+            raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
+        return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
+
+    async def _wait_for_kernel(
+        self,
+        sandbox_id: str,
+        directory: SandboxDirectory,
+        timeout: float | None = None,
+        info: SandboxInfo | None = None,
+    ) -> Sandbox:
+        connection = directory.read_connection_file()
+        state = directory.read_state()
+        generation = int(state.get("generation", 0))
+        host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
+        reply = await wait_until_ready(
+            host_connection,
+            timeout=self.settings.start_timeout if timeout is None else timeout,
+            still_running=lambda: self._why_not_running(sandbox_id),
+        )
+        if info is None:
+            info = await self.backend.inspect(sandbox_id)
+        limits = SandboxLimits.parse(**state["limits"])
+        workspace = state.get("workspace") or {}
+        plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
+        return Sandbox(info, limits, host_connection, reply, plan)
+
+    def _environment(self, extra: dict[str, str]) -> dict[str, str]:
+        env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
+        check_environment(env)
+        return env
+
+    async def _why_not_running(self, sandbox_id: str) -> str | None:
+        try:
+            info = await self.backend.inspect(sandbox_id)
+        except SandboxNotFoundError:
+            return "its container is gone"
+        if info.running:
+            return None
+        tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
+        return info.death_cause() + (f"; its last output:\n{tail}" if tail else "")
+
+    async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
+        try:
+            await self.backend.remove(sandbox_id)
+        finally:
+            directory.remove()
