@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
-UNAVAILABLE_SECONDS = 600.0
-ACTIVITY_SECONDS = 10.0  # least time between two last_activity records in the state file  # how long a kernel without a sandbox keeps explaining why
+UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
+ACTIVITY_SECONDS = 10.0  # least time between two last_activity records in the state file
 RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
@@ -129,12 +129,12 @@ class SandboxKernel:
 
     # -- hooks on the relay -------------------------------------------------------------------
 
-    async def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
+    def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":
             self.pending[message.msg_id] = message
             self._record_activity()
         elif channel == "control" and message.msg_type == "shutdown_request":
-            return await self._on_shutdown_request(message)
+            return self._on_shutdown_request(message)
         return message
 
     def _record_activity(self) -> None:
@@ -145,7 +145,7 @@ class SandboxKernel:
             self._activity_recorded = now
             self.manager.update_state(self.sandbox.sandbox_id, last_activity=now_iso())
 
-    async def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
+    def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
         assert self.sandbox is not None
         self.shutting_down = True
         if message.content_dict().get("restart"):
@@ -157,21 +157,25 @@ class SandboxKernel:
             self.remove_on_exit = True
             return message
         # A named context: its interpreter outlives this kernel process. Answer for it.
-        await self.relay.send_to_frontend(
+        self.relay.send_to_frontend(
             "control",
             self.relay.frontend_signer.new_message(
                 "shutdown_reply",
                 {"status": "ok", "restart": False},
                 parent=message,
-                idents=message.idents,
+                idents=message.ident_bytes(),
             ),
         )
         self._stop(0)
         return None
 
-    async def _to_frontend(self, channel: str, message: WireMessage) -> WireMessage | None:
-        if channel == "iopub" and message.msg_type == "iopub_welcome":
-            return None  # the sandbox welcomed the proxy; frontends get their own welcome
+    def _to_frontend(self, channel: str, message: WireMessage) -> WireMessage | None:
+        if channel == "iopub":
+            # Most messages are output: decoding each header only to find the one welcome
+            # would cost more than relaying it, so look for the name's bytes first.
+            if message.header_mentions(b"iopub_welcome") and message.msg_type == "iopub_welcome":
+                return None  # the sandbox welcomed the proxy; frontends get their own welcome
+            return message
         if channel == "shell" and message.msg_type == "execute_reply":
             self.pending.pop(message.parent_msg_id(), None)
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
@@ -213,18 +217,18 @@ class SandboxKernel:
                 log.warning("cannot check sandbox %s: %s", sandbox.sandbox_id, exc.message)
                 continue
             if cause is not None:
-                await self._report_death(cause)
+                self._report_death(cause)
                 return
             beat += WATCH_SECONDS
             if beat >= HEARTBEAT_SECONDS:
                 beat = 0.0
                 self.manager.update_state(sandbox.sandbox_id, attached=now_iso())
 
-    async def _report_death(self, cause: str) -> None:
+    def _report_death(self, cause: str) -> None:
         assert self.sandbox is not None
         log.error("sandbox %s stopped: %s", self.sandbox.sandbox_id, cause)
         for request in list(self.pending.values()):
-            await fail_request(
+            fail_request(
                 self.relay,
                 request,
                 "SandboxDied",
@@ -234,39 +238,39 @@ class SandboxKernel:
         self._stop(1)
 
     def _serve_unavailable(self, reason: str) -> None:
-        async def answer(channel: str, message: WireMessage) -> None:
+        def answer(channel: str, message: WireMessage) -> None:
             signer = self.relay.frontend_signer
             if message.msg_type == "kernel_info_request":
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         "kernel_info_reply",
                         unavailable_kernel_info(reason),
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
             elif message.msg_type == "shutdown_request":
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         "shutdown_reply",
                         {"status": "ok", "restart": False},
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
                 asyncio.get_running_loop().call_soon(self._stop, 0)
             elif channel == "shell":
-                await fail_request(self.relay, message, "SandboxUnavailable", reason)
+                fail_request(self.relay, message, "SandboxUnavailable", reason)
             else:
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         message.msg_type.replace("_request", "_reply"),
                         {"status": "ok"},
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
 
