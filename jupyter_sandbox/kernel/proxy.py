@@ -18,13 +18,13 @@ Lifecycle, as jupyter_client drives it:
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 import hashlib
 import json
 import logging
 import os
 import signal
-import time
 from pathlib import Path
 
 from traitlets.config import Config
@@ -34,6 +34,7 @@ from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
 from ..sandbox.settings import RUNTIMES
+from .activity import ActivityRecord
 from .answers import fail_request, unavailable_kernel_info
 from .relay import Relay
 from .wire import WireMessage
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
 UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
-ACTIVITY_SECONDS = 10.0  # least time between two last_activity records in the state file
 RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
@@ -64,7 +64,7 @@ class SandboxKernel:
         self.shutting_down = False
         self.restarting = False
         self.remove_on_exit = False
-        self._activity_recorded = float("-inf")
+        self.activity: ActivityRecord | None = None  # busy and last_activity in the state file
 
     async def run(self) -> int:
         self.relay.bind_frontend()
@@ -78,6 +78,9 @@ class SandboxKernel:
             log.error("no sandbox for this kernel: %s", exc.message)
             self._serve_unavailable(exc.message)
         else:
+            self.activity = ActivityRecord(
+                functools.partial(self.manager.update_state, self.sandbox.sandbox_id)
+            )
             self.relay.connect_sandbox(self.sandbox.connection_info)
             self.relay.start(self._to_sandbox, self._to_frontend)
             watcher = asyncio.ensure_future(self._watch(self.sandbox))
@@ -86,6 +89,8 @@ class SandboxKernel:
         finally:
             if watcher is not None:
                 watcher.cancel()
+            if self.activity is not None:
+                self.activity.close()
             await self._close()
         return self.exit_code
 
@@ -132,18 +137,15 @@ class SandboxKernel:
     def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":
             self.pending[message.msg_id] = message
-            self._record_activity()
+            self._note_busy()
         elif channel == "control" and message.msg_type == "shutdown_request":
             return self._on_shutdown_request(message)
         return message
 
-    def _record_activity(self) -> None:
-        """Note in the state file that a cell ran (idle culling reads it); at most every
-        ACTIVITY_SECONDS, so a burst of executions costs one write."""
-        now = time.monotonic()
-        if self.sandbox is not None and now - self._activity_recorded >= ACTIVITY_SECONDS:
-            self._activity_recorded = now
-            self.manager.update_state(self.sandbox.sandbox_id, last_activity=now_iso())
+    def _note_busy(self) -> None:
+        """The sandbox is busy while any execute_request is pending (see activity.py)."""
+        if self.activity is not None:
+            self.activity.set_busy(bool(self.pending))
 
     def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
         assert self.sandbox is not None
@@ -178,6 +180,7 @@ class SandboxKernel:
             return message
         if channel == "shell" and message.msg_type == "execute_reply":
             self.pending.pop(message.parent_msg_id(), None)
+            self._note_busy()
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
         elif channel == "control" and message.msg_type == "shutdown_reply" and self.shutting_down:
