@@ -40,14 +40,14 @@ POLLIN = int(zmq.POLLIN)
 BATCH = 256  # messages served from one socket before yielding, so a flood cannot starve timers
 
 
-def recv_frames(sock: Socket) -> list[zmq.Frame]:
+def recv_frames(sock: Socket) -> list[zmq.Frame | bytes]:
     """The frames of one message from a readable socket, without copying them.
 
     Socket.recv_multipart asks the socket for RCVMORE after each frame; a received Frame
     already knows (``more``), which halves the calls into libzmq.
     """
     frame = sock.recv(NOBLOCK, copy=False)
-    frames = [frame]
+    frames: list[zmq.Frame | bytes] = [frame]
     while frame.more:
         frame = sock.recv(NOBLOCK, copy=False)
         frames.append(frame)

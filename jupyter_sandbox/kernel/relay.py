@@ -62,11 +62,11 @@ class Pump:
 
     def __call__(self, sock: Socket) -> None:
         try:
-            message, signature = parse(recv_frames(sock))
+            message = parse(recv_frames(sock))
         except MalformedMessage as exc:
             log.warning("dropped a malformed %s message: %s", self.channel, exc)
             return
-        if not self.source_signer.verify(message, signature):
+        if not self.source_signer.verify(message):
             log.warning("dropped a %s message with a bad signature", self.channel)
             return
         try:

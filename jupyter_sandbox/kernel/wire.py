@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import zmq
@@ -31,26 +30,47 @@ def as_bytes(part: Part) -> bytes:
 
 
 class WireMessage:
-    """One message: routing identities, the four signed JSON frames, and raw buffers."""
+    """One message as received: its frames, and where the delimiter is among them.
 
-    __slots__ = ("_header", "buffers", "content", "header", "idents", "metadata", "parent")
+    Frames: routing identities, the delimiter, the signature, the four signed JSON frames
+    (header, parent header, metadata, content), then raw buffers. A message is relayed as the
+    frames it came in, with only the signature replaced; nothing is copied or decoded unless a
+    hook asks for it.
+    """
 
-    def __init__(
-        self,
-        idents: list[Part],
-        header: Part,
-        parent: Part,
-        metadata: Part,
-        content: Part,
-        buffers: list[Part] | None = None,
-    ) -> None:
-        self.idents = idents
-        self.header = header
-        self.parent = parent
-        self.metadata = metadata
-        self.content = content
-        self.buffers: list[Part] = buffers if buffers is not None else []
+    __slots__ = ("_header", "delim", "frames")
+
+    def __init__(self, frames: list[Part], delim: int) -> None:
+        self.frames = frames
+        self.delim = delim
         self._header: dict[str, Any] | None = None
+
+    @property
+    def idents(self) -> list[Part]:
+        return self.frames[: self.delim]
+
+    @property
+    def signature(self) -> Part:
+        return self.frames[self.delim + 1]
+
+    @property
+    def header(self) -> Part:
+        return self.frames[self.delim + 2]
+
+    @property
+    def parent(self) -> Part:
+        return self.frames[self.delim + 3]
+
+    @property
+    def content(self) -> Part:
+        return self.frames[self.delim + 5]
+
+    @content.setter
+    def content(self, content: bytes) -> None:
+        self.frames[self.delim + 5] = content
+
+    def signed_parts(self) -> list[Part]:
+        return self.frames[self.delim + 2 : self.delim + 6]
 
     @property
     def header_dict(self) -> dict[str, Any]:
@@ -83,27 +103,19 @@ class WireMessage:
         decoded = json.loads(as_bytes(self.content))
         return decoded if isinstance(decoded, dict) else {}
 
-    def signed_parts(self) -> list[Part]:
-        return [self.header, self.parent, self.metadata, self.content]
-
     def ident_bytes(self) -> list[bytes]:
         return [as_bytes(ident) for ident in self.idents]
 
 
-def parse(frames: Sequence[Part]) -> tuple[WireMessage, bytes]:
-    """Split received frames into a message and its signature (raises MalformedMessage)."""
-    # Routing identities come first and are few; the delimiter is searched among them only.
-    index = next((i for i, frame in enumerate(frames) if as_bytes(frame) == DELIM), None)
-    if index is None:
+def parse(frames: list[Part]) -> WireMessage:
+    """The message in received frames (raises MalformedMessage)."""
+    # The delimiter follows the routing identities, which are few.
+    delim = next((i for i, frame in enumerate(frames) if as_bytes(frame) == DELIM), -1)
+    if delim < 0:
         raise MalformedMessage("no <IDS|MSG> delimiter")
-    if len(frames) - index - 1 < 5:
-        raise MalformedMessage(f"{len(frames) - index - 1} frames after the delimiter, 5 needed")
-    signature = as_bytes(frames[index + 1])
-    header, parent, metadata, content = frames[index + 2 : index + 6]
-    message = WireMessage(
-        list(frames[:index]), header, parent, metadata, content, list(frames[index + 6 :])
-    )
-    return message, signature
+    if len(frames) - delim - 1 < 5:
+        raise MalformedMessage(f"{len(frames) - delim - 1} frames after the delimiter, 5 needed")
+    return WireMessage(frames, delim)
 
 
 class Signer:
@@ -112,14 +124,17 @@ class Signer:
     def __init__(self, key: bytes, signature_scheme: str = "hmac-sha256") -> None:
         self.session = Session(key=key, signature_scheme=signature_scheme)
 
-    def verify(self, message: WireMessage, signature: bytes) -> bool:
+    def verify(self, message: WireMessage) -> bool:
         # Session.sign feeds the frames to a copy of one keyed hmac object: zmq.Frame is a
         # buffer, so nothing is copied to be hashed.
+        signature = as_bytes(message.signature)
         return hmac.compare_digest(self.session.sign(message.signed_parts()), signature)
 
     def frames(self, message: WireMessage) -> list[Part]:
-        parts = message.signed_parts()
-        return [*message.idents, DELIM, self.session.sign(parts), *parts, *message.buffers]
+        """The message's frames, signed with this side's key."""
+        frames = list(message.frames)
+        frames[message.delim + 1] = self.session.sign(message.signed_parts())
+        return frames
 
     def new_message(
         self,
