@@ -34,17 +34,17 @@ def error_content(ename: str, evalue: str) -> dict[str, Any]:
     }
 
 
-async def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) -> None:
+def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) -> None:
     """Answer one shell request with an error, as the kernel would have: iopub busy, the error,
     the reply, iopub idle."""
     signer = relay.frontend_signer
     topic = [b"kernel.sandbox.status"]
-    await relay.send_to_frontend(
+    relay.send_to_frontend(
         "iopub",
         signer.new_message("status", {"execution_state": "busy"}, parent=request, idents=topic),
     )
     if request.msg_type == "execute_request":
-        await relay.send_to_frontend(
+        relay.send_to_frontend(
             "iopub",
             signer.new_message(
                 "error",
@@ -62,10 +62,11 @@ async def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: s
     else:
         content = error_content(ename, evalue)
     reply_type = request.msg_type.replace("_request", "_reply")
-    await relay.send_to_frontend(
-        "shell", signer.new_message(reply_type, content, parent=request, idents=request.idents)
+    relay.send_to_frontend(
+        "shell",
+        signer.new_message(reply_type, content, parent=request, idents=request.ident_bytes()),
     )
-    await relay.send_to_frontend(
+    relay.send_to_frontend(
         "iopub",
         signer.new_message("status", {"execution_state": "idle"}, parent=request, idents=topic),
     )

@@ -18,12 +18,12 @@ Lifecycle, as jupyter_client drives it:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
 import os
 import signal
-import time
 from pathlib import Path
 
 from traitlets.config import Config
@@ -35,6 +35,7 @@ from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from ..sandbox.settings import RUNTIMES
+from .activity import ActivityRecord
 from .answers import fail_request, unavailable_kernel_info
 from .relay import Relay
 from .wire import WireMessage
@@ -43,8 +44,7 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
-UNAVAILABLE_SECONDS = 600.0
-ACTIVITY_SECONDS = 10.0  # least time between two last_activity records in the state file  # how long a kernel without a sandbox keeps explaining why
+UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
 RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
@@ -65,7 +65,7 @@ class SandboxKernel:
         self.shutting_down = False
         self.restarting = False
         self.remove_on_exit = False
-        self._activity_recorded = float("-inf")
+        self.activity: ActivityRecord | None = None  # busy and last_activity in the state file
 
     async def run(self) -> int:
         self.relay.bind_frontend()
@@ -79,6 +79,9 @@ class SandboxKernel:
             log.error("no sandbox for this kernel: %s", exc.message)
             self._serve_unavailable(exc.message)
         else:
+            self.activity = ActivityRecord(
+                functools.partial(self.manager.update_state, self.sandbox.sandbox_id)
+            )
             self.relay.connect_sandbox(self.sandbox.connection_info)
             self.relay.start(self._to_sandbox, self._to_frontend)
             watcher = asyncio.ensure_future(self._watch(self.sandbox))
@@ -87,6 +90,8 @@ class SandboxKernel:
         finally:
             if watcher is not None:
                 watcher.cancel()
+            if self.activity is not None:
+                self.activity.close()
             await self._close()
         return self.exit_code
 
@@ -131,23 +136,20 @@ class SandboxKernel:
 
     # -- hooks on the relay -------------------------------------------------------------------
 
-    async def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
+    def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":
             self.pending[message.msg_id] = message
-            self._record_activity()
+            self._note_busy()
         elif channel == "control" and message.msg_type == "shutdown_request":
-            return await self._on_shutdown_request(message)
+            return self._on_shutdown_request(message)
         return message
 
-    def _record_activity(self) -> None:
-        """Note in the state file that a cell ran (idle culling reads it); at most every
-        ACTIVITY_SECONDS, so a burst of executions costs one write."""
-        now = time.monotonic()
-        if self.sandbox is not None and now - self._activity_recorded >= ACTIVITY_SECONDS:
-            self._activity_recorded = now
-            self.manager.update_state(self.sandbox.sandbox_id, last_activity=now_iso())
+    def _note_busy(self) -> None:
+        """The sandbox is busy while any execute_request is pending (see activity.py)."""
+        if self.activity is not None:
+            self.activity.set_busy(bool(self.pending))
 
-    async def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
+    def _on_shutdown_request(self, message: WireMessage) -> WireMessage | None:
         assert self.sandbox is not None
         self.shutting_down = True
         if message.content_dict().get("restart"):
@@ -159,23 +161,28 @@ class SandboxKernel:
             self.remove_on_exit = True
             return message
         # A named context: its interpreter outlives this kernel process. Answer for it.
-        await self.relay.send_to_frontend(
+        self.relay.send_to_frontend(
             "control",
             self.relay.frontend_signer.new_message(
                 "shutdown_reply",
                 {"status": "ok", "restart": False},
                 parent=message,
-                idents=message.idents,
+                idents=message.ident_bytes(),
             ),
         )
         self._stop(0)
         return None
 
-    async def _to_frontend(self, channel: str, message: WireMessage) -> WireMessage | None:
-        if channel == "iopub" and message.msg_type == "iopub_welcome":
-            return None  # the sandbox welcomed the proxy; frontends get their own welcome
+    def _to_frontend(self, channel: str, message: WireMessage) -> WireMessage | None:
+        if channel == "iopub":
+            # Most messages are output: decoding each header only to find the one welcome
+            # would cost more than relaying it, so look for the name's bytes first.
+            if message.header_mentions(b"iopub_welcome") and message.msg_type == "iopub_welcome":
+                return None  # the sandbox welcomed the proxy; frontends get their own welcome
+            return message
         if channel == "shell" and message.msg_type == "execute_reply":
             self.pending.pop(message.parent_msg_id(), None)
+            self._note_busy()
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
         elif channel == "control" and message.msg_type == "shutdown_reply" and self.shutting_down:
@@ -216,18 +223,18 @@ class SandboxKernel:
                 log.warning("cannot check sandbox %s: %s", sandbox.sandbox_id, exc.message)
                 continue
             if cause is not None:
-                await self._report_death(cause)
+                self._report_death(cause)
                 return
             beat += WATCH_SECONDS
             if beat >= HEARTBEAT_SECONDS:
                 beat = 0.0
                 self.manager.update_state(sandbox.sandbox_id, attached=now_iso())
 
-    async def _report_death(self, cause: str) -> None:
+    def _report_death(self, cause: str) -> None:
         assert self.sandbox is not None
         log.error("sandbox %s stopped: %s", self.sandbox.sandbox_id, cause)
         for request in list(self.pending.values()):
-            await fail_request(
+            fail_request(
                 self.relay,
                 request,
                 "SandboxDied",
@@ -237,39 +244,39 @@ class SandboxKernel:
         self._stop(1)
 
     def _serve_unavailable(self, reason: str) -> None:
-        async def answer(channel: str, message: WireMessage) -> None:
+        def answer(channel: str, message: WireMessage) -> None:
             signer = self.relay.frontend_signer
             if message.msg_type == "kernel_info_request":
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         "kernel_info_reply",
                         unavailable_kernel_info(reason),
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
             elif message.msg_type == "shutdown_request":
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         "shutdown_reply",
                         {"status": "ok", "restart": False},
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
                 asyncio.get_running_loop().call_soon(self._stop, 0)
             elif channel == "shell":
-                await fail_request(self.relay, message, "SandboxUnavailable", reason)
+                fail_request(self.relay, message, "SandboxUnavailable", reason)
             else:
-                await self.relay.send_to_frontend(
+                self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
                         message.msg_type.replace("_request", "_reply"),
                         {"status": "ok"},
                         parent=message,
-                        idents=message.idents,
+                        idents=message.ident_bytes(),
                     ),
                 )
 

@@ -6,27 +6,33 @@ frontend's routing identities travel in front of the message to the sandbox's ke
 them back with its reply; the relay keeps no table of requests. Until the sandbox is connected,
 requests wait in the frontend sockets' queues and are answered once it is (none are dropped).
 Heartbeats are answered by the proxy itself: the proxy lives exactly as long as its sandbox.
+
+All sockets are plain zmq sockets owned by one Reactor on the event loop's thread (see
+reactor.py for why), and hooks are plain functions: a message is received, checked, handed to
+its hook, re-signed and sent on in one synchronous step, with no await in between.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import zmq
-import zmq.asyncio
 
-from .wire import MalformedMessage, Signer, WireMessage, parse
+from .reactor import Reactor, recv_frames
+from .wire import MalformedMessage, Part, Signer, WireMessage, parse
 
 log = logging.getLogger(__name__)
 
 REQUEST_CHANNELS = ("shell", "control", "stdin")
 # Hooks: (channel, message) -> the message to pass on (maybe changed), or None to drop it.
-Hook = Callable[[str, WireMessage], Awaitable[WireMessage | None]]
+# They run on the loop's thread in the middle of relaying, so they must be quick.
+Hook = Callable[[str, WireMessage], WireMessage | None]
+Socket = zmq.Socket[bytes]
+STALL_RETRY_SECONDS = 0.01  # how soon a message the sandbox could not take is offered again
 
 
 def endpoint(info: dict[str, Any], channel: str) -> str:
@@ -34,6 +40,63 @@ def endpoint(info: dict[str, Any], channel: str) -> str:
     if info.get("transport", "tcp") == "ipc":
         return f"ipc://{info['ip']}-{port}"
     return f"tcp://{info['ip']}:{port}"
+
+
+class Pump:
+    """One direction of one channel: receive, verify, hook, re-sign, send."""
+
+    def __init__(
+        self,
+        reactor: Reactor,
+        channel: str,
+        source: tuple[Socket, Signer],
+        target: tuple[Socket | None, Signer],
+        hook: Hook,
+    ) -> None:
+        self.reactor = reactor
+        self.channel = channel
+        self.source, self.source_signer = source
+        self.target, self.target_signer = target
+        self.hook = hook
+        self.retry: asyncio.TimerHandle | None = None
+
+    def __call__(self, sock: Socket) -> None:
+        try:
+            message = parse(recv_frames(sock))
+        except MalformedMessage as exc:
+            log.warning("dropped a malformed %s message: %s", self.channel, exc)
+            return
+        if not self.source_signer.verify(message):
+            log.warning("dropped a %s message with a bad signature", self.channel)
+            return
+        try:
+            passed = self.hook(self.channel, message)
+        except (MalformedMessage, ValueError) as exc:
+            log.warning("dropped a %s message with an unreadable header: %s", self.channel, exc)
+            return
+        if passed is not None and self.target is not None:
+            self._send(self.target_signer.frames(passed))
+
+    def _send(self, frames: list[Part], retrying: bool = False) -> None:
+        assert self.target is not None
+        try:
+            self.reactor.send(self.target, frames)
+        except zmq.Again:
+            # Only a sandbox-bound DEALER refuses, when its kernel has stopped reading a full
+            # queue. Hold the message and read no more from its source until it goes: the
+            # frontend waits as it would for that kernel without a proxy in between.
+            if not retrying:
+                self.reactor.pause(self.source)
+            loop = asyncio.get_running_loop()
+            self.retry = loop.call_later(STALL_RETRY_SECONDS, self._send, frames, True)
+            return
+        if retrying:
+            self.retry = None
+            self.reactor.resume(self.source)
+
+    def cancel(self) -> None:
+        if self.retry is not None:
+            self.retry.cancel()
 
 
 class Relay:
@@ -44,11 +107,12 @@ class Relay:
         self.frontend_signer = Signer(
             frontend_info["key"].encode(), frontend_info.get("signature_scheme", "hmac-sha256")
         )
-        self.context = zmq.asyncio.Context()
-        self.frontend: dict[str, zmq.asyncio.Socket] = {}
-        self.sandbox: dict[str, zmq.asyncio.Socket] = {}
+        self.context = zmq.Context()
+        self.reactor = Reactor()
+        self.frontend: dict[str, Socket] = {}
+        self.sandbox: dict[str, Socket] = {}
         self.sandbox_signer: Signer | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._pumps: list[Pump] = []
 
     # -- frontend side ------------------------------------------------------------------------
 
@@ -68,29 +132,28 @@ class Relay:
                 sock.router_handover = True  # a reconnecting frontend takes over its identity
             sock.bind(endpoint(self.frontend_info, channel))
             self.frontend[channel] = sock
-        self._spawn(self._echo_heartbeats())
-        self._spawn(self._welcome_iopub_subscribers())
+        self.reactor.watch(self.frontend["hb"], self._echo_heartbeat)
+        self.reactor.watch(self.frontend["iopub"], self._welcome_iopub_subscriber)
 
-    async def _echo_heartbeats(self) -> None:
-        sock = self.frontend["hb"]
-        while True:
-            await sock.send_multipart(await sock.recv_multipart())
+    def _echo_heartbeat(self, sock: Socket) -> None:
+        self.reactor.send(sock, recv_frames(sock))
 
-    async def _welcome_iopub_subscribers(self) -> None:
+    def _welcome_iopub_subscriber(self, sock: Socket) -> None:
         # As ipykernel does (JEP 65): tell each new subscriber that its subscription works.
-        sock = self.frontend["iopub"]
-        while True:
-            event = await sock.recv()
-            if event[:1] == b"\x01":
-                topic = event[1:].decode(errors="replace")
-                await sock.send_multipart(
-                    self.frontend_signer.new_message(
-                        "iopub_welcome", {"subscription": topic}, idents=[b"kernel.iopub_welcome"]
-                    )
-                )
+        event = sock.recv(zmq.NOBLOCK)
+        if event[:1] == b"\x01":
+            topic = event[1:].decode(errors="replace")
+            welcome = self.frontend_signer.new_message(
+                "iopub_welcome", {"subscription": topic}, idents=[b"kernel.iopub_welcome"]
+            )
+            self.reactor.send(sock, welcome)
 
-    async def send_to_frontend(self, channel: str, frames: list[Any]) -> None:
-        await self.frontend[channel].send_multipart(frames)
+    def send_to_frontend(self, channel: str, frames: list[bytes]) -> None:
+        """Send a message of the proxy's own (frontend sockets drop rather than block)."""
+        try:
+            self.reactor.send(self.frontend[channel], frames)
+        except zmq.ZMQError as exc:
+            log.warning("could not send a %s message to the frontend: %s", channel, exc)
 
     # -- sandbox side -------------------------------------------------------------------------
 
@@ -117,74 +180,37 @@ class Relay:
         assert self.sandbox_signer is not None
         front, back = self.frontend_signer, self.sandbox_signer
         for channel in REQUEST_CHANNELS:
-            self._spawn(
-                self._pump(
-                    channel, self.frontend[channel], front, self.sandbox[channel], back, to_sandbox
-                )
-            )
-            self._spawn(
-                self._pump(
-                    channel, self.sandbox[channel], back, self.frontend[channel], front, to_frontend
-                )
-            )
-        self._spawn(
-            self._pump(
-                "iopub", self.sandbox["iopub"], back, self.frontend["iopub"], front, to_frontend
-            )
+            frontend, sandbox = self.frontend[channel], self.sandbox[channel]
+            self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+            self._pump(channel, (sandbox, back), (frontend, front), to_frontend)
+        self._pump(
+            "iopub", (self.sandbox["iopub"], back), (self.frontend["iopub"], front), to_frontend
         )
-
-    async def _pump(
-        self,
-        channel: str,
-        source: zmq.asyncio.Socket,
-        source_signer: Signer,
-        target: zmq.asyncio.Socket,
-        target_signer: Signer,
-        hook: Hook,
-    ) -> None:
-        while True:
-            frames = await source.recv_multipart()
-            try:
-                message, signature = parse(frames)
-            except MalformedMessage as exc:
-                log.warning("dropped a malformed %s message: %s", channel, exc)
-                continue
-            if not source_signer.verify(message, signature):
-                log.warning("dropped a %s message with a bad signature", channel)
-                continue
-            try:
-                passed = await hook(channel, message)
-            except (MalformedMessage, ValueError) as exc:
-                log.warning("dropped a %s message with an unreadable header: %s", channel, exc)
-                continue
-            if passed is not None:
-                await target.send_multipart(target_signer.frames(passed), copy=False)
-
-    # -- lifetime -----------------------------------------------------------------------------
-
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
-        self._tasks.append(asyncio.ensure_future(coroutine))
 
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
         for channel in ("shell", "control"):
-            self._spawn(
-                self._pump(
-                    channel,
-                    self.frontend[channel],
-                    self.frontend_signer,
-                    self.frontend[channel],
-                    self.frontend_signer,
-                    answer,
-                )
-            )
+            source = (self.frontend[channel], self.frontend_signer)
+            self._pump(channel, source, (None, self.frontend_signer), answer)
+
+    def _pump(
+        self,
+        channel: str,
+        source: tuple[Socket, Signer],
+        target: tuple[Socket | None, Signer],
+        hook: Hook,
+    ) -> None:
+        pump = Pump(self.reactor, channel, source, target, hook)
+        self._pumps.append(pump)
+        self.reactor.watch(source[0], pump)
+
+    # -- lifetime -----------------------------------------------------------------------------
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self.reactor.close()
+        for pump in self._pumps:
+            pump.cancel()
         for sock in [*self.sandbox.values(), *self.frontend.values()]:
             sock.close(linger=1000)
+        # Blocks until what was sent last (a shutdown_reply, say) has left, or linger expires.
         self.context.term()

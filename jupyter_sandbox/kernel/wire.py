@@ -2,46 +2,89 @@
 
 The relay never decodes a message's content or buffers to pass it on. It checks the signature
 over the four JSON frames with the sending side's key, and signs the same frames with the
-receiving side's key. Headers are decoded only when the proxy needs the message type.
+receiving side's key. Frames stay the zmq.Frame objects they were received as, so a large output
+is neither copied into Python bytes nor copied again to be sent on; only the header is decoded,
+and only when a hook asks for the message type.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
 from jupyter_client.session import Session
 
 DELIM = b"<IDS|MSG>"
+Part = zmq.Frame | bytes  # as received (Frame) or made by the proxy (bytes)
 
 
 class MalformedMessage(ValueError):
     """Frames that are not a Jupyter wire message."""
 
 
-@dataclass
-class WireMessage:
-    """One message: routing identities, the four signed JSON frames, and raw buffers."""
+def as_bytes(part: Part) -> bytes:
+    """The bytes of a frame (zmq.Frame caches them, so asking twice copies once)."""
+    return part.bytes if isinstance(part, zmq.Frame) else bytes(part)
 
-    idents: list[bytes]
-    header: bytes
-    parent: bytes
-    metadata: bytes
-    content: bytes
-    buffers: list[Any] = field(default_factory=list)  # zmq.Frame or bytes, never decoded
-    _header: dict[str, Any] | None = None
+
+class WireMessage:
+    """One message as received: its frames, and where the delimiter is among them.
+
+    Frames: routing identities, the delimiter, the signature, the four signed JSON frames
+    (header, parent header, metadata, content), then raw buffers. A message is relayed as the
+    frames it came in, with only the signature replaced; nothing is copied or decoded unless a
+    hook asks for it.
+    """
+
+    __slots__ = ("_header", "delim", "frames")
+
+    def __init__(self, frames: list[Part], delim: int) -> None:
+        self.frames = frames
+        self.delim = delim
+        self._header: dict[str, Any] | None = None
+
+    @property
+    def idents(self) -> list[Part]:
+        return self.frames[: self.delim]
+
+    @property
+    def signature(self) -> Part:
+        return self.frames[self.delim + 1]
+
+    @property
+    def header(self) -> Part:
+        return self.frames[self.delim + 2]
+
+    @property
+    def parent(self) -> Part:
+        return self.frames[self.delim + 3]
+
+    @property
+    def content(self) -> Part:
+        return self.frames[self.delim + 5]
+
+    @content.setter
+    def content(self, content: bytes) -> None:
+        self.frames[self.delim + 5] = content
+
+    def signed_parts(self) -> list[Part]:
+        return self.frames[self.delim + 2 : self.delim + 6]
 
     @property
     def header_dict(self) -> dict[str, Any]:
         if self._header is None:
-            decoded = json.loads(self.header)
+            decoded = json.loads(as_bytes(self.header))
             if not isinstance(decoded, dict):
                 raise MalformedMessage("header is not a JSON object")
             self._header = decoded
         return self._header
+
+    def header_mentions(self, name: bytes) -> bool:
+        """Whether ``name`` occurs in the raw header: False rules a message type out without
+        decoding (barring JSON escapes, which only a hostile sender would use)."""
+        return name in as_bytes(self.header)
 
     @property
     def msg_type(self) -> str:
@@ -52,32 +95,27 @@ class WireMessage:
         return str(self.header_dict.get("msg_id", ""))
 
     def parent_msg_id(self) -> str:
-        parent = json.loads(self.parent) if self.parent else {}
+        raw = as_bytes(self.parent)
+        parent = json.loads(raw) if raw else {}
         return str(parent.get("msg_id", "")) if isinstance(parent, dict) else ""
 
     def content_dict(self) -> dict[str, Any]:
-        decoded = json.loads(self.content)
+        decoded = json.loads(as_bytes(self.content))
         return decoded if isinstance(decoded, dict) else {}
 
-    def signed_parts(self) -> list[bytes]:
-        return [self.header, self.parent, self.metadata, self.content]
+    def ident_bytes(self) -> list[bytes]:
+        return [as_bytes(ident) for ident in self.idents]
 
 
-def _bytes(frame: Any) -> bytes:
-    return frame.bytes if isinstance(frame, zmq.Frame) else bytes(frame)
-
-
-def parse(frames: list[Any]) -> tuple[WireMessage, bytes]:
-    """Split received frames into a message and its signature (raises MalformedMessage)."""
-    index = next((i for i, frame in enumerate(frames) if _bytes(frame) == DELIM), None)
-    if index is None:
+def parse(frames: list[Part]) -> WireMessage:
+    """The message in received frames (raises MalformedMessage)."""
+    # The delimiter follows the routing identities, which are few.
+    delim = next((i for i, frame in enumerate(frames) if as_bytes(frame) == DELIM), -1)
+    if delim < 0:
         raise MalformedMessage("no <IDS|MSG> delimiter")
-    rest = frames[index + 1 :]
-    if len(rest) < 5:
-        raise MalformedMessage(f"{len(rest)} frames after the delimiter, at least 5 needed")
-    idents = [_bytes(f) for f in frames[:index]]
-    signature, header, parent, metadata, content = (_bytes(f) for f in rest[:5])
-    return WireMessage(idents, header, parent, metadata, content, list(rest[5:])), signature
+    if len(frames) - delim - 1 < 5:
+        raise MalformedMessage(f"{len(frames) - delim - 1} frames after the delimiter, 5 needed")
+    return WireMessage(frames, delim)
 
 
 class Signer:
@@ -86,12 +124,17 @@ class Signer:
     def __init__(self, key: bytes, signature_scheme: str = "hmac-sha256") -> None:
         self.session = Session(key=key, signature_scheme=signature_scheme)
 
-    def verify(self, message: WireMessage, signature: bytes) -> bool:
+    def verify(self, message: WireMessage) -> bool:
+        # Session.sign feeds the frames to a copy of one keyed hmac object: zmq.Frame is a
+        # buffer, so nothing is copied to be hashed.
+        signature = as_bytes(message.signature)
         return hmac.compare_digest(self.session.sign(message.signed_parts()), signature)
 
-    def frames(self, message: WireMessage) -> list[Any]:
-        parts = message.signed_parts()
-        return [*message.idents, DELIM, self.session.sign(parts), *parts, *message.buffers]
+    def frames(self, message: WireMessage) -> list[Part]:
+        """The message's frames, signed with this side's key."""
+        frames = list(message.frames)
+        frames[message.delim + 1] = self.session.sign(message.signed_parts())
+        return frames
 
     def new_message(
         self,

@@ -1,0 +1,117 @@
+"""The relay on its own (no engine): a frontend and a stand-in kernel, one key each."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+import zmq.asyncio
+from jupyter_client.session import Session
+
+from jupyter_sandbox.kernel.relay import Relay, endpoint
+from jupyter_sandbox.kernel.wire import WireMessage
+
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
+
+
+def free_ports() -> dict[str, int]:
+    ports = {}
+    for channel in CHANNELS:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports[f"{channel}_port"] = s.getsockname()[1]
+    return ports
+
+
+def passing(channel: str, message: WireMessage) -> WireMessage | None:
+    return message
+
+
+class Peers:
+    """A frontend client (DEALER, SUB) and a kernel (ROUTER, PUB), each with its own key."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.front_info = {"transport": "tcp", "ip": "127.0.0.1", "key": "front", **free_ports()}
+        self.back_info = {"transport": "ipc", "ip": str(tmp / "k"), "key": "back"}
+        self.back_info.update({f"{c}_port": i for i, c in enumerate(CHANNELS)})
+        self.front = Session(key=b"front")
+        self.back = Session(key=b"back")
+        self.ctx = zmq.asyncio.Context()
+        self.client = self.ctx.socket(zmq.DEALER)
+        self.kernel = self.ctx.socket(zmq.ROUTER)
+        self.kernel.rcvhwm = 1  # so that a kernel which stops reading backs the relay up soon
+        self.kernel.bind(endpoint(self.back_info, "shell"))
+
+    async def request(self, n: int) -> None:
+        self.front.send(self.client, "execute_request", {"code": f"{n}"})
+
+    async def kernel_receives(self) -> tuple[list[bytes], dict[str, Any]]:
+        idents, frames = self.back.feed_identities(await self.kernel.recv_multipart())
+        return idents, self.back.deserialize(frames)  # raises if the relay signed wrongly
+
+    def close(self) -> None:
+        self.ctx.destroy(linger=0)
+
+
+@pytest.fixture
+async def peers(tmp_path: Path) -> AsyncIterator[tuple[Peers, Relay]]:
+    peers = Peers(tmp_path)
+    relay = Relay(peers.front_info)
+    relay.bind_frontend()
+    relay.context.setsockopt(zmq.SNDHWM, 4)  # the sandbox side's sockets, made next
+    relay.connect_sandbox(peers.back_info)
+    relay.start(passing, passing)
+    peers.client.connect(endpoint(peers.front_info, "shell"))
+    try:
+        yield peers, relay
+    finally:
+        peers.close()
+        await relay.close()
+
+
+async def test_messages_are_re_signed_both_ways_in_order(peers: tuple[Peers, Relay]) -> None:
+    p, _ = peers
+    for n in range(200):
+        await p.request(n)
+    for n in range(200):
+        idents, msg = await asyncio.wait_for(p.kernel_receives(), 5)
+        assert msg["content"]["code"] == f"{n}"
+        p.back.send(p.kernel, "execute_reply", {"n": n}, parent=msg, ident=idents)
+    for n in range(200):
+        frames = await asyncio.wait_for(p.client.recv_multipart(), 5)
+        reply = p.front.deserialize(p.front.feed_identities(frames)[1])
+        assert reply["content"] == {"n": n}
+
+
+async def test_a_kernel_that_stops_reading_holds_requests_back_and_none_is_lost(
+    peers: tuple[Peers, Relay],
+) -> None:
+    p, _ = peers
+    for n in range(100):  # far more than the queues between relay and kernel hold
+        await p.request(n)
+    await asyncio.sleep(0.5)
+    # Meanwhile the relay's loop is not blocked: heartbeats are answered.
+    hb = p.ctx.socket(zmq.REQ)
+    hb.connect(endpoint(p.front_info, "hb"))
+    await hb.send(b"ping")
+    assert await asyncio.wait_for(hb.recv(), 5) == b"ping"
+    received = [(await asyncio.wait_for(p.kernel_receives(), 5))[1] for _ in range(100)]
+    assert [m["content"]["code"] for m in received] == [f"{n}" for n in range(100)]
+
+
+async def test_bad_messages_are_dropped_and_the_relay_goes_on(
+    peers: tuple[Peers, Relay], caplog: pytest.LogCaptureFixture
+) -> None:
+    p, _ = peers
+    await p.client.send_multipart([b"not a jupyter message"])
+    await p.client.send_multipart([b"<IDS|MSG>", b"bad", b"{}", b"{}", b"{}", b"{}"])
+    await p.request(1)
+    _, msg = await asyncio.wait_for(p.kernel_receives(), 5)
+    assert msg["content"]["code"] == "1"
+    assert "dropped a malformed shell message" in caplog.text
+    assert "dropped a shell message with a bad signature" in caplog.text
