@@ -108,7 +108,11 @@ def jupyter_server(runtime: str, pool_size: int, state_dir: Path) -> Iterator[Se
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root_dir}",
     ]  # fmt: skip
     with open(config_dir / "server.log", "w") as log:
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        # Started in its root dir, as a person starts jupyter lab: kernels opened without a
+        # notebook path run there, so the pool's default key serves them.
+        process = subprocess.Popen(
+            argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root_dir
+        )
         try:
             yield Server(f"http://127.0.0.1:{port}", token)
         finally:

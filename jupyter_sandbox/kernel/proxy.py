@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from traitlets.config import Config
@@ -73,8 +74,10 @@ class SandboxKernel:
         loop.add_signal_handler(signal.SIGTERM, self._terminated)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts arrive as messages
         watcher: asyncio.Task[None] | None = None
+        began = time.monotonic()
         try:
             self.sandbox = await self._obtain_sandbox()
+            log.debug("sandbox obtained in %.0f ms", (time.monotonic() - began) * 1000)
         except SandboxError as exc:
             log.error("no sandbox for this kernel: %s", exc.message)
             self._serve_unavailable(exc.message)

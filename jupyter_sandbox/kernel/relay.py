@@ -32,6 +32,8 @@ REQUEST_CHANNELS = ("shell", "control", "stdin")
 # They run on the loop's thread in the middle of relaying, so they must be quick.
 Hook = Callable[[str, WireMessage], WireMessage | None]
 Socket = zmq.Socket[bytes]
+# Most seconds requests wait for the sandbox's iopub welcome (a kernel without JEP 65 sends none).
+WELCOME_SECONDS = 1.0
 STALL_RETRY_SECONDS = 0.01  # how soon a message the sandbox could not take is offered again
 
 
@@ -113,6 +115,7 @@ class Relay:
         self.sandbox: dict[str, Socket] = {}
         self.sandbox_signer: Signer | None = None
         self._pumps: list[Pump] = []
+        self._requests_open = False
 
     # -- frontend side ------------------------------------------------------------------------
 
@@ -176,16 +179,37 @@ class Relay:
         self.sandbox["iopub"] = sub
 
     def start(self, to_sandbox: Hook, to_frontend: Hook) -> None:
-        """Relay every channel in both directions, through the proxy's hooks."""
+        """Relay every channel in both directions, through the proxy's hooks.
+
+        Requests wait until the sandbox's iopub has welcomed our subscription (JEP 65), at
+        most WELCOME_SECONDS: a request relayed before it would have its status and output
+        published to nobody (ZMQ's slow joiner), and a frontend waiting for them, as
+        jupyter_client's wait_for_ready does, would ask again only after a timeout.
+        """
         assert self.sandbox_signer is not None
         front, back = self.frontend_signer, self.sandbox_signer
+
+        def open_requests() -> None:
+            if self._requests_open:
+                return
+            self._requests_open = True
+            opening.cancel()
+            for channel in REQUEST_CHANNELS:
+                frontend, sandbox = self.frontend[channel], self.sandbox[channel]
+                self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+
+        def iopub(channel: str, message: WireMessage) -> WireMessage | None:
+            # Decoding the header costs; once requests flow, only the proxy's hook looks.
+            if not self._requests_open and message.msg_type == "iopub_welcome":
+                log.debug("sandbox iopub welcomed the proxy; relaying requests")
+                open_requests()
+            return to_frontend(channel, message)
+
+        opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
-            frontend, sandbox = self.frontend[channel], self.sandbox[channel]
-            self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+            sandbox, frontend = self.sandbox[channel], self.frontend[channel]
             self._pump(channel, (sandbox, back), (frontend, front), to_frontend)
-        self._pump(
-            "iopub", (self.sandbox["iopub"], back), (self.frontend["iopub"], front), to_frontend
-        )
+        self._pump("iopub", (self.sandbox["iopub"], back), (self.frontend["iopub"], front), iopub)
 
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
