@@ -13,6 +13,7 @@ The container sees only ``io/``, so it can neither read nor forge the state file
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -48,6 +49,7 @@ class SandboxDirectory:
         self.root = state_dir / sandbox_id
         self.io = self.root / "io"
         self.state_file = self.root / "state.json"
+        self.state_lock = self.root / "state.lock"
         self.connection_file = self.io / "kernel.json"
         self.restart_flag = self.io / "restart-requested"
         self.overlay_upper = self.root / "overlay" / "upper"
@@ -92,9 +94,19 @@ class SandboxDirectory:
         self.restart_flag.chmod(0o644)
 
     def update_state(self, **changes: Any) -> dict[str, Any]:
-        """Merge ``changes`` into the state file (atomic replace; last writer wins)."""
-        state = {**self.read_state(), **changes}
-        self.write_state(state)
+        """Merge ``changes`` into the state file, atomically for readers and writers alike.
+
+        Several processes write it (the proxy kernel: busy, activity; the server: REST actions,
+        claims), so the read-modify-write holds an exclusive ``flock`` on ``state.lock``: no
+        writer's change is lost to another's stale copy. Readers never wait (atomic replace).
+        """
+        fd = os.open(self.state_lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            state = {**self.read_state(), **changes}
+            self.write_state(state)
+        finally:
+            os.close(fd)  # releases the lock
         return state
 
     def write_connection_file(self, info: dict[str, Any], uid: int) -> None:

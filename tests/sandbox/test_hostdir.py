@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -59,3 +60,24 @@ def test_remove_is_idempotent(state_dir: Path) -> None:
     directory.remove()
     directory.remove()
     assert not directory.exists()
+
+
+def _write_many(state_dir: str, prefix: str) -> None:
+    directory = SandboxDirectory(Path(state_dir), "0123456789ab")
+    for i in range(100):
+        directory.update_state(**{f"{prefix}{i}": i})
+
+
+def test_concurrent_writers_lose_no_change(tmp_path: Path) -> None:
+    directory = SandboxDirectory(tmp_path, "0123456789ab")
+    directory.create(os.getuid())
+    directory.write_state({})
+    writers = [
+        multiprocessing.get_context("spawn").Process(target=_write_many, args=(str(tmp_path), p))
+        for p in ("a", "b")
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert len(directory.read_state()) == 200
