@@ -99,13 +99,11 @@ class SandboxStarter(LoggingConfigurable):
             environment=environment,
             launch_dir=launch_dir,
         )
-        if context is not None:
-            check_context(context)
         # A claimed pool member counts like a new sandbox; a new one re-checks with its
         # reservation written (start_sandbox), so racing starts cannot both slip through.
         self.quotas.check(usage_of(self.settings.state_path, owner).plus(request.limits))
-        claimed = await pool.claim(
-            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+        claimed = await self.claim_from_pool(
+            request, context=context, ephemeral=ephemeral, notebook=notebook
         )
         if claimed is not None:
             return claimed
@@ -116,26 +114,14 @@ class SandboxStarter(LoggingConfigurable):
 
     async def claim_from_pool(
         self,
-        owner: str,
+        request: SandboxRequest,
         *,
-        runtime: str | None = None,
-        image: str | None = None,
-        limits: dict[str, Any] | None = None,
-        environment: dict[str, str] | None = None,
         context: str | None = None,
         ephemeral: bool = False,
-        launch_dir: str | None = None,
         notebook: str = "",
     ) -> Sandbox | None:
-        """Like :meth:`create`, but only from the warm pool: None when no member fits."""
-        request = self.check_request(
-            owner,
-            runtime=runtime,
-            image=image,
-            limits=limits,
-            environment=environment,
-            launch_dir=launch_dir,
-        )
+        """Only from the warm pool: a member made for ``request`` (see :meth:`check_request`),
+        now holding ``context``; None when no member fits."""
         if context is not None:
             check_context(context)
         return await pool.claim(

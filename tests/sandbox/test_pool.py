@@ -103,9 +103,11 @@ async def test_claims_miss_for_another_owner_launch_dir_runtime_or_limits(
         ("alice", {**same, "environment": {"EXTRA": "1"}}),
     ]
     for owner, request in misses:
-        assert await runc_manager.claim_from_pool(owner, **request) is None, (owner, request)
+        assert (
+            await runc_manager.claim_from_pool(runc_manager.check_request(owner, **request)) is None
+        ), (owner, request)
     assert pool.members() == {next(iter(pool.members())): [member]}
-    claimed = await runc_manager.claim_from_pool("alice", **same)
+    claimed = await runc_manager.claim_from_pool(runc_manager.check_request("alice", **same))
     assert claimed is not None
     assert claimed.sandbox_id == member
 
@@ -119,9 +121,8 @@ def _claim_in_another_process(
         manager = SandboxManager.from_config(manager_config(Path(state_dir), runtime="runc"))
         try:
             await asyncio.to_thread(barrier.wait, 120)  # all processes claim at the same moment
-            sandbox = await manager.claim_from_pool(
-                "alice", context=f"worker-{worker}", launch_dir=launch_dir
-            )
+            request = manager.check_request("alice", launch_dir=launch_dir)
+            sandbox = await manager.claim_from_pool(request, context=f"worker-{worker}")
             return sandbox.sandbox_id if sandbox else ""
         finally:
             await manager.close()
@@ -172,14 +173,24 @@ async def test_a_dead_member_is_skipped_and_removed(
     with pytest.raises(SandboxNotFoundError):
         await runc_manager.get("alice", dead)
     assert not (state_dir / dead).exists()
-    assert await runc_manager.claim_from_pool("alice", launch_dir=str(launch_dir)) is None
+    assert (
+        await runc_manager.claim_from_pool(
+            runc_manager.check_request("alice", launch_dir=str(launch_dir))
+        )
+        is None
+    )
 
 
 async def test_missed_keys_are_kept_warm_least_recent_dropped_and_drain_removes_the_rest(
     runc_manager: SandboxManager, state_dir: Path, launch_dir: Path, purpose: str
 ) -> None:
     pool = warm_pool(runc_manager, launch_dir, purpose, max_keys=1)
-    assert await runc_manager.claim_from_pool("alice", launch_dir=str(launch_dir)) is None
+    assert (
+        await runc_manager.claim_from_pool(
+            runc_manager.check_request("alice", launch_dir=str(launch_dir))
+        )
+        is None
+    )
     [default_member] = await pool.refill()  # the refiller now runs: misses are recorded
     dir_a, dir_b = launch_dir / "a", launch_dir / "b"
     dir_a.mkdir()
@@ -197,7 +208,9 @@ async def test_missed_keys_are_kept_warm_least_recent_dropped_and_drain_removes_
         await runc_manager.get("alice", member_a2)
     assert len(PoolDirectory(state_dir).wanted()) == 1
 
-    taken = await runc_manager.claim_from_pool("alice", launch_dir=str(dir_b))
+    taken = await runc_manager.claim_from_pool(
+        runc_manager.check_request("alice", launch_dir=str(dir_b))
+    )
     assert taken is not None
     assert taken.sandbox_id == member_b
     drained = await pool.drain()
