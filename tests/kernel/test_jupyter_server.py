@@ -28,6 +28,8 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
+from jupyter_sandbox.sandbox import labels
+
 from ..conftest import purpose_label
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
@@ -223,12 +225,21 @@ async def run_cell(connection: WebSocketClientConnection, code: str) -> tuple[st
     return "".join(stdout), reply
 
 
-async def wait_until_no_container(state_dir: Path) -> None:
+def kernel_container(state_dir: Path, kernel_id: str) -> Any:
+    """The container of the sandbox attached to Jupyter kernel ``kernel_id`` (the server's
+    warm pool may hold others), or None."""
+    for state_file in state_dir.glob("*/state.json"):
+        if json.loads(state_file.read_text()).get("kernel_id") == kernel_id:
+            name = labels.container_name(state_file.parent.name)
+            return next((c for c in containers_under(state_dir) if c.name == name), None)
+    return None
+
+
+async def wait_until_removed(state_dir: Path, name: str) -> None:
     deadline = time.monotonic() + REMOVAL_TIMEOUT
-    while containers_under(state_dir):
+    while any(c.name == name for c in containers_under(state_dir)):
         if time.monotonic() > deadline:
-            names = [c.name for c in containers_under(state_dir)]
-            raise AssertionError(f"sandbox still present after the session ended: {names}")
+            raise AssertionError(f"sandbox {name} still present after the session ended")
         await asyncio.sleep(0.2)
 
 
@@ -258,10 +269,22 @@ async def test_server_session_runs_a_cell_in_a_sandbox(
             connection.close()
         assert reply["status"] == "ok", reply
         assert stdout == "42\n"
-        [container] = containers_under(sandbox_env)
+        container = kernel_container(sandbox_env, session["kernel"]["id"])
+        assert container is not None
         assert container.attrs["HostConfig"]["Runtime"] == runtime
     finally:
         deleted = await server.request("DELETE", f"/api/sessions/{session['id']}")
     assert deleted.code == 204
-    await wait_until_no_container(sandbox_env)
+    await wait_until_removed(sandbox_env, container.name)
     assert server.process.poll() is None, "the server must still be running"
+
+
+async def test_a_stopped_server_leaves_no_warm_sandboxes(server: Server, sandbox_env: Path) -> None:
+    """The server's warm pool fills in the background and drains when the server stops."""
+    deadline = time.monotonic() + KERNEL_TIMEOUT
+    while not containers_under(sandbox_env):
+        assert time.monotonic() < deadline, "the warm pool never started a sandbox"
+        await asyncio.sleep(0.5)
+    await server.request("POST", "/api/shutdown", body={})
+    await asyncio.to_thread(server.process.wait, SERVER_STOP_TIMEOUT)
+    assert containers_under(sandbox_env) == []
