@@ -10,7 +10,10 @@ server's websocket, exactly the path JupyterLab takes when a notebook opens:
 - ``no pool``: Sandboxed Python, every start creates its sandbox (``WarmPool.size = 0``);
 - ``local``: the plain ``python3`` kernel of this interpreter.
 
-Each kernel is deleted after its measurement (not timed). Prints p50 and p99 of each and the
+The server finds this checkout's kernelspec (``JUPYTER_PATH``), not an installed copy, so its
+kernels start through this checkout's launcher; with ``SandboxExtension.fast_kernel_start`` on
+(the default; ``--no-fast-start`` turns it off) the launcher has them forked by the server's
+zygote. Each kernel is deleted after its measurement (not timed). Prints p50 and p99 of each and the
 targets: with the pool, p50 <= 0.5x and p99 <= 1.0x the local kernel's. Needs the Docker engine
 and the sandbox image. From the checkout:
 
@@ -41,6 +44,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
 TARGETS = {"p50": 0.5, "p99": 1.0}  # pool start / local start
+KERNELSPEC = Path(__file__).parents[1] / "kernelspec" / "sandboxed-python"
 
 
 class Server:
@@ -88,20 +92,25 @@ class Server:
 
 
 @contextmanager
-def jupyter_server(runtime: str, pool_size: int, state_dir: Path) -> Iterator[Server]:
+def jupyter_server(
+    runtime: str, pool_size: int, state_dir: Path, fast_start: bool
+) -> Iterator[Server]:
     """A jupyter server subprocess on 127.0.0.1 with its own config; stopped on the way out."""
     config_dir = Path(tempfile.mkdtemp(prefix="jsbx-bench-config-"))
     root_dir = Path(tempfile.mkdtemp(prefix="jsbx-bench-root-"))
+    data_dir = Path(tempfile.mkdtemp(prefix="jsbx-bench-data-"))
+    shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
     (config_dir / "jupyter_sandbox_config.py").write_text(
         f"c.SandboxSettings.state_dir = {str(state_dir)!r}\n"
         f"c.SandboxSettings.runtime = {runtime!r}\n"
         f"c.WarmPool.size = {pool_size}\n"
+        f"c.SandboxExtension.fast_kernel_start = {fast_start!r}\n"
     )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir)}
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir), "JUPYTER_PATH": str(data_dir)}
     argv = [
         sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
@@ -118,8 +127,8 @@ def jupyter_server(runtime: str, pool_size: int, state_dir: Path) -> Iterator[Se
         finally:
             process.terminate()  # the extension drains its pool on the way out
             process.wait(timeout=120)
-            shutil.rmtree(config_dir, ignore_errors=True)
-            shutil.rmtree(root_dir, ignore_errors=True)
+            for directory in (config_dir, root_dir, data_dir):
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 async def wait_until_up(server: Server) -> None:
@@ -132,13 +141,15 @@ async def wait_until_up(server: Server) -> None:
     raise RuntimeError("the jupyter server did not answer within 30 s")
 
 
-async def measure(kind: str, runs: int, runtime: str, gap: float, pool_size: int) -> list[float]:
+async def measure(
+    kind: str, runs: int, runtime: str, gap: float, pool_size: int, fast_start: bool
+) -> list[float]:
     state_dir = Path(tempfile.mkdtemp(prefix="jsbx-b-", dir="/tmp"))
     size = pool_size if kind == "pool" else 0
     kernel = "python3" if kind == "local" else "sandboxed-python"
     times = []
     try:
-        with jupyter_server(runtime, size, state_dir) as server:
+        with jupyter_server(runtime, size, state_dir, fast_start) as server:
             await wait_until_up(server)
             if kind == "pool":
                 await asyncio.sleep(gap * 2)  # the first fill
@@ -164,10 +175,23 @@ def main() -> None:
     parser.add_argument("--pool-size", type=int, default=2)
     parser.add_argument("--gap", type=float, default=4.0, help="seconds between pooled starts")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--no-fast-start",
+        dest="fast_start",
+        action="store_false",
+        help="SandboxExtension.fast_kernel_start = False: no zygote, every kernel a new process",
+    )
+    parser.add_argument(
+        "--kinds",
+        default="no pool,pool",
+        help="what to measure besides the local kernel (always measured), comma-separated",
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
-    for kind in ("local", "no pool", "pool"):
-        times = asyncio.run(measure(kind, args.runs, args.runtime, args.gap, args.pool_size))
+    for kind in ["local", *(k for k in args.kinds.split(",") if k != "local")]:
+        times = asyncio.run(
+            measure(kind, args.runs, args.runtime, args.gap, args.pool_size, args.fast_start)
+        )
         results[kind] = {
             "p50_ms": statistics.median(times) * 1000,
             "p99_ms": percentile(times, 99) * 1000,

@@ -12,15 +12,21 @@ from ..sandbox.settings import load_config
 from .proxy import SandboxKernel
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_sandbox.kernel")
-    parser.add_argument("-f", dest="connection_file", required=True, help="the connection file")
-    args = parser.parse_args(argv)
+def configure_logging() -> None:
+    """Log to stderr, which jupyter_client hands to the server's log (or the caller's)."""
     logging.basicConfig(
         stream=sys.stderr,
         level=os.environ.get("JUPYTER_SANDBOX_LOG_LEVEL", "INFO").upper(),
         format="[SandboxedPython %(asctime)s %(levelname)s] %(message)s",
+        force=True,  # a kernel forked by the zygote replaces the zygote's logging
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_sandbox.kernel")
+    parser.add_argument("-f", dest="connection_file", required=True, help="the connection file")
+    args = parser.parse_args(argv)
+    configure_logging()
     return asyncio.run(SandboxKernel(args.connection_file, load_config()).run())
 
 

@@ -6,9 +6,10 @@ Who calls what, and when (jupyter_server's ExtensionApp life cycle):
   shared configuration (``jupyter_sandbox_config.py`` and the server's own config) and put it in
   the tornado settings for the handlers.
 * ``_start_jupyter_server_extension`` (once the event loop runs): start the culler (whose
-  first pass reaps what a previous server left behind) and the warm pool's refill loop.
-* ``stop_extension`` (server shutdown): stop the culler, drain the pool, close the engine
-  client.
+  first pass reaps what a previous server left behind), the warm pool's refill loop, and the
+  zygote that forks proxy kernels (fast_start.py).
+* ``stop_extension`` (server shutdown): stop the zygote and the culler, drain the pool, close
+  the engine client.
 
 The pool is kept for the owner this server's kernels run as (``default_owner``), with the
 server's root directory as the launch directory of its default key; notebooks opened in other
@@ -22,11 +23,12 @@ from typing import Any
 
 from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Unicode
+from traitlets import Bool, Enum, Unicode
 
 from ..sandbox import SandboxManager, WarmPool
 from ..sandbox.manager import default_owner
 from .culler import SandboxCuller
+from .fast_start import Zygote
 from .handlers import default_handlers
 
 # jupyter_server's own identity providers only know anonymous token users, whose names are
@@ -60,6 +62,15 @@ class SandboxExtension(ExtensionApp):
         what each test made.""",
     )
 
+    fast_kernel_start = Bool(
+        True,
+        config=True,
+        help="""Start Sandboxed Python kernels by forking them from a zygote process that has
+        already imported the proxy kernel (about 0.4 s less per kernel start). The zygote runs
+        as the server's user, listens on a 0600 Unix socket in the state directory and serves
+        only that user. False: every kernel starts as a new Python process.""",
+    )
+
     def initialize_settings(self) -> None:
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
@@ -73,17 +84,25 @@ class SandboxExtension(ExtensionApp):
             parent=self,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.zygote: Zygote | None = None
         self.settings["sandbox_extension"] = self
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(default_handlers)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        if self.fast_kernel_start and self.zygote is None:
+            zygote = Zygote(self.manager.settings.state_path, self.log)
+            if zygote.start():
+                self.zygote = zygote
         self._tasks.append(asyncio.ensure_future(self.culler.run()))
         if not await self.pool.start():
             self.log.info("warm pool: off (size 0) or kept warm by another process of this owner")
 
     async def stop_extension(self) -> None:
+        if self.zygote is not None:
+            await self.zygote.stop()
+            self.zygote = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,123 @@
+"""Sandboxed Python's kernel command: ask the server's zygote for a kernel, else start one.
+
+Run as ``python -I -S launch.py -f CONNECTION_FILE`` (kernel.json): standard library only, so it
+starts in ~15 ms. With a zygote (``JUPYTER_SANDBOX_ZYGOTE``, set by the server extension in the
+server's environment, which kernels inherit), it hands the zygote this process's connection file,
+environment, working directory, umask and standard streams; the zygote forks an already-imported
+proxy kernel for them (jupyter_sandbox/kernel/zygote.py). This process then stands in for that
+kernel, so jupyter_client sees what it always sees: SIGTERM and SIGINT are passed on, and this
+process exits with the kernel's exit code. If the kernel's launcher dies, the kernel exits.
+
+Without a zygote, or if it refuses, this process becomes the ordinary proxy kernel (``execv``:
+same pid, same interpreter, same environment): nothing changes for plain jupyter_client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from types import FrameType
+
+ZYGOTE_ENV = "JUPYTER_SANDBOX_ZYGOTE"
+CONNECT_SECONDS = 5.0  # the zygote answers at once; a stuck one must not stall the kernel
+FORWARDED = (signal.SIGTERM, signal.SIGINT)
+
+
+class Launcher:
+    """Holds the forked kernel's pidfd once it exists, and the signals that came before it."""
+
+    def __init__(self) -> None:
+        self.kernel_pidfd: int | None = None
+        self.pending: list[int] = []
+        for signum in FORWARDED:
+            signal.signal(signum, self.forward)
+
+    def forward(self, signum: int, frame: FrameType | None) -> None:
+        if self.kernel_pidfd is None:
+            self.pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):  # it is exiting; its code is on its way
+            signal.pidfd_send_signal(self.kernel_pidfd, signum)
+
+    def run_in_zygote(self, path: str, connection_file: str) -> int | None:
+        """The forked kernel's exit code, or None if the zygote did not start one."""
+        request = {
+            "connection_file": os.path.realpath(connection_file),
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "umask": _umask(),
+            "pid": os.getpid(),
+            "executable": sys.executable,
+        }
+        payload = json.dumps(request).encode()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            try:
+                sock.settimeout(CONNECT_SECONDS)
+                sock.connect(path)
+                header = len(payload).to_bytes(4, "big")
+                socket.send_fds(sock, [header + payload[:4096]], [0, 1, 2])
+                sock.sendall(payload[4096:])
+                answer = sock.makefile("rb")
+                started = json.loads(answer.readline() or b"{}")
+            except (OSError, ValueError) as exc:
+                _note(f"no zygote at {path} ({exc}); starting the kernel directly")
+                return None
+            if "pid" not in started:
+                _note(f"the zygote refused: {started.get('refused', 'no answer')}")
+                return None
+            sock.settimeout(None)  # from here on, the kernel lives as long as it likes
+            with contextlib.suppress(ProcessLookupError):  # it ended; its code is on its way
+                self.kernel_pidfd = os.pidfd_open(int(started["pid"]))
+            for signum in self.pending:
+                self.forward(signum, None)
+            try:
+                for line in answer:
+                    ended = json.loads(line)
+                    if "exit" in ended:
+                        return int(ended["exit"])
+            except (OSError, ValueError):
+                pass
+        _note("the kernel ended without an exit code (killed by a signal?)")
+        return 1
+
+    def exec_proxy(self, connection_file: str) -> None:
+        """Become the ordinary proxy kernel, or die of a signal that came before it could."""
+        for forwarded in FORWARDED:
+            signal.signal(forwarded, signal.SIG_DFL)
+        for signum in self.pending:
+            os.kill(os.getpid(), signum)
+        argv = [sys.executable, "-m", "jupyter_sandbox.kernel", "-f", connection_file]
+        os.execv(sys.executable, argv)
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def _note(text: str) -> None:
+    print(f"[SandboxedPython launcher] {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "-f":
+        print("usage: python -I -S launch.py -f CONNECTION_FILE", file=sys.stderr)
+        return 2
+    connection_file = argv[1]
+    launcher = Launcher()
+    path = os.environ.get(ZYGOTE_ENV)
+    if path:
+        code = launcher.run_in_zygote(path, connection_file)
+        if code is not None:
+            return code
+    launcher.exec_proxy(connection_file)
+    return 1  # not reached: execv returns only by raising
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
