@@ -48,6 +48,7 @@ from .container_spec import now_iso
 from .contexts import ContextLock
 from .errors import SandboxError
 from .hostdir import SandboxDirectory, write_json_atomic
+from .identity import is_sandbox_id
 
 if TYPE_CHECKING:
     from .manager import Sandbox, SandboxManager, SandboxRequest
@@ -518,6 +519,8 @@ class WarmPool(LoggingConfigurable):
             }
         removed = []
         for entry in sorted(state_dir.iterdir()) if state_dir.is_dir() else []:
+            if not is_sandbox_id(entry.name):  # pool/, locks/, the zygote's socket...
+                continue
             directory = SandboxDirectory(state_dir, entry.name)
             state = directory.read_state()
             key = state.get("pool")

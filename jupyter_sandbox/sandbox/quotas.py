@@ -18,6 +18,7 @@ from traitlets.config import LoggingConfigurable
 
 from .errors import QuotaExceededError
 from .hostdir import SandboxDirectory
+from .identity import is_sandbox_id
 from .limits import SandboxLimits, format_size, parse_size
 from .pool import unclaimed_member
 
@@ -51,6 +52,8 @@ def usage_of(state_dir: Path, owner: str) -> Usage:
     if not state_dir.is_dir():
         return Usage()
     for entry in state_dir.iterdir():
+        if not is_sandbox_id(entry.name):  # pool/, locks/, the zygote's socket...
+            continue
         state = SandboxDirectory(state_dir, entry.name).read_state()
         if state.get("owner") != owner or not counts_toward_quota(state):
             continue
