@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from jupyter_sandbox.sandbox.manager import default_owner
@@ -215,3 +216,16 @@ async def test_stats_and_attestation(jp_fetch: Fetch, runtime: str) -> None:
     assert kernel == ("gvisor" if runtime == "runsc" else "host")
     assert report["measured"]["uid"]["value"] == 10001
     assert "egress blocked" in report["summary"]
+
+
+def test_the_server_reaches_a_kernel_soon_after_it_binds(
+    jp_serverapp: Any, extension: SandboxExtension
+) -> None:
+    context = jp_serverapp.kernel_manager.context
+    with context.socket(zmq.DEALER) as sock:
+        assert sock.getsockopt(zmq.RECONNECT_IVL) == 100  # ZMQ's default, before the extension
+    extension._tune_kernel_connections(jp_serverapp)
+    # Every socket the server makes for a kernel from now on retries every 10 ms, up to 1 s.
+    with context.socket(zmq.DEALER) as sock:
+        assert sock.getsockopt(zmq.RECONNECT_IVL) == 10
+        assert sock.getsockopt(zmq.RECONNECT_IVL_MAX) == 1000
