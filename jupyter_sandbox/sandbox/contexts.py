@@ -8,8 +8,6 @@ operating system releases it when the process ends in any way, SIGKILL included.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidSettingError, SandboxError
+from .process_lock import ProcessLock
 
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -49,31 +48,19 @@ class ContextLock:
     def __init__(self, state_dir: Path, owner: str, context: str) -> None:
         self.context = check_context(context)
         self.path = lock_path(state_dir, owner, context)
-        self._fd: int | None = None
+        self._lock = ProcessLock(self.path)
 
     def acquire(self) -> None:
         """Take the context, or raise ContextBusyError naming it and the holder's pid."""
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+        if not self._lock.try_acquire(note=str(os.getpid())):
+            holder = self._lock.note_of_holder() or "unknown"
             raise ContextBusyError(
                 f"context '{self.context}' is in use by another kernel (pid {holder}); shut that "
                 "kernel down first, or start this one with another JUPYTER_SANDBOX_CONTEXT"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
+            )
 
     def release(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        self._lock.release()
 
     def __enter__(self) -> ContextLock:
         self.acquire()
@@ -82,20 +69,7 @@ class ContextLock:
     def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    @staticmethod
-    def is_held(path: Path) -> bool:
-        """Whether some process holds the lock at ``path`` now."""
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+    is_held = staticmethod(ProcessLock.is_held)
 
 
 def kernel_attached(state_dir: Path, state: dict[str, Any]) -> bool:

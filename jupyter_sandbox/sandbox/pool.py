@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -45,10 +44,10 @@ from traitlets.config import LoggingConfigurable
 
 from .._version import __version__
 from .container_spec import now_iso
-from .contexts import ContextLock
 from .errors import SandboxError
 from .hostdir import SandboxDirectory, write_json_atomic
 from .identity import is_sandbox_id
+from .process_lock import ProcessLock
 
 if TYPE_CHECKING:
     from .manager import Sandbox, SandboxManager, SandboxRequest
@@ -152,7 +151,7 @@ class PoolDirectory:
 
     def refiller_running(self, owner: str) -> bool:
         """Whether a process keeps ``owner``'s pool warm now (it holds the refill lock)."""
-        return ContextLock.is_held(self.refill_lock_path(owner))
+        return ProcessLock.is_held(self.refill_lock_path(owner))
 
     # -- wanted keys ---------------------------------------------------------------------------
 
@@ -381,7 +380,7 @@ class WarmPool(LoggingConfigurable):
         self.launch_dir = launch_dir
         self.purpose = purpose
         self.directory = PoolDirectory(manager.settings.state_path)
-        self._lock_fd: int | None = None
+        self._refill_lock = ProcessLock(self.directory.refill_lock_path(owner))
         self._task: asyncio.Task[None] | None = None
         self._backoff: dict[str, _Backoff] = {}
 
@@ -392,7 +391,7 @@ class WarmPool(LoggingConfigurable):
         already keeps this owner's pool warm, or size is 0."""
         if self._task is not None:
             return True
-        if self.size == 0 or (self._lock_fd is None and not self._take_lock()):
+        if self.size == 0 or not self._take_refill_lock():
             return False
         self._task = asyncio.ensure_future(self._run())
         return True
@@ -407,12 +406,12 @@ class WarmPool(LoggingConfigurable):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._lock_fd is None and not self._take_lock():
+        if not self._take_refill_lock():
             return []
         try:
             return await self._remove_members(lambda key: True)
         finally:
-            self._release_lock()
+            self._refill_lock.release()
 
     async def _run(self) -> None:
         while True:
@@ -433,7 +432,7 @@ class WarmPool(LoggingConfigurable):
         refill takes this owner's refill lock (held until :meth:`drain`); while another process
         holds it, nothing is done.
         """
-        if self._lock_fd is None and not self._take_lock():
+        if not self._take_refill_lock():
             return []
         requests = self._kept_requests()
         await self._remove_members(lambda key: key not in requests, dead_only=False)
@@ -455,6 +454,13 @@ class WarmPool(LoggingConfigurable):
                 self._backoff.pop(key, None)
                 started.append(sandbox.sandbox_id)
         return started
+
+    def _take_refill_lock(self) -> bool:
+        """Become the one process keeping this owner's pool warm (held until drain)."""
+        if self._refill_lock.try_acquire(note=str(os.getpid())):
+            return True
+        log.info("warm pool of %s: another process keeps it warm", self.owner)
+        return False
 
     def members(self) -> dict[str, list[str]]:
         """Unclaimed members (sandbox ids) per key, for status displays."""
@@ -540,25 +546,3 @@ class WarmPool(LoggingConfigurable):
         if removed:
             log.info("warm pool: removed %d member(s): %s", len(removed), ", ".join(removed))
         return removed
-
-    # -- the refill lock ----------------------------------------------------------------------
-
-    def _take_lock(self) -> bool:
-        path = self.directory.refill_lock_path(self.owner)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            log.info("warm pool of %s: another process keeps it warm", self.owner)
-            return False
-        self._lock_fd = fd
-        return True
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None

@@ -100,7 +100,7 @@ def test_misses_are_recorded_only_while_a_refiller_runs(
     assert PoolDirectory(state_dir).wanted() == []
 
     pool = WarmPool(manager, "alice")
-    assert pool._take_lock()
+    assert pool._take_refill_lock()
     try:
         record_wanted(state_dir, request)
         secret = manager.check_request("alice", environment={"TOKEN": "s3cret"})
@@ -110,7 +110,7 @@ def test_misses_are_recorded_only_while_a_refiller_runs(
         assert record["launch_dir"] == str(tmp_path)
         assert "s3cret" not in "".join(p.read_text() for p in state_dir.rglob("*.json"))
     finally:
-        pool._release_lock()
+        pool._refill_lock.release()
 
 
 def test_pool_settings_come_from_the_config_file(tmp_path: Path) -> None:

@@ -1,0 +1,72 @@
+"""An exclusive ``flock`` held for as long as a process wants it, or until the process ends.
+
+The operating system drops an ``flock`` when its holder ends in any way, SIGKILL included, so a
+crashed holder never leaves the lock taken. Used for a kernel's hold on its context
+(contexts.py) and for the one process that keeps an owner's warm pool filled (pool.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+
+class ProcessLock:
+    """A non-blocking exclusive lock on the file at ``path`` (made 0600, its directory 0700)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
+    def try_acquire(self, note: str = "") -> bool:
+        """Take the lock and write ``note`` into its file; False if another process holds it."""
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        if note:
+            os.ftruncate(fd, 0)
+            os.write(fd, note.encode())
+        self._fd = fd
+        return True
+
+    def note_of_holder(self) -> str:
+        """What the current holder wrote into the lock file (e.g. its pid), or ''."""
+        try:
+            return self.path.read_text(errors="replace").strip()
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @staticmethod
+    def is_held(path: Path) -> bool:
+        """Whether some process holds the lock at ``path`` now."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
