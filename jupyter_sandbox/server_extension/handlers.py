@@ -84,8 +84,9 @@ class SandboxesHandler(SandboxAPIHandler):
     async def get(self) -> None:
         models = []
         for info in await self.manager.list_sandboxes(self.owner):
-            if counts_toward_quota(self.manager.read_state(info.sandbox_id)):
-                models.append(sandbox_model(self.manager, info))
+            state = self.manager.read_state(info.sandbox_id)
+            if counts_toward_quota(state):
+                models.append(sandbox_model(self.manager, info, state))
         self.write_json(models)
 
     @web.authenticated

@@ -13,8 +13,12 @@ from ..sandbox.contexts import kernel_attached
 from ..sandbox.manager import SandboxManager
 
 
-def sandbox_model(manager: SandboxManager, info: SandboxInfo) -> dict[str, Any]:
-    state = manager.read_state(info.sandbox_id)
+def sandbox_model(
+    manager: SandboxManager, info: SandboxInfo, state: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``state`` is the sandbox's state file when the caller has read it already."""
+    if state is None:
+        state = manager.read_state(info.sandbox_id)
     attached = kernel_attached(manager.settings.state_path, state)
     return {
         "id": info.sandbox_id,
