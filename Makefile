@@ -9,9 +9,9 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install image benchmark
+.PHONY: test lab lint engine install labextension image browser benchmark
 
-test: image
+test: image browser labextension
 	$(BIN)/pytest
 
 lab: image
@@ -21,6 +21,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	cd labextension && npx --no-install prettier --check src test style schema
 
 engine:
 	bash scripts/engine-bootstrap.sh
@@ -32,6 +33,22 @@ $(STAMP): pyproject.toml images/python/constraints.txt
 	touch $@
 
 install: $(STAMP)
+
+# The install builds the JupyterLab extension; this rebuilds it (about 10 s) when its sources
+# changed since, so that the tests load what the sources say.
+LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*) labextension/package.json
+LABEXT_BUILT := jupyter_sandbox/labextension/package.json
+
+$(LABEXT_BUILT): $(STAMP) $(LABEXT_SOURCES)
+	cd labextension && npm install && PATH="$(CURDIR)/$(BIN):$$PATH" npm run --silent build:prod >build.log 2>&1 || { cat build.log; exit 1; }
+	touch $@
+
+labextension: $(LABEXT_BUILT)
+
+# Debian's Chromium for the JupyterLab extension's browser tests (Playwright drives it; no
+# browser download). Installs only when missing; needs root, as the engine's bootstrap does.
+browser:
+	bash scripts/browser-bootstrap.sh
 
 image: engine install
 	$(BIN)/jupyter sandbox build-image

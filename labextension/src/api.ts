@@ -1,0 +1,120 @@
+/**
+ * The REST client. It takes the function that sends a request, so that JupyterLab gives it
+ * ServerConnection (base URL, token, XSRF) and node's test runner gives it a stand-in `fetch`.
+ */
+
+import { errorMessage, IAttestation, ISandbox, IStats } from './models';
+import { INetworkAuditEntry, INetworkPolicy } from './network';
+import { ISnapshot } from './snapshots';
+
+/** Sends `init` to `path` (relative to the server's base URL, e.g. "api/sandboxes"). */
+export type Requester = (path: string, init: RequestInit) => Promise<Response>;
+
+/** A request the server refused: `message` is the server's own words. */
+export class SandboxApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string
+  ) {
+    super(message);
+    this.name = 'SandboxApiError';
+  }
+
+  /** The route does not exist on this server (an older server extension). */
+  get missingRoute(): boolean {
+    return this.status === 404 && this.code === 'http_404';
+  }
+}
+
+export type SandboxAction = 'pause' | 'resume' | 'restart';
+
+export class SandboxApi {
+  constructor(private readonly send: Requester) {}
+
+  listSandboxes(): Promise<ISandbox[]> {
+    return this.json('api/sandboxes');
+  }
+
+  getSandbox(id: string): Promise<ISandbox> {
+    return this.json(`api/sandboxes/${enc(id)}`);
+  }
+
+  /** Removes the sandbox and its files; an attached kernel reports it gone. */
+  async deleteSandbox(id: string): Promise<void> {
+    await this.call(`api/sandboxes/${enc(id)}`, { method: 'DELETE' });
+  }
+
+  action(id: string, action: SandboxAction): Promise<ISandbox> {
+    return this.json(`api/sandboxes/${enc(id)}/${action}`, { method: 'POST', body: '' });
+  }
+
+  stats(id: string): Promise<IStats> {
+    return this.json(`api/sandboxes/${enc(id)}/stats`);
+  }
+
+  attestation(id: string): Promise<IAttestation> {
+    return this.json(`api/sandboxes/${enc(id)}/attestation`);
+  }
+
+  // Snapshots (routes being added to the server).
+
+  takeSnapshot(id: string): Promise<ISnapshot> {
+    return this.json(`api/sandboxes/${enc(id)}/snapshots`, { method: 'POST', body: '' });
+  }
+
+  listSnapshots(): Promise<ISnapshot[]> {
+    return this.json('api/snapshots');
+  }
+
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.call(`api/snapshots/${enc(id)}`, { method: 'DELETE' });
+  }
+
+  /** The download's path relative to the base URL (the browser fetches it with the token). */
+  snapshotDownloadPath(id: string): string {
+    return `api/snapshots/${enc(id)}/download`;
+  }
+
+  // Network policy (routes being added to the server).
+
+  network(id: string): Promise<INetworkPolicy> {
+    return this.json(`api/sandboxes/${enc(id)}/network`);
+  }
+
+  setNetwork(id: string, policy: INetworkPolicy): Promise<INetworkPolicy> {
+    return this.json(`api/sandboxes/${enc(id)}/network`, {
+      method: 'PUT',
+      body: JSON.stringify(policy)
+    });
+  }
+
+  networkAudit(id: string): Promise<INetworkAuditEntry[]> {
+    return this.json(`api/sandboxes/${enc(id)}/network/audit`);
+  }
+
+  private async json<T>(path: string, init: RequestInit = {}): Promise<T> {
+    const response = await this.call(path, init);
+    return (await response.json()) as T;
+  }
+
+  private async call(path: string, init: RequestInit): Promise<Response> {
+    let response: Response;
+    try {
+      response = await this.send(path, init);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new SandboxApiError(0, 'network_error', `the server did not answer: ${reason}`);
+    }
+    if (!response.ok) {
+      const body = await response.text();
+      const { code, message } = errorMessage(response.status, body, response.statusText);
+      throw new SandboxApiError(response.status, code, message);
+    }
+    return response;
+  }
+}
+
+function enc(id: string): string {
+  return encodeURIComponent(id);
+}

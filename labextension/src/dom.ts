@@ -1,0 +1,54 @@
+/** Small DOM helpers, so that views build elements without innerHTML (no markup injection). */
+
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: { [name: string]: string | undefined } = {},
+  ...children: (Node | string | null | undefined)[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value !== undefined) {
+      node.setAttribute(name, value);
+    }
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) {
+      node.append(child);
+    }
+  }
+  return node;
+}
+
+export function button(
+  label: string,
+  ariaLabel: string,
+  onClick: () => void,
+  className = ''
+): HTMLButtonElement {
+  const node = el(
+    'button',
+    {
+      type: 'button',
+      class: `jp-Button jp-mod-styled jp-mod-small jp-Sandbox-button ${className}`.trim(),
+      'aria-label': ariaLabel,
+      title: ariaLabel
+    },
+    label
+  );
+  node.addEventListener('click', onClick);
+  return node;
+}
+
+/** A two-column list of facts: <dl> with a <dt>/<dd> pair for each. */
+export function facts(rows: [string, string | Node][]): HTMLDListElement {
+  const list = el('dl', { class: 'jp-Sandbox-facts' });
+  for (const [name, value] of rows) {
+    list.append(el('dt', {}, name), el('dd', {}, value));
+  }
+  return list;
+}
+
+/** The nodes that are there: for `replaceChildren` with optional parts. */
+export function present(...nodes: (Node | string | null | undefined)[]): (Node | string)[] {
+  return nodes.filter((n): n is Node | string => n !== null && n !== undefined);
+}

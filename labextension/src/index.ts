@@ -1,0 +1,117 @@
+/**
+ * jupyter-sandbox's JupyterLab extension: the sandbox store and its slots (ISandboxViews), the
+ * Sandboxes side panel, the status bar item of the active notebook's sandbox, and the details
+ * view they both open.
+ */
+
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { LabIcon } from '@jupyterlab/ui-components';
+import { URLExt } from '@jupyterlab/coreutils';
+
+import { builtinActions } from './actions';
+import { SandboxApi } from './api';
+import { SandboxDetails } from './details';
+import { SandboxPanel } from './panel';
+import { ISandboxViews, SandboxViews } from './slots';
+import { SandboxStatusItem } from './statusbar';
+import { SandboxStore } from './store';
+
+export { ISandboxViews } from './slots';
+export type { IDetailSection, IRowAction } from './slots';
+
+const PLUGIN_ID = 'jupyter-sandbox:plugin';
+const OPEN_DETAILS = 'jupyter-sandbox:open-details';
+const OPEN_PANEL = 'jupyter-sandbox:open-panel';
+
+// A box with a lock: the sandbox.
+const sandboxIcon = new LabIcon({
+  name: 'jupyter-sandbox:icon',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24"><g class="jp-icon3" fill="#616161"><path d="M3 5h18v14H3zM5 7v10h14V7z"/><path d="M10 11V9.5a2 2 0 0 1 4 0V11h1v5H9v-5zm1 0h2V9.5a1 1 0 0 0-2 0z"/></g></svg>'
+});
+
+/** Requests through ServerConnection: the server's base URL, its token and XSRF cookie. */
+function requester(settings: ServerConnection.ISettings) {
+  return (path: string, init: RequestInit) =>
+    ServerConnection.makeRequest(URLExt.join(settings.baseUrl, path), init, settings);
+}
+
+const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
+  id: PLUGIN_ID,
+  description: 'See and steer Sandboxed Python sandboxes: side panel, status bar, details',
+  autoStart: true,
+  provides: ISandboxViews,
+  optional: [ILayoutRestorer, INotebookTracker, ISettingRegistry, IStatusBar],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    notebooks: INotebookTracker | null,
+    settingRegistry: ISettingRegistry | null,
+    statusBar: IStatusBar | null
+  ): ISandboxViews => {
+    const api = new SandboxApi(requester(app.serviceManager.serverSettings));
+    const store = new SandboxStore(api);
+    const tracker = new WidgetTracker<MainAreaWidget<SandboxDetails>>({
+      namespace: 'jupyter-sandbox-details'
+    });
+    const views = new SandboxViews(store, id => void app.commands.execute(OPEN_DETAILS, { id }));
+    for (const action of builtinActions(views, app.serviceManager.kernels)) {
+      views.addRowAction(action);
+    }
+
+    app.commands.addCommand(OPEN_DETAILS, {
+      label: args => `Sandbox ${args.id ?? ''} details`,
+      execute: args => {
+        const id = String(args.id);
+        const open = tracker.find(w => w.content.sandboxId === id);
+        if (open) {
+          app.shell.activateById(open.id);
+          return;
+        }
+        const widget = new MainAreaWidget({ content: new SandboxDetails(id, views) });
+        widget.id = `jupyter-sandbox-details-${id}`;
+        widget.title.icon = sandboxIcon;
+        widget.title.label = `Sandbox ${id}`;
+        void tracker.add(widget);
+        app.shell.add(widget, 'main');
+        app.shell.activateById(widget.id);
+        void store.refresh();
+      }
+    });
+
+    const panel = new SandboxPanel(views);
+    panel.title.icon = sandboxIcon;
+    app.shell.add(panel, 'left', { rank: 600 });
+    restorer?.add(panel, panel.id);
+    app.commands.addCommand(OPEN_PANEL, {
+      label: 'Show the Sandboxes panel',
+      execute: () => app.shell.activateById(panel.id)
+    });
+
+    if (statusBar && notebooks) {
+      const item = new SandboxStatusItem(views, notebooks);
+      statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 5 });
+    }
+
+    // The refresh interval (seconds) comes from the settings; 5 s until they are read.
+    store.interval = 5;
+    if (settingRegistry) {
+      void settingRegistry.load(PLUGIN_ID).then(settings => {
+        const apply = () => {
+          store.interval = Number(settings.get('refreshInterval').composite);
+        };
+        settings.changed.connect(apply);
+        apply();
+      });
+    }
+    void app.restored.then(() => store.refresh());
+    return views;
+  }
+};
+
+export default plugin;

@@ -1,0 +1,105 @@
+/**
+ * The status bar item of the active notebook's sandbox: runtime, network policy, memory in use
+ * against its limit, and a red mark when isolation is weakened (runc, open network). The
+ * sandbox is the one whose attached kernel id is the notebook's kernel id. Clicking opens the
+ * sandbox's details.
+ */
+
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Widget } from '@lumino/widgets';
+
+import { sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
+import { ISandboxViews } from './slots';
+
+export const KERNEL_NAME = 'sandboxed-python';
+
+export class SandboxStatusItem extends Widget {
+  constructor(
+    private readonly views: ISandboxViews,
+    private readonly tracker: INotebookTracker
+  ) {
+    super({ node: document.createElement('button') });
+    this.id = 'jupyter-sandbox-status';
+    this.addClass('jp-SandboxStatus');
+    this.node.setAttribute('type', 'button');
+    this.node.addEventListener('click', () => this.openDetails());
+    views.store.changed.connect(this.render, this);
+    tracker.currentChanged.connect(this.watch, this);
+    this.watch();
+  }
+
+  dispose(): void {
+    if (!this.isDisposed) {
+      this.views.store.changed.disconnect(this.render, this);
+      this.tracker.currentChanged.disconnect(this.watch, this);
+      this.watched?.sessionContext.kernelChanged.disconnect(this.kernelChanged, this);
+    }
+    super.dispose();
+  }
+
+  /** The id of the sandbox shown, when one is. */
+  get sandboxId(): string | null {
+    return this.shown;
+  }
+
+  private watch(): void {
+    this.watched?.sessionContext.kernelChanged.disconnect(this.kernelChanged, this);
+    this.watched = this.tracker.currentWidget;
+    this.watched?.sessionContext.kernelChanged.connect(this.kernelChanged, this);
+    this.render();
+  }
+
+  private kernelChanged(): void {
+    this.render();
+    // A new kernel's sandbox shows up in the list once the kernel has attached.
+    void this.views.store.refresh();
+  }
+
+  private render(): void {
+    const kernel = this.watched?.sessionContext.session?.kernel;
+    const sandbox = sandboxOfKernel(this.views.store.sandboxes, kernel?.id);
+    this.shown = sandbox?.id ?? null;
+    if (!sandbox) {
+      this.toggleClass('jp-mod-weak', false);
+      if (kernel?.name === KERNEL_NAME) {
+        this.node.textContent = 'Sandbox: starting…';
+        this.node.title = 'The sandbox of this notebook is not listed yet';
+        this.node.setAttribute('aria-label', 'Sandbox of this notebook: starting');
+        this.show();
+      } else {
+        this.hide();
+      }
+      return;
+    }
+    const stats = this.views.store.stats(sandbox.id);
+    const weak = weakenedIsolation(sandbox).length > 0;
+    const text = statusText(sandbox, stats);
+    this.node.replaceChildren(
+      ...(weak
+        ? [
+            Object.assign(document.createElement('span'), {
+              className: 'jp-SandboxStatus-mark',
+              textContent: '⚠ '
+            })
+          ]
+        : []),
+      text
+    );
+    this.node.title = statusTitle(sandbox, stats);
+    this.node.setAttribute(
+      'aria-label',
+      `Sandbox ${sandbox.id}: ${text}${weak ? ', weakened isolation' : ''}. Open its details`
+    );
+    this.toggleClass('jp-mod-weak', weak);
+    this.show();
+  }
+
+  private openDetails(): void {
+    if (this.shown) {
+      this.views.openDetails(this.shown);
+    }
+  }
+
+  private watched: NotebookPanel | null = null;
+  private shown: string | null = null;
+}

@@ -1,0 +1,243 @@
+import { strict as assert } from 'node:assert';
+import { describe, it } from 'node:test';
+
+import { SandboxApi, SandboxApiError } from '../src/api';
+import { isDomainPattern, parseAllowlist, policyRequest } from '../src/network';
+import { snapshotsOf, sortSnapshots } from '../src/snapshots';
+import { SandboxStore } from '../src/store';
+
+type Call = { path: string; init: RequestInit };
+
+/** A server that answers each path from a table, and records what was asked. */
+function server(routes: { [key: string]: () => Response }) {
+  const calls: Call[] = [];
+  const api = new SandboxApi(async (path, init) => {
+    calls.push({ path, init });
+    const route = routes[`${init.method ?? 'GET'} ${path}`];
+    if (!route) {
+      return new Response('<html>404: Not Found</html>', { status: 404, statusText: 'Not Found' });
+    }
+    return route();
+  });
+  return { api, calls };
+}
+
+function json(data: unknown, status = 200): Response {
+  return new Response(JSON.stringify(data), {
+    status,
+    headers: { 'Content-Type': 'application/json' }
+  });
+}
+
+const SANDBOX = {
+  id: 'a1b2c3d4e5f6',
+  owner: 'alice',
+  status: 'running',
+  runtime: 'runc',
+  image: 'img',
+  created: '2026-01-01T00:00:00Z',
+  limits: {},
+  network: { policy: 'none' },
+  kernel: { attached: false, id: null, notebook: null, since: null }
+};
+
+describe('SandboxApi', () => {
+  it('calls the documented routes with the documented methods', async () => {
+    const { api, calls } = server({
+      'GET api/sandboxes': () => json([SANDBOX]),
+      'POST api/sandboxes/a1b2c3d4e5f6/pause': () => json({ ...SANDBOX, status: 'paused' }),
+      'DELETE api/sandboxes/a1b2c3d4e5f6': () => new Response(null, { status: 204 }),
+      'GET api/sandboxes/a1b2c3d4e5f6/stats': () => json({ memory_bytes: 1 }),
+      'GET api/sandboxes/a1b2c3d4e5f6/attestation': () => json({ ok: true }),
+      'PUT api/sandboxes/a1b2c3d4e5f6/network': () => json({ policy: 'allowlist' })
+    });
+    assert.equal((await api.listSandboxes())[0].id, SANDBOX.id);
+    assert.equal((await api.action(SANDBOX.id, 'pause')).status, 'paused');
+    await api.deleteSandbox(SANDBOX.id);
+    assert.equal((await api.stats(SANDBOX.id)).memory_bytes, 1);
+    assert.equal((await api.attestation(SANDBOX.id)).ok, true);
+    await api.setNetwork(SANDBOX.id, { policy: 'allowlist', allow: ['pypi.org'] });
+    const put = calls[calls.length - 1];
+    assert.equal(put.init.method, 'PUT');
+    assert.deepEqual(JSON.parse(String(put.init.body)), {
+      policy: 'allowlist',
+      allow: ['pypi.org']
+    });
+  });
+
+  it("raises the server's message and code", async () => {
+    const { api } = server({
+      'POST api/sandboxes/a1b2c3d4e5f6/resume': () =>
+        json({ code: 'sandbox_conflict', message: 'sandbox a1b2c3d4e5f6 is not paused' }, 409)
+    });
+    await assert.rejects(api.action(SANDBOX.id, 'resume'), (error: unknown) => {
+      assert.ok(error instanceof SandboxApiError);
+      assert.equal(error.status, 409);
+      assert.equal(error.code, 'sandbox_conflict');
+      assert.equal(error.message, 'sandbox a1b2c3d4e5f6 is not paused');
+      assert.equal(error.missingRoute, false);
+      return true;
+    });
+  });
+
+  it('tells a route the server lacks from a sandbox it lacks', async () => {
+    const { api } = server({
+      'GET api/sandboxes/gone/stats': () =>
+        json({ code: 'sandbox_not_found', message: 'no sandbox gone' }, 404)
+    });
+    await assert.rejects(api.listSnapshots(), (e: SandboxApiError) => e.missingRoute);
+    await assert.rejects(api.stats('gone'), (e: SandboxApiError) => !e.missingRoute);
+  });
+
+  it('turns a failed connection into an error that says so', async () => {
+    const api = new SandboxApi(async () => {
+      throw new TypeError('fetch failed');
+    });
+    await assert.rejects(api.listSandboxes(), /the server did not answer: fetch failed/);
+  });
+
+  it('escapes ids in paths', async () => {
+    const { api, calls } = server({});
+    await assert.rejects(api.getSandbox('../x'));
+    assert.equal(calls[0].path, 'api/sandboxes/..%2Fx');
+  });
+});
+
+describe('SandboxStore', () => {
+  it('lists sandboxes and measures only the running ones', async () => {
+    const paused = { ...SANDBOX, id: 'b00000000000', status: 'paused' };
+    const { api, calls } = server({
+      'GET api/sandboxes': () => json([SANDBOX, paused]),
+      'GET api/sandboxes/a1b2c3d4e5f6/stats': () => json({ memory_bytes: 42 })
+    });
+    const store = new SandboxStore(api);
+    let changes = 0;
+    store.changed.connect(() => (changes += 1));
+    await store.refresh();
+    assert.equal(store.sandboxes.length, 2);
+    assert.equal(store.stats(SANDBOX.id)?.memory_bytes, 42);
+    assert.equal(store.stats(paused.id), undefined);
+    assert.equal(calls.filter(c => c.path.endsWith('/stats')).length, 1);
+    assert.equal(changes, 1);
+    assert.equal(store.error, null);
+    store.dispose();
+  });
+
+  it('keeps the last list and records the error when a refresh fails', async () => {
+    let fail = false;
+    const { api } = server({
+      'GET api/sandboxes': () =>
+        fail
+          ? json({ code: 'engine_unavailable', message: 'no Docker engine' }, 503)
+          : json([SANDBOX])
+    });
+    const store = new SandboxStore(api);
+    await store.refresh();
+    fail = true;
+    await store.refresh();
+    assert.equal(store.sandboxes.length, 1);
+    assert.equal(store.error?.code, 'engine_unavailable');
+    store.dispose();
+  });
+
+  it('queues one more refresh, shared, for calls made while one is under way', async () => {
+    const { api, calls } = server({ 'GET api/sandboxes': () => json([]) });
+    const store = new SandboxStore(api);
+    await Promise.all([store.refresh(), store.refresh(), store.refresh(), store.refresh()]);
+    assert.equal(calls.length, 2);
+    store.dispose();
+  });
+
+  it("lets an action's answer win over a refresh that read the list before it", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>(resolve => (release = resolve));
+    let status = 'running';
+    let slowStats = false;
+    const { api: fast } = server({
+      'GET api/sandboxes': () => json([{ ...SANDBOX, status }]),
+      'GET api/sandboxes/a1b2c3d4e5f6/stats': () => json({ memory_bytes: 1 })
+    });
+    const send = (fast as unknown as { send: (p: string, i: RequestInit) => Promise<Response> })
+      .send;
+    const api = new SandboxApi(async (path, init) => {
+      const answer = await send(path, init);
+      if (slowStats && path.endsWith('/stats')) {
+        await gate;
+      }
+      return answer;
+    });
+    const store = new SandboxStore(api);
+    await store.refresh();
+    // A refresh reads "running"; while its stats are slow, a pause answers "paused".
+    slowStats = true;
+    const stale = store.refresh();
+    await new Promise(resolve => setTimeout(resolve, 10));
+    status = 'paused';
+    store.update({ ...SANDBOX, status: 'paused' } as never);
+    const queued = store.refresh();
+    release();
+    await stale;
+    assert.equal(store.sandboxes[0].status, 'paused', 'the stale list was applied');
+    await queued;
+    assert.equal(store.sandboxes[0].status, 'paused');
+    store.dispose();
+  });
+});
+
+describe('network policy model', () => {
+  it('accepts host names and wildcard subdomains only', () => {
+    for (const ok of ['pypi.org', '*.pythonhosted.org', 'a-b.example.co.uk', 'localhost']) {
+      assert.ok(isDomainPattern(ok), ok);
+    }
+    for (const bad of [
+      'https://pypi.org',
+      'pypi.org:443',
+      'pypi.org/simple',
+      '*',
+      '-a.org',
+      'a..org',
+      'a*.org'
+    ]) {
+      assert.ok(!isDomainPattern(bad), bad);
+    }
+  });
+
+  it('parses the allowlist editor, lower-cased, deduplicated, with comments', () => {
+    assert.deepEqual(
+      parseAllowlist(
+        'PyPI.org, files.pythonhosted.org\n# mirrors\n*.example.com pypi.org.\nhttp://x'
+      ),
+      {
+        patterns: ['pypi.org', 'files.pythonhosted.org', '*.example.com'],
+        invalid: ['http://x']
+      }
+    );
+  });
+
+  it('sends the allowlist only with the allowlist policy', () => {
+    assert.deepEqual(policyRequest('open', ['x.org']), { policy: 'open' });
+    assert.deepEqual(policyRequest('allowlist', ['x.org']), {
+      policy: 'allowlist',
+      allow: ['x.org']
+    });
+  });
+});
+
+describe('snapshot model', () => {
+  const snaps = [
+    { id: 's1', size: 1, created: '2026-01-01T00:00:00Z', sandbox_id: 'a' },
+    { id: 's2', size: 1, created: '2026-01-02T00:00:00Z', sandbox_id: 'b' },
+    { id: 's3', size: 1, created: '2026-01-03T00:00:00Z', sandbox_id: 'a' }
+  ];
+
+  it('lists the newest first, and those of one sandbox', () => {
+    assert.deepEqual(
+      sortSnapshots(snaps).map(s => s.id),
+      ['s3', 's2', 's1']
+    );
+    assert.deepEqual(
+      snapshotsOf(snaps, 'a').map(s => s.id),
+      ['s1', 's3']
+    );
+  });
+});

@@ -1,0 +1,179 @@
+"""A real JupyterLab server for browser tests, on 127.0.0.1, with everything private to the test.
+
+The server and the kernels it starts read one jupyter_sandbox_config.py in a private config
+directory (a private state directory, runc, no warm pool); containers carry the test's purpose
+label. Lab loads this checkout's built extension (jupyter_sandbox/labextension): it is linked
+into a private data directory, which Lab searches before the installed copies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..kernel.sandbox_env import remove_containers_under
+
+REPO = Path(__file__).parents[2]
+BUILT_EXTENSION = REPO / "jupyter_sandbox" / "labextension"
+KERNELSPEC = REPO / "kernelspec" / "sandboxed-python"
+START_TIMEOUT = 90.0  # seconds for the server to answer (a loaded 2-core CI machine)
+
+
+@dataclass
+class LabServer:
+    url: str
+    token: str
+    root_dir: Path
+    state_dir: Path
+    log_path: Path
+
+    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """Call the server's REST API; (status, decoded JSON or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}/{path}",
+            data=data if data is not None else (b"" if method in ("POST", "PUT") else None),
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode()
+                return response.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            text = error.read().decode()
+            try:
+                return error.code, json.loads(text)
+            except ValueError:
+                return error.code, text
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def lab_server(
+    purpose: str, refresh_interval: float = 1.0, keep_log: Path | None = None
+) -> Iterator[LabServer]:
+    """``keep_log``: where to copy the server's log when it stops."""
+    if not (BUILT_EXTENSION / "package.json").exists():
+        raise RuntimeError(
+            f"the JupyterLab extension is not built ({BUILT_EXTENSION} is missing): "
+            "'make install' (or 'pip install -e .') builds it; so does "
+            "'cd labextension && npm install && npm run build:prod'"
+        )
+    base = Path(tempfile.mkdtemp(prefix="jsbx-lab-", dir="/tmp"))
+    state_dir = base / "state"
+    root_dir, config_dir, data_dir = base / "root", base / "config", base / "data"
+    for path in (state_dir, root_dir, config_dir, data_dir / "labextensions", data_dir / "kernels"):
+        path.mkdir(parents=True)
+    (config_dir / "jupyter_sandbox_config.py").write_text(
+        f"c.SandboxSettings.state_dir = {str(state_dir)!r}\n"
+        "c.SandboxSettings.runtime = 'runc'\n"
+        "c.WarmPool.size = 0\n"
+        f"c.SandboxExtension.container_purpose = {purpose!r}\n"
+        "c.SandboxCuller.interval = 3600.0\n"
+    )
+    # No news prompt over the page; the panel refreshes every `refresh_interval` seconds.
+    (config_dir / "labconfig").mkdir()
+    (config_dir / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    settings = config_dir / "lab" / "user-settings" / "jupyter-sandbox"
+    settings.mkdir(parents=True)
+    (settings / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"refreshInterval": refresh_interval})
+    )
+    (data_dir / "labextensions" / "jupyter-sandbox").symlink_to(BUILT_EXTENSION)
+    shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
+
+    token = secrets.token_hex(16)
+    port = _free_port()
+    env = dict(os.environ)
+    env.update(
+        JUPYTER_CONFIG_DIR=str(config_dir),
+        JUPYTER_DATA_DIR=str(data_dir),
+        JUPYTER_RUNTIME_DIR=str(data_dir / "runtime"),
+        JUPYTER_SANDBOX_PURPOSE=purpose,
+        # The kernels import this checkout, as the server does.
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+    )
+    env.pop("JUPYTER_PATH", None)
+    log_path = base / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root_dir}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if os.getuid() == 0:
+        command.append("--allow-root")
+    server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, state_dir, log_path)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        _wait_until_up(server, process)
+        yield server
+    finally:
+        _stop(process)
+        if keep_log is not None:
+            keep_log.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log_path, keep_log)
+        remove_containers_under(state_dir)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _wait_until_up(server: LabServer, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited ({process.returncode}):\n{server.log_tail()}")
+        try:
+            status, _ = server.api("GET", "api/sandboxes")
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)  # polling for readiness, not waiting a fixed time
+    raise RuntimeError(f"jupyter lab did not answer in {START_TIMEOUT:g}s:\n{server.log_tail()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM: the server shuts its kernels down (their ephemeral sandboxes go with them)."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)

@@ -1,0 +1,195 @@
+"""The JupyterLab extension in a real browser (Debian's Chromium, driven by Playwright) against a
+real JupyterLab server and a real sandbox (runc): open Lab, start a Sandboxed Python notebook, run
+a cell, read the status bar, open the details and the panel, pause and resume, stop the sandbox.
+
+Screenshots go to test-artifacts/labextension/ (gitignored), one per step, light and dark.
+Chromium is installed by `make browser` (part of `make test`); without it this test fails and
+says so: it is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from .lab_server import REPO, LabServer, lab_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts" / "labextension"
+TIMEOUT_MS = 90_000  # generous: kernel start and Lab's first load on a loaded 2-core machine
+
+
+@pytest.fixture
+def server(purpose: str) -> Iterator[LabServer]:
+    with lab_server(purpose, keep_log=ARTIFACTS / "server.log") as lab:
+        yield lab
+
+
+@pytest.fixture
+def page(server: LabServer) -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium with 'make browser' "
+            "(apt-get install -y chromium, as root); the browser tests need it",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            try:
+                yield page
+            finally:
+                shot(page, "last")
+        finally:
+            browser.close()
+
+
+def shot(page: object, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.goto(f"{server.url}/lab?token={server.token}")
+
+    # A Sandboxed Python notebook from the launcher; its first cell runs in the sandbox.
+    page.locator(".jp-LauncherCard[data-category='Notebook']", has_text="Sandboxed Python").click()
+    cell = page.locator(".jp-NotebookPanel .jp-Cell .cm-content").first
+    cell.click()
+    page.keyboard.type("import os; os.getuid(), 6 * 7")
+    page.keyboard.press("Shift+Enter")
+    output = page.locator(".jp-NotebookPanel .jp-OutputArea-output").first
+    expect(output).to_contain_text("42", timeout=TIMEOUT_MS)
+    assert "(0, 42)" not in output.inner_text(), "the cell ran as root"
+
+    # The status bar names the notebook's sandbox: runc is marked as weakened isolation.
+    status = page.locator("#jupyter-sandbox-status")
+    expect(status).to_contain_text("Docker runc")
+    expect(status).to_contain_text("net none")
+    expect(status).to_contain_text(re.compile(r"MiB / \d+\.\d\d GiB \(\d+%\)"))
+    expect(status).to_have_class(re.compile("jp-mod-weak"))
+    assert "weakened isolation" in (status.get_attribute("aria-label") or "")
+    shot(page, "1-notebook-status-bar")
+
+    code, sandboxes = server.api("GET", "api/sandboxes")
+    assert code == 200
+    assert len(sandboxes) == 1, sandboxes
+    sandbox = sandboxes[0]
+    assert sandbox["runtime"] == "runc"
+    sandbox_id = sandbox["id"]
+    kernel_id = sandbox["kernel"]["id"]
+    code, kernels = server.api("GET", "api/kernels")
+    assert [k["id"] for k in kernels] == [kernel_id]
+
+    # Clicking the status bar opens the sandbox's details, with its attestation report.
+    status.click()
+    details = page.locator(f"#jupyter-sandbox-details-{sandbox_id}")
+    expect(details).to_be_visible()
+    expect(details.locator("h2")).to_have_text(f"Sandbox {sandbox_id}")
+    expect(details.locator(".jp-Sandbox-weakBox")).to_contain_text("runtime runc")
+    expect(details.locator("table.jp-Sandbox-attestation")).to_contain_text("uid")
+    shot(page, "2-details-attestation")
+
+    # The side panel lists it with the facts the issue names, and labelled controls.
+    page.locator(".jp-SideBar .lm-TabBar-tab[data-id='jupyter-sandbox-panel']").click()
+    card = page.locator(f"#jupyter-sandbox-panel .jp-Sandbox-card[data-sandbox-id='{sandbox_id}']")
+    expect(card).to_be_visible()
+    expect(card.locator(".jp-Sandbox-state")).to_have_text("running")
+    expect(card).to_contain_text("Docker runc")
+    expect(card).to_contain_text("jupyter-sandbox/python")
+    expect(card).to_contain_text("Untitled.ipynb")
+    expect(card.locator("dd").nth(5)).to_have_text(re.compile(r"\d+\.\d%"))  # CPU, measured
+    unlabelled = page.eval_on_selector_all(
+        "#jupyter-sandbox-panel button, #jupyter-sandbox-status",
+        "nodes => nodes.filter(n => !n.getAttribute('aria-label')).length",
+    )
+    assert unlabelled == 0
+    shot(page, "3-panel-light")
+
+    # Pause and resume through the panel; the sandbox's state follows.
+    card.get_by_role("button", name=f"Pause sandbox {sandbox_id}").click()
+    expect(card.locator(".jp-Sandbox-state")).to_have_text("paused")
+    assert server.api("GET", f"api/sandboxes/{sandbox_id}")[1]["status"] == "paused"
+
+    # A refusal is a dialog carrying the server's own message: the panel still shows the
+    # sandbox paused (its list refreshes are held back) when it is resumed behind its back,
+    # and its Resume button then asks the real server to resume a running sandbox.
+    with held_list_refreshes(page):
+        assert server.api("POST", f"api/sandboxes/{sandbox_id}/resume")[0] == 200
+        refused_code, refused = server.api("POST", f"api/sandboxes/{sandbox_id}/resume")
+        assert refused_code >= 400, refused
+        card.get_by_role("button", name=f"Resume sandbox {sandbox_id}").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("Resume failed")
+        expect(dialog).to_contain_text(refused["message"])
+        shot(page, "4-server-error-dialog")
+        dialog.get_by_role("button", name="Close").click()
+    expect(card.locator(".jp-Sandbox-state")).to_have_text("running")
+
+    # The same panel in the dark theme.
+    page.evaluate(
+        "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+    )
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
+    expect(card.locator(".jp-Sandbox-state")).to_have_text("running")
+    shot(page, "5-panel-dark")
+
+    # Stop: confirmed, the notebook's kernel is shut down and the sandbox removed.
+    card.get_by_role("button", name=f"Stop sandbox {sandbox_id}").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Stop").click()
+    expect(card).to_have_count(0)
+    expect(page.locator("#jupyter-sandbox-panel .jp-SandboxPanel-empty")).to_be_visible()
+    expect(status).to_be_hidden()
+    shot(page, "6-stopped")
+    assert server.api("GET", "api/sandboxes") == (200, [])
+    assert server.api("GET", "api/kernels") == (200, [])
+    assert (
+        json.loads(json.dumps(server.api("GET", f"api/sandboxes/{sandbox_id}")[1]))["code"]
+        == "sandbox_not_found"
+    )
+
+
+@contextmanager
+def held_list_refreshes(page: object) -> Iterator[None]:
+    """Hold the extension's requests for the sandbox list until the block ends, after one has
+    been held (so no refresh that began before is still on its way); every other request, and
+    the server's answers to actions, pass untouched."""
+    from playwright.sync_api import Page, Route
+
+    assert isinstance(page, Page)
+    held: list[Route] = []
+    pattern = re.compile(r"/api/sandboxes/?(\?.*)?$")
+
+    def hold(route: Route) -> None:
+        if route.request.method == "GET":
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(pattern, hold)
+    try:
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while not held:
+            assert time.monotonic() < deadline, "the panel stopped refreshing its list"
+            page.wait_for_timeout(100)  # lets Playwright dispatch the route handler
+        yield
+    finally:
+        for route in held:
+            route.continue_()
+        page.unroute(pattern)
