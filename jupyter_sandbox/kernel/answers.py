@@ -72,6 +72,20 @@ def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) ->
     )
 
 
+def publish_status(relay: Relay, request: WireMessage, state: str) -> None:
+    """iopub status (busy, idle) for ``request``, as a kernel publishes around every request.
+
+    Jupyter Server's websocket waits for an iopub message after its kernel_info "nudge" before
+    it tells Lab the kernel is connected: a reply alone leaves Lab "Connecting" for good.
+    """
+    relay.send_to_frontend(
+        "iopub",
+        relay.frontend_signer.new_message(
+            "status", {"execution_state": state}, parent=request, idents=[b"kernel.sandbox.status"]
+        ),
+    )
+
+
 def unavailable_kernel_info(message: str) -> dict[str, Any]:
     """kernel_info_reply content of a kernel whose sandbox could not start."""
     return {

@@ -37,7 +37,7 @@ from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
-from .answers import fail_request, unavailable_kernel_info
+from .answers import fail_request, publish_status, unavailable_kernel_info
 from .relay import Relay
 from .wire import WireMessage
 
@@ -250,6 +250,7 @@ class SandboxKernel:
         def answer(channel: str, message: WireMessage) -> None:
             signer = self.relay.frontend_signer
             if message.msg_type == "kernel_info_request":
+                publish_status(self.relay, message, "busy")
                 self.relay.send_to_frontend(
                     channel,
                     signer.new_message(
@@ -259,6 +260,7 @@ class SandboxKernel:
                         idents=message.ident_bytes(),
                     ),
                 )
+                publish_status(self.relay, message, "idle")
             elif message.msg_type == "shutdown_request":
                 self.relay.send_to_frontend(
                     channel,

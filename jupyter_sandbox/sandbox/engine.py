@@ -27,8 +27,15 @@ T = TypeVar("T")
 STREAMING_TIMEOUT = 900
 log = logging.getLogger(__name__)
 
+# Where no engine can run (a Binder host, a container without privileges) the kernel refuses
+# rather than run code unisolated; the message says so, so nobody mistakes it for a glitch.
+NO_FALLBACK = (
+    "Sandboxed Python runs code only inside a container (gVisor or runc) and never on this host "
+    "itself, so it cannot run here until an engine answers (where none can run, as on a Binder "
+    "host, use a machine with Docker)."
+)
 BOOTSTRAP_HINT = (
-    "start it with 'sudo scripts/engine-bootstrap.sh' from a jupyter-sandbox checkout (it installs "
+    "To fix: start it with 'sudo scripts/engine-bootstrap.sh' from a jupyter-sandbox checkout (it installs "
     "docker.io and runsc on Debian/Ubuntu and starts dockerd), then check with "
     "'jupyter sandbox doctor'"
 )
@@ -79,7 +86,7 @@ class DockerEngine:
             return docker.from_env(version="auto", timeout=int(timeout))
         except docker.errors.DockerException as exc:
             raise EngineUnavailableError(
-                f"no Docker engine answers ({_short(exc)}): {BOOTSTRAP_HINT}"
+                f"no Docker engine answers ({_short(exc)}). {NO_FALLBACK} {BOOTSTRAP_HINT}"
             ) from None
 
     async def run(
@@ -109,7 +116,7 @@ class DockerEngine:
             raise
         except requests.exceptions.ConnectionError as exc:
             raise EngineUnavailableError(
-                f"lost the Docker engine during '{what}' ({_short(exc)}): {BOOTSTRAP_HINT}"
+                f"lost the Docker engine during '{what}' ({_short(exc)}). {BOOTSTRAP_HINT}"
             ) from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"the container engine refused '{what}': {_short(exc)}") from None

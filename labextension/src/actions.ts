@@ -43,6 +43,7 @@ export function builtinActions(views: ISandboxViews, kernels: Kernel.IManager): 
       id: 'stop',
       label: 'Stop',
       rank: 40,
+      danger: true,
       isVisible: s => allowedActions(s).stop,
       execute: (sandbox, store) => stop(store, kernels, sandbox)
     }

@@ -71,9 +71,22 @@ export class SandboxApi {
     await this.call(`api/snapshots/${enc(id)}`, { method: 'DELETE' });
   }
 
-  /** The download's path relative to the base URL (the browser fetches it with the token). */
-  snapshotDownloadPath(id: string): string {
-    return `api/snapshots/${enc(id)}/download`;
+  /** The snapshot's tar, fetched with the server's credentials (a plain link has none). */
+  async downloadSnapshot(id: string): Promise<Blob> {
+    return (await this.call(`api/snapshots/${enc(id)}/download`, {})).blob();
+  }
+
+  /**
+   * Whether this server has the route `path` (GET): false when it answers the 404 of a route it
+   * does not know; true for any answer of the route itself, errors included.
+   */
+  async hasRoute(path: string): Promise<boolean> {
+    try {
+      await this.call(path, {});
+      return true;
+    } catch (error) {
+      return !(error instanceof SandboxApiError && (error.missingRoute || error.status === 0));
+    }
   }
 
   // Network policy (routes being added to the server).

@@ -16,6 +16,9 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { builtinActions } from './actions';
 import { SandboxApi } from './api';
 import { SandboxDetails } from './details';
+import { Features } from './features';
+import { addNetworkViews } from './networkView';
+import { addSnapshotViews } from './snapshotView';
 import { SandboxPanel } from './panel';
 import { ISandboxViews, SandboxViews } from './slots';
 import { SandboxStatusItem } from './statusbar';
@@ -63,6 +66,16 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     for (const action of builtinActions(views, app.serviceManager.kernels)) {
       views.addRowAction(action);
     }
+    // Snapshot and network views show once the server answers their routes.
+    const features = new Features(api);
+    addSnapshotViews(views, features);
+    addNetworkViews(views, features);
+    const probe = () => {
+      if (features.snapshots === null || features.network === null) {
+        void features.probe(store.sandboxes[0]?.id).then(changed => changed && views.notify());
+      }
+    };
+    store.changed.connect(probe);
 
     app.commands.addCommand(OPEN_DETAILS, {
       label: args => `Sandbox ${args.id ?? ''} details`,

@@ -124,7 +124,7 @@ export class SandboxPanel extends Widget {
           action.label,
           `${action.label} sandbox ${sandbox.id}`,
           () => void action.execute(sandbox, store),
-          `jp-Sandbox-action-${action.id}`
+          `jp-Sandbox-action-${action.id}${action.danger ? ' jp-mod-warn' : ''}`
         )
       );
     }

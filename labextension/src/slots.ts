@@ -18,6 +18,8 @@ export interface IRowAction {
   label: string;
   /** Lower comes first; the built-in actions use 10 to 40. */
   rank?: number;
+  /** Loses state (stop, delete): drawn as a warning button. */
+  danger?: boolean;
   isVisible?(sandbox: ISandbox): boolean;
   execute(sandbox: ISandbox, store: SandboxStore): Promise<void>;
 }
@@ -78,6 +80,11 @@ export class SandboxViews implements ISandboxViews {
 
   openDetails(id: string): void {
     this.open(id);
+  }
+
+  /** Open views redraw: what an action or a section shows has changed (a feature appeared). */
+  notify(): void {
+    this._changed.emit();
   }
 
   private _actions: IRowAction[] = [];

@@ -61,7 +61,15 @@ export class SandboxStatusItem extends Widget {
     this.shown = sandbox?.id ?? null;
     if (!sandbox) {
       this.toggleClass('jp-mod-weak', false);
-      if (kernel?.name === KERNEL_NAME) {
+      const error = this.views.store.error;
+      if (kernel?.name === KERNEL_NAME && error) {
+        // No engine (a Binder host), or the server refuses: the kernel refuses every cell too.
+        this.node.textContent = '⚠ No sandbox';
+        this.node.title = `No sandbox for this notebook: ${error.message}`;
+        this.node.setAttribute('aria-label', `No sandbox for this notebook: ${error.message}`);
+        this.toggleClass('jp-mod-weak', true);
+        this.show();
+      } else if (kernel?.name === KERNEL_NAME) {
         this.node.textContent = 'Sandbox: starting…';
         this.node.title = 'The sandbox of this notebook is not listed yet';
         this.node.setAttribute('aria-label', 'Sandbox of this notebook: starting');

@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 
 import { SandboxApi, SandboxApiError } from '../src/api';
+import { Features } from '../src/features';
 import { isDomainPattern, parseAllowlist, policyRequest } from '../src/network';
 import { snapshotsOf, sortSnapshots } from '../src/snapshots';
 import { SandboxStore } from '../src/store';
@@ -239,5 +240,21 @@ describe('snapshot model', () => {
       snapshotsOf(snaps, 'a').map(s => s.id),
       ['s1', 's3']
     );
+  });
+});
+
+describe('Features', () => {
+  it("knows a route by any answer of its own, and a missing one by the server's 404", async () => {
+    const { api } = server({
+      'GET api/sandboxes/s1/network': () =>
+        json({ code: 'sandbox_conflict', message: 'not running' }, 409)
+    });
+    const features = new Features(api);
+    assert.equal(await features.probe(), true);
+    assert.equal(features.snapshots, false); // the test server has no such route
+    assert.equal(features.network, null); // not asked without a sandbox
+    assert.equal(await features.probe('s1'), true);
+    assert.equal(features.network, true);
+    assert.equal(await features.probe('s1'), false);
   });
 });

@@ -34,15 +34,16 @@ def server(purpose: str) -> Iterator[LabServer]:
 
 
 @pytest.fixture
-def page(server: LabServer) -> Iterator[object]:
+def page() -> Iterator[object]:
     if not CHROMIUM.exists():
         pytest.fail(
             f"{CHROMIUM} is missing: install Debian's Chromium with 'make browser' "
             "(apt-get install -y chromium, as root); the browser tests need it",
             pytrace=False,
         )
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=TIMEOUT_MS)  # expect's own default is 5 s
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
@@ -70,6 +71,11 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
 
     # A Sandboxed Python notebook from the launcher; its first cell runs in the sandbox.
     page.locator(".jp-LauncherCard[data-category='Notebook']", has_text="Sandboxed Python").click()
+    # The status bar shows the sandbox once the kernel has attached to it; the cell runs once
+    # the kernel is idle (a cell run while the session is still being made is dropped by Lab).
+    status = page.locator("#jupyter-sandbox-status")
+    expect(status).to_contain_text("Docker runc")
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
     cell = page.locator(".jp-NotebookPanel .jp-Cell .cm-content").first
     cell.click()
     page.keyboard.type("import os; os.getuid(), 6 * 7")
@@ -79,8 +85,6 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     assert "(0, 42)" not in output.inner_text(), "the cell ran as root"
 
     # The status bar names the notebook's sandbox: runc is marked as weakened isolation.
-    status = page.locator("#jupyter-sandbox-status")
-    expect(status).to_contain_text("Docker runc")
     expect(status).to_contain_text("net none")
     expect(status).to_contain_text(re.compile(r"MiB / \d+\.\d\d GiB \(\d+%\)"))
     expect(status).to_have_class(re.compile("jp-mod-weak"))
@@ -163,6 +167,41 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
         json.loads(json.dumps(server.api("GET", f"api/sandboxes/{sandbox_id}")[1]))["code"]
         == "sandbox_not_found"
     )
+
+
+def test_without_an_engine_the_kernel_refuses_and_says_why(purpose: str, page: object) -> None:
+    """A Binder host: no container engine. The kernel answers, refuses every cell with the
+    reason, and the status bar and the panel show the server's message; nothing runs on the
+    host."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    no_engine = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    with lab_server(
+        purpose, environment=no_engine, keep_log=ARTIFACTS / "server-no-engine.log"
+    ) as server:
+        code, error = server.api("GET", "api/sandboxes")
+        assert (code, error["code"]) == (503, "engine_unavailable")
+        page.goto(f"{server.url}/lab?token={server.token}")
+        page.locator(
+            ".jp-LauncherCard[data-category='Notebook']", has_text="Sandboxed Python"
+        ).click()
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+        status = page.locator("#jupyter-sandbox-status")
+        expect(status).to_have_text("⚠ No sandbox")
+        expect(status).to_have_class(re.compile("jp-mod-weak"))
+        assert "no Docker engine answers" in (status.get_attribute("title") or "")
+        page.locator(".jp-NotebookPanel .jp-Cell .cm-content").first.click()
+        page.keyboard.type("import os; os.getpid()")
+        page.keyboard.press("Shift+Enter")
+        output = page.locator(".jp-NotebookPanel .jp-OutputArea-output").first
+        expect(output).to_contain_text("SandboxUnavailable", timeout=TIMEOUT_MS)
+        expect(output).to_contain_text("never on this host")
+        page.locator(".jp-SideBar .lm-TabBar-tab[data-id='jupyter-sandbox-panel']").click()
+        expect(page.locator("#jupyter-sandbox-panel .jp-SandboxPanel-error")).to_contain_text(
+            "no Docker engine answers"
+        )
+        shot(page, "7-no-engine")
 
 
 @contextmanager
