@@ -62,6 +62,16 @@ def test_restart_gives_a_fresh_interpreter_and_keeps_files(env: Path, runtime: s
         assert [c.name for c in containers_under(env)] == sandboxes
 
 
+def test_restart_ends_an_interpreter_that_hangs_on_its_way_out(env: Path) -> None:
+    """ipykernel can answer shutdown_request and then never exit (here: a user's atexit
+    handler); the sandbox's supervisor ends it after a grace period, as jupyter_client would."""
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (km, kc):
+        run(kc, "import atexit, time; atexit.register(time.sleep, 3600); x = 1")
+        km.restart_kernel()
+        kc.wait_for_ready(timeout=40)  # well below the sandbox's 60 s start timeout
+        assert value_of(kc, "'x' in globals()") == "False"
+
+
 def test_a_killed_sandbox_fails_the_cell_and_ends_the_kernel(env: Path) -> None:
     with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (km, kc):
         msg_id = kc.execute("import time; time.sleep(60)")
