@@ -80,6 +80,22 @@ def wait_for_exit(kernel):
         exited.set()
 
 
+def end_daemons():
+    """Kill what the old kernel left behind outside its session (a ``setsid`` daemon): the
+    processes that tini (pid 1) adopted, with their groups. This supervisor's own children and
+    ``docker exec`` processes (whose parent is outside the sandbox, pid 0) are spared."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == 1:
+                os.killpg(os.getpgid(int(entry)), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to end
+
+
 def seed_matplotlib_cache():
     """Copy the font cache built into the image, so the first plot does not rebuild it."""
     target = os.environ.get("MPLCONFIGDIR")
@@ -115,6 +131,7 @@ def main() -> int:
         code = wait_for_exit(kernel)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(kernel.pid, signal.SIGKILL)  # background processes of the old kernel
+        end_daemons()
         with open(EXIT_RECORD + ".tmp", "w") as record:
             json.dump({"returncode": code}, record)
         os.replace(EXIT_RECORD + ".tmp", EXIT_RECORD)
