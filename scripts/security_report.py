@@ -35,7 +35,7 @@ NOT_COVERED = {
 
 @dataclass
 class Result:
-    row: int
+    row: int  # 0 for load and fault scenarios (marker "resilience")
     attack: str
     expected: str
     runtime: str
@@ -56,7 +56,7 @@ def run_battery(pytest_args: list[str]) -> list[Result]:
             "pytest",
             "-q",
             "-m",
-            "checklist",
+            "checklist or resilience",
             "-p",
             "no:cacheprovider",
             f"--junitxml={junit}",
@@ -82,15 +82,15 @@ def parse_junit(path: Path) -> list[Result]:
                 properties["observed"] = (properties.get("observed", "") + " " + value).strip()
             else:
                 properties[name] = value
-        if "row" not in properties:
+        if "row" not in properties and "scenario" not in properties:
             continue
         failure = case.find("failure")
         error = case.find("error")
         problem = failure if failure is not None else error
         results.append(
             Result(
-                row=int(properties["row"]),
-                attack=properties.get("attack", ""),
+                row=int(properties.get("row", 0)),
+                attack=properties.get("attack") or properties.get("scenario", ""),
                 expected=properties.get("expected", ""),
                 runtime=properties.get("runtime", "—"),
                 test=f"{case.get('classname', '')}::{case.get('name', '')}",
@@ -121,11 +121,15 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render(results: list[Result]) -> str:
+def render(all_results: list[Result]) -> str:
+    results = [r for r in all_results if r.row]
+    scenarios = [r for r in all_results if not r.row]
     covered = sorted({r.row for r in results})
-    passed = [r for r in results if r.passed]
-    failed = [r for r in results if not r.passed]
+    passed = [r for r in all_results if r.passed]
+    failed = [r for r in all_results if not r.passed]
     attacks = sum(r.cases for r in results)
+    loads = [r for r in scenarios if r.attack.startswith("load")]
+    faults = [r for r in scenarios if r.attack.startswith("fault")]
     lines = [
         "# Security battery",
         "",
@@ -140,6 +144,8 @@ def render(results: list[Result]) -> str:
         "",
         f"- checklist rows covered: **{len(covered)}** of {len(CHECKLIST_ROWS)}",
         f"- attacks and bad inputs tried: **{attacks}** in {len(results)} test runs",
+        *(f"- load held: **{r.observed}**" for r in loads if r.passed),
+        f"- faults survived: **{sum(r.passed for r in faults)}** of {len(faults)}",
         f"- passed: **{len(passed)}**, failed: **{len(failed)}**",
         "- data lost: **0** (every attack checks that the neighbour's files and the host's are "
         "intact)"
@@ -157,6 +163,20 @@ def render(results: list[Result]) -> str:
             f"| {r.row} | {cell(r.attack)} | {r.runtime} | {cell(r.expected)} | "
             f"{cell(r.observed) or '—'} | {outcome} |"
         )
+    if scenarios:
+        lines += [
+            "",
+            "## Load and faults",
+            "",
+            "| scenario | runtime | expected | observed | result |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for r in scenarios:
+            outcome = "pass" if r.passed else f"**FAIL**: {cell(r.failure)}"
+            lines.append(
+                f"| {cell(r.attack)} | {r.runtime} | {cell(r.expected)} | "
+                f"{cell(r.observed) or '—'} | {outcome} |"
+            )
     missing = [row for row in CHECKLIST_ROWS if row not in covered]
     if missing:
         lines += ["", "## Rows without a test here", ""]
@@ -166,7 +186,7 @@ def render(results: list[Result]) -> str:
         "",
         "## Tests",
         "",
-        *(f"- `{r.test}`" for r in results),
+        *(f"- `{r.test}`" for r in all_results),
         "",
     ]
     return "\n".join(lines)

@@ -83,9 +83,12 @@ async def sandbox(manager: SandboxManager, runtime: str, purpose: str) -> Sandbo
 
 @pytest.fixture(autouse=True)
 def checklist_row(request: pytest.FixtureRequest) -> None:
-    """A test marked ``checklist(row, attack, expected)`` carries them, and its runtime, into
-    the JUnit report that scripts/security_report.py turns into docs/security.md."""
-    marker = request.node.get_closest_marker("checklist")
+    """A test marked ``checklist(row, attack, expected)`` or ``resilience(scenario, expected)``
+    carries them, and its runtime, into the JUnit report that scripts/security_report.py turns
+    into docs/security.md."""
+    marker = request.node.get_closest_marker("checklist") or request.node.get_closest_marker(
+        "resilience"
+    )
     if marker is None:
         return
     properties = request.node.user_properties
