@@ -24,8 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKLIST_ROWS = range(1, 40)
 # Rows whose subject is not built yet or cannot apply; each reason says which.
 NOT_COVERED = {
-    10: "output floods: the proxy relays output unthrottled; jupyter_server's iopub rate limits "
-    "bound what reaches a browser",
     **{row: "network policies (issue 6)" for row in range(14, 24)},
     **{row: "snapshots (issue 5)" for row in range(25, 33)},
     35: "workspaces are never executed on the host: nothing to test until snapshots land",

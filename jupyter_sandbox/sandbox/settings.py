@@ -17,7 +17,7 @@ from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
 from .._version import __version__
 from .errors import InvalidSettingError
-from .limits import SandboxLimits
+from .limits import SandboxLimits, parse_size
 
 RUNTIMES = ("runsc", "runc")
 CONFIG_FILE = "jupyter_sandbox_config.py"
@@ -59,6 +59,13 @@ class SandboxSettings(LoggingConfigurable):
         shell-style patterns ('jupyter-sandbox/*', 'myorg/python:3.*'). The configured 'image' is
         always allowed; an empty list allows only it. Any local image could otherwise be asked
         for: keep this to images made for sandboxes.""",
+    )
+    max_cell_output = Unicode(
+        "20m",
+        config=True,
+        help="""Output one cell may send to frontends (bytes, or with a unit: '20m'); past it the
+        rest of that cell's output is dropped and the frontend is told so, while the cell runs
+        on. '0' means no limit. Protects browsers, the server and notebook files from floods.""",
     )
     memory_limit = Unicode(
         "2g",
@@ -175,6 +182,10 @@ class SandboxSettings(LoggingConfigurable):
             return int(self.sandbox_uid)
         host_uid = os.getuid()
         return host_uid if host_uid != 0 else SANDBOX_UID
+
+    @property
+    def max_cell_output_bytes(self) -> int:
+        return parse_size(self.max_cell_output, "max_cell_output")
 
     def check_image(self, image: str) -> str:
         """``image`` if a request may choose it (see ``allowed_images``)."""
