@@ -4,8 +4,8 @@
  */
 
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
-import { INetworkAuditEntry, INetworkPolicy } from './network';
-import { ISnapshot } from './snapshots';
+import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
+import { IRestoreResult, ISnapshot } from './snapshots';
 
 /** Sends `init` to `path` (relative to the server's base URL, e.g. "api/sandboxes"). */
 export type Requester = (path: string, init: RequestInit) => Promise<Response>;
@@ -59,8 +59,28 @@ export class SandboxApi {
 
   // Snapshots (routes being added to the server).
 
-  takeSnapshot(id: string): Promise<ISnapshot> {
-    return this.json(`api/sandboxes/${enc(id)}/snapshots`, { method: 'POST', body: '' });
+  takeSnapshot(id: string, note = ''): Promise<ISnapshot> {
+    const body = note ? { kind: 'workspace', note } : { kind: 'workspace' };
+    return this.json(`api/sandboxes/${enc(id)}/snapshots`, {
+      method: 'POST',
+      body: JSON.stringify(body)
+    });
+  }
+
+  /** Unpack the snapshot into a running sandbox's /workspace (its files overwrite). */
+  restoreSnapshot(id: string, sandboxId: string): Promise<IRestoreResult> {
+    return this.json(`api/snapshots/${enc(id)}/restore`, {
+      method: 'POST',
+      body: JSON.stringify({ sandbox: sandboxId })
+    });
+  }
+
+  /** Start a new sandbox whose /workspace holds the snapshot's files. */
+  createFromSnapshot(id: string, runtime?: string | null): Promise<ISandbox> {
+    return this.json('api/sandboxes', {
+      method: 'POST',
+      body: JSON.stringify(runtime ? { snapshot: id, runtime } : { snapshot: id })
+    });
   }
 
   listSnapshots(): Promise<ISnapshot[]> {
@@ -91,19 +111,20 @@ export class SandboxApi {
 
   // Network policy (routes being added to the server).
 
-  network(id: string): Promise<INetworkPolicy> {
+  network(id: string): Promise<INetworkPolicyState> {
     return this.json(`api/sandboxes/${enc(id)}/network`);
   }
 
-  setNetwork(id: string, policy: INetworkPolicy): Promise<INetworkPolicy> {
+  setNetwork(id: string, policy: INetworkPolicy): Promise<INetworkPolicyState> {
     return this.json(`api/sandboxes/${enc(id)}/network`, {
       method: 'PUT',
       body: JSON.stringify(policy)
     });
   }
 
-  networkAudit(id: string): Promise<INetworkAuditEntry[]> {
-    return this.json(`api/sandboxes/${enc(id)}/network/audit`);
+  /** The last `limit` egress decisions, oldest first. */
+  networkAudit(id: string, limit = 50): Promise<INetworkAudit> {
+    return this.json(`api/sandboxes/${enc(id)}/network/audit?limit=${limit}`);
   }
 
   private async json<T>(path: string, init: RequestInit = {}): Promise<T> {

@@ -1,45 +1,67 @@
 /**
  * Network policy of a live sandbox (`GET/PUT /api/sandboxes/{id}/network`, and its audit log at
- * `/network/audit`). These routes are being added to the server; the shapes below follow the
- * design (policies none / allowlist / open; domain patterns; deny wins) and are checked in the
- * browser only once the server has them.
+ * `/network/audit`), as the network server extension documents them in openapi.yaml: modes
+ * none / allowlist / open; allow and deny patterns ("pypi.org", "*.example.com", optionally
+ * ":port"); deny wins in every mode.
  */
 
-export type NetworkPolicyName = 'none' | 'allowlist' | 'open';
+export type NetworkMode = 'none' | 'allowlist' | 'open';
 
+/** The body of a PUT (schema `NetworkPolicy`). */
 export interface INetworkPolicy {
-  policy: NetworkPolicyName | string;
-  /** Domain patterns allowed under 'allowlist' ("example.org", "*.pypi.org"). */
+  mode: NetworkMode | string;
   allow?: string[];
-  /** Domain patterns always refused; deny wins over allow. */
   deny?: string[];
 }
 
-/** One egress decision the host-side proxy took. */
-export interface INetworkAuditEntry {
-  time: string;
-  host: string;
-  port?: number | null;
-  allowed: boolean;
-  reason?: string;
+/** The policy in force (schema `NetworkPolicyState`). */
+export interface INetworkPolicyState extends INetworkPolicy {
+  allow: string[];
+  deny: string[];
+  proxy_running: boolean;
 }
 
-export const NETWORK_POLICIES: readonly NetworkPolicyName[] = ['none', 'allowlist', 'open'];
+/** One egress decision of the sandbox's host proxy. */
+export interface INetworkAuditEntry {
+  time: string;
+  sandbox: string;
+  host: string;
+  port: number;
+  method: string;
+  allowed: boolean;
+  /** The rule that allowed, or why it was denied. */
+  rule: string;
+  address?: string;
+}
 
-// A host name, or "*." and a host name: letters, digits, hyphens, dots; no scheme, port or path.
-const PATTERN =
-  /^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** Schema `NetworkAudit`: the last decisions, oldest first. */
+export interface INetworkAudit {
+  entries: INetworkAuditEntry[];
+}
 
-/** Whether `pattern` is a domain pattern the allowlist editor accepts. */
+export const NETWORK_MODES: readonly NetworkMode[] = ['none', 'allowlist', 'open'];
+
+const LABEL = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?';
+// A host name, or "*." and a name of two labels or more; then optionally ":port".
+const PATTERN = new RegExp(
+  `^(\\*\\.${LABEL}(\\.${LABEL})+|(${LABEL}\\.)*${LABEL})(:(?<port>\\d{1,5}))?$`
+);
+
+/** Whether `pattern` is one the server takes ("*" and "*.tld" it refuses: so does this). */
 export function isDomainPattern(pattern: string): boolean {
-  return pattern.length <= 253 && PATTERN.test(pattern);
+  const match = PATTERN.exec(pattern);
+  if (!match || pattern.length > 260) {
+    return false;
+  }
+  const port = match.groups?.port;
+  return port === undefined || (Number(port) >= 1 && Number(port) <= 65535);
 }
 
 /**
- * The allowlist editor's text (one pattern a line, or separated by commas or spaces; `#` starts
- * a comment) as patterns, lower-cased and without duplicates, and the entries it refused.
+ * An editor's text (one pattern a line, or separated by commas or spaces; `#` starts a comment)
+ * as patterns, lower-cased and without duplicates, and the entries it refused.
  */
-export function parseAllowlist(text: string): { patterns: string[]; invalid: string[] } {
+export function parsePatterns(text: string): { patterns: string[]; invalid: string[] } {
   const patterns: string[] = [];
   const invalid: string[] = [];
   for (const line of text.split('\n')) {
@@ -58,7 +80,21 @@ export function parseAllowlist(text: string): { patterns: string[]; invalid: str
   return { patterns, invalid };
 }
 
-/** The body of a PUT that sets `policy` (the allowlist only travels with 'allowlist'). */
-export function policyRequest(policy: NetworkPolicyName, allow: string[]): INetworkPolicy {
-  return policy === 'allowlist' ? { policy, allow } : { policy };
+/** The body of a PUT: the allow list travels only with 'allowlist'; deny wins in every mode. */
+export function policyRequest(mode: NetworkMode, allow: string[], deny: string[]): INetworkPolicy {
+  const body: INetworkPolicy = { mode };
+  if (mode === 'allowlist') {
+    body.allow = allow;
+  }
+  if (deny.length) {
+    body.deny = deny;
+  }
+  return body;
+}
+
+/** "allowed CONNECT pypi.org:443 (allow pypi.org)" for the audit list. */
+export function auditLine(entry: INetworkAuditEntry): string {
+  const verdict = entry.allowed ? 'allowed' : 'refused';
+  const address = entry.address ? ` → ${entry.address}` : '';
+  return `${entry.time} ${verdict} ${entry.method} ${entry.host}:${entry.port}${address} (${entry.rule})`;
 }

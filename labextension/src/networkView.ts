@@ -11,11 +11,11 @@ import { attempt } from './dialogs';
 import { button, el } from './dom';
 import { ISandbox } from './models';
 import {
-  INetworkAuditEntry,
-  INetworkPolicy,
-  NETWORK_POLICIES,
-  NetworkPolicyName,
-  parseAllowlist,
+  auditLine,
+  INetworkPolicyState,
+  NETWORK_MODES,
+  NetworkMode,
+  parsePatterns,
   policyRequest
 } from './network';
 import { ISandboxViews } from './slots';
@@ -58,38 +58,41 @@ class NetworkSection extends Widget {
     }
     this.show();
     const id = this.sandbox.id;
-    let policy: INetworkPolicy;
+    const heading = el('h3', {}, 'Network policy');
+    let state: INetworkPolicyState;
     try {
-      policy = await this.store.api.network(id);
+      state = await this.store.api.network(id);
     } catch (error) {
-      this.node.replaceChildren(
-        el('h3', {}, 'Network policy'),
-        el('p', { role: 'alert' }, (error as Error).message)
-      );
+      this.node.replaceChildren(heading, el('p', { role: 'alert' }, (error as Error).message));
       return;
     }
     const select = el('select', { 'aria-label': `Network policy of sandbox ${id}` });
-    for (const name of NETWORK_POLICIES) {
-      const option = el('option', { value: name }, name);
-      option.selected = name === policy.policy;
+    for (const mode of NETWORK_MODES) {
+      const option = el('option', { value: mode }, mode);
+      option.selected = mode === state.mode;
       select.append(option);
     }
-    const allowlist = el('textarea', {
-      class: 'jp-SandboxNetwork-allowlist',
-      rows: '5',
-      'aria-label': `Allowed domains of sandbox ${id}, one a line`,
-      placeholder: 'pypi.org\n*.pythonhosted.org'
-    });
-    allowlist.value = (policy.allow ?? []).join('\n');
+    const allow = editor(
+      `Allowed hosts of sandbox ${id}, one a line`,
+      state.allow,
+      'pypi.org\n*.pythonhosted.org'
+    );
+    const deny = editor(
+      `Denied hosts of sandbox ${id}, one a line`,
+      state.deny,
+      'evil.example.com:443'
+    );
     const problem = el('p', { class: 'jp-SandboxPanel-error', role: 'alert' });
     const apply = button('Apply', `Apply the network policy of sandbox ${id}`, () => {
-      const { patterns, invalid } = parseAllowlist(allowlist.value);
+      const allowed = parsePatterns(allow.value);
+      const denied = parsePatterns(deny.value);
+      const invalid = [...allowed.invalid, ...denied.invalid];
       if (invalid.length) {
-        problem.textContent = `Not a domain pattern: ${invalid.join(', ')} (use host names or *.domain)`;
+        problem.textContent = `Not a host pattern: ${invalid.join(', ')} (a host name, or *.domain, optionally :port)`;
         return;
       }
       problem.textContent = '';
-      const body = policyRequest(select.value as NetworkPolicyName, patterns);
+      const body = policyRequest(select.value as NetworkMode, allowed.patterns, denied.patterns);
       void attempt('Network policy not changed', () => this.store.api.setNetwork(id, body)).then(
         async () => {
           await this.store.refresh();
@@ -98,14 +101,11 @@ class NetworkSection extends Widget {
       );
     });
     this.node.replaceChildren(
-      el('h3', {}, 'Network policy'),
-      el('label', {}, 'Policy ', select),
-      el(
-        'label',
-        { class: 'jp-SandboxNetwork-label' },
-        'Allowed domains (allowlist; deny wins)',
-        allowlist
-      ),
+      heading,
+      el('label', {}, 'Mode ', select),
+      el('span', { class: 'jp-Sandbox-note' }, state.proxy_running ? ' (host proxy running)' : ''),
+      el('label', { class: 'jp-SandboxNetwork-label' }, 'Allowed (allowlist mode)', allow),
+      el('label', { class: 'jp-SandboxNetwork-label' }, 'Denied (wins in every mode)', deny),
       problem,
       apply,
       await this.audit()
@@ -113,13 +113,13 @@ class NetworkSection extends Widget {
   }
 
   private async audit(): Promise<HTMLElement> {
-    let entries: INetworkAuditEntry[];
+    let entries;
     try {
-      entries = await this.store.api.networkAudit(this.sandbox.id);
+      entries = (await this.store.api.networkAudit(this.sandbox.id, AUDIT_ROWS)).entries;
     } catch (error) {
       return el('p', { role: 'alert' }, `Audit log: ${(error as Error).message}`);
     }
-    const recent = entries.slice(-AUDIT_ROWS).reverse();
+    const recent = [...entries].reverse();
     return el(
       'div',
       {},
@@ -128,13 +128,20 @@ class NetworkSection extends Widget {
         'ul',
         { 'aria-label': `Egress decisions of sandbox ${this.sandbox.id}` },
         ...recent.map(e =>
-          el(
-            'li',
-            { class: e.allowed ? 'jp-Sandbox-ok' : 'jp-Sandbox-bad' },
-            `${e.time} ${e.allowed ? 'allowed' : 'refused'} ${e.host}${e.port ? `:${e.port}` : ''}${e.reason ? ` (${e.reason})` : ''}`
-          )
+          el('li', { class: e.allowed ? 'jp-Sandbox-ok' : 'jp-Sandbox-bad' }, auditLine(e))
         )
       )
     );
   }
+}
+
+function editor(label: string, patterns: string[], placeholder: string): HTMLTextAreaElement {
+  const area = el('textarea', {
+    class: 'jp-SandboxNetwork-patterns',
+    rows: '4',
+    'aria-label': label,
+    placeholder
+  });
+  area.value = patterns.join('\n');
+  return area;
 }

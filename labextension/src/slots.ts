@@ -43,6 +43,8 @@ export interface ISandboxViews {
   readonly changed: ISignal<ISandboxViews, void>;
   /** Open the details of the sandbox `id` in the main area. */
   openDetails(id: string): void;
+  /** Make open views redraw (what an action or a section shows has changed). */
+  notify(): void;
 }
 
 export const ISandboxViews = new Token<ISandboxViews>(

@@ -25,18 +25,19 @@ export function addSnapshotViews(views: ISandboxViews, features: Features): void
       await attempt('Snapshot failed', async () => {
         const snapshot = await store.api.takeSnapshot(sandbox.id);
         Notification.success(
-          `Snapshot ${snapshot.id} of sandbox ${sandbox.id}: ${formatBytes(snapshot.size)}`,
+          `Snapshot ${snapshot.id} of sandbox ${sandbox.id}: ${snapshot.members} files, ${formatBytes(snapshot.size)}`,
           { autoClose: 5000 }
         );
       });
       views.openDetails(sandbox.id);
+      views.notify(); // an open details view lists the new snapshot
     }
   });
   views.addDetailSection({
     id: 'snapshots',
     title: 'Snapshots',
     rank: 50,
-    create: (sandbox, store) => new SnapshotSection(sandbox, store, features)
+    create: (sandbox, store) => new SnapshotSection(sandbox, store, features, views)
   });
 }
 
@@ -44,7 +45,8 @@ class SnapshotSection extends Widget {
   constructor(
     private readonly sandbox: ISandbox,
     private readonly store: SandboxStore,
-    private readonly features: Features
+    private readonly features: Features,
+    private readonly views: ISandboxViews
   ) {
     super();
     this.addClass('jp-SandboxSnapshots');
@@ -82,22 +84,29 @@ class SnapshotSection extends Widget {
       'aria-label': `Snapshots of sandbox ${this.sandbox.id}`
     });
     for (const snapshot of snapshots) {
+      const name = `snapshot ${snapshot.id}`;
       list.append(
         el(
           'li',
           { 'data-snapshot-id': snapshot.id },
           el('code', {}, snapshot.id),
-          ` ${snapshot.created} · ${formatBytes(snapshot.size)} `,
-          button(
-            'Download',
-            `Download snapshot ${snapshot.id}`,
-            () => void this.download(snapshot)
-          ),
-          button(
-            'Delete',
-            `Delete snapshot ${snapshot.id}`,
-            () => void this.remove(snapshot),
-            'jp-mod-warn'
+          ` ${snapshot.created} · ${snapshot.members} files, ${formatBytes(snapshot.file_bytes)}`,
+          snapshot.note ? ` · ${snapshot.note}` : '',
+          el(
+            'div',
+            { class: 'jp-Sandbox-actions', role: 'group', 'aria-label': `Actions on ${name}` },
+            button('Download', `Download ${name}`, () => void this.download(snapshot)),
+            button(
+              'Restore here',
+              `Restore ${name} into sandbox ${this.sandbox.id}`,
+              () => void this.restoreHere(snapshot)
+            ),
+            button(
+              'Restore into a new sandbox',
+              `Restore ${name} into a new sandbox`,
+              () => void this.restoreNew(snapshot)
+            ),
+            button('Delete', `Delete ${name}`, () => void this.remove(snapshot), 'jp-mod-warn')
           )
         )
       );
@@ -120,6 +129,30 @@ class SnapshotSection extends Widget {
       link.click();
       link.remove();
       setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    });
+  }
+
+  private async restoreHere(snapshot: ISnapshot): Promise<void> {
+    const body = `Files of the snapshot overwrite those of sandbox ${this.sandbox.id}; other files stay.`;
+    if (!(await confirm(`Restore snapshot ${snapshot.id}?`, body, 'Restore'))) {
+      return;
+    }
+    await attempt('Restore failed', async () => {
+      const result = await this.store.api.restoreSnapshot(snapshot.id, this.sandbox.id);
+      Notification.success(`Restored ${result.members} files into sandbox ${result.sandbox}`, {
+        autoClose: 5000
+      });
+    });
+  }
+
+  private async restoreNew(snapshot: ISnapshot): Promise<void> {
+    await attempt('Restore failed', async () => {
+      const created = await this.store.api.createFromSnapshot(
+        snapshot.id,
+        snapshot.source?.runtime
+      );
+      await this.store.refresh();
+      this.views.openDetails(created.id);
     });
   }
 

@@ -3,8 +3,8 @@ import { describe, it } from 'node:test';
 
 import { SandboxApi, SandboxApiError } from '../src/api';
 import { Features } from '../src/features';
-import { isDomainPattern, parseAllowlist, policyRequest } from '../src/network';
-import { snapshotsOf, sortSnapshots } from '../src/snapshots';
+import { auditLine, isDomainPattern, parsePatterns, policyRequest } from '../src/network';
+import { ISnapshot, snapshotsOf, sortSnapshots } from '../src/snapshots';
 import { SandboxStore } from '../src/store';
 
 type Call = { path: string; init: RequestInit };
@@ -50,19 +50,30 @@ describe('SandboxApi', () => {
       'DELETE api/sandboxes/a1b2c3d4e5f6': () => new Response(null, { status: 204 }),
       'GET api/sandboxes/a1b2c3d4e5f6/stats': () => json({ memory_bytes: 1 }),
       'GET api/sandboxes/a1b2c3d4e5f6/attestation': () => json({ ok: true }),
-      'PUT api/sandboxes/a1b2c3d4e5f6/network': () => json({ policy: 'allowlist' })
+      'PUT api/sandboxes/a1b2c3d4e5f6/network': () =>
+        json({ mode: 'allowlist', allow: ['pypi.org'], deny: [], proxy_running: true }),
+      'POST api/sandboxes': () => json({ ...SANDBOX, id: 'c00000000000' }, 201),
+      'POST api/snapshots/s1/restore': () =>
+        json({ snapshot: 's1', sandbox: SANDBOX.id, members: 3, file_bytes: 10 })
     });
     assert.equal((await api.listSandboxes())[0].id, SANDBOX.id);
     assert.equal((await api.action(SANDBOX.id, 'pause')).status, 'paused');
     await api.deleteSandbox(SANDBOX.id);
     assert.equal((await api.stats(SANDBOX.id)).memory_bytes, 1);
     assert.equal((await api.attestation(SANDBOX.id)).ok, true);
-    await api.setNetwork(SANDBOX.id, { policy: 'allowlist', allow: ['pypi.org'] });
+    const state = await api.setNetwork(SANDBOX.id, { mode: 'allowlist', allow: ['pypi.org'] });
+    assert.equal(state.proxy_running, true);
     const put = calls[calls.length - 1];
     assert.equal(put.init.method, 'PUT');
-    assert.deepEqual(JSON.parse(String(put.init.body)), {
-      policy: 'allowlist',
-      allow: ['pypi.org']
+    assert.deepEqual(JSON.parse(String(put.init.body)), { mode: 'allowlist', allow: ['pypi.org'] });
+    assert.equal((await api.createFromSnapshot('s1', 'runsc')).id, 'c00000000000');
+    assert.deepEqual(JSON.parse(String(calls[calls.length - 1].init.body)), {
+      snapshot: 's1',
+      runtime: 'runsc'
+    });
+    assert.equal((await api.restoreSnapshot('s1', SANDBOX.id)).members, 3);
+    assert.deepEqual(JSON.parse(String(calls[calls.length - 1].init.body)), {
+      sandbox: SANDBOX.id
     });
   });
 
@@ -186,26 +197,34 @@ describe('SandboxStore', () => {
 });
 
 describe('network policy model', () => {
-  it('accepts host names and wildcard subdomains only', () => {
-    for (const ok of ['pypi.org', '*.pythonhosted.org', 'a-b.example.co.uk', 'localhost']) {
+  it('accepts host names, wildcards below a domain, and ports, as the server does', () => {
+    for (const ok of [
+      'pypi.org',
+      '*.pythonhosted.org',
+      'a-b.example.co.uk',
+      'localhost',
+      'evil.example.com:443'
+    ]) {
       assert.ok(isDomainPattern(ok), ok);
     }
     for (const bad of [
       'https://pypi.org',
-      'pypi.org:443',
       'pypi.org/simple',
       '*',
+      '*.org',
       '-a.org',
       'a..org',
-      'a*.org'
+      'a*.org',
+      'x.org:0',
+      'x.org:70000'
     ]) {
       assert.ok(!isDomainPattern(bad), bad);
     }
   });
 
-  it('parses the allowlist editor, lower-cased, deduplicated, with comments', () => {
+  it('parses an editor, lower-cased, deduplicated, with comments', () => {
     assert.deepEqual(
-      parseAllowlist(
+      parsePatterns(
         'PyPI.org, files.pythonhosted.org\n# mirrors\n*.example.com pypi.org.\nhttp://x'
       ),
       {
@@ -215,26 +234,57 @@ describe('network policy model', () => {
     );
   });
 
-  it('sends the allowlist only with the allowlist policy', () => {
-    assert.deepEqual(policyRequest('open', ['x.org']), { policy: 'open' });
-    assert.deepEqual(policyRequest('allowlist', ['x.org']), {
-      policy: 'allowlist',
+  it('sends the allow list only in allowlist mode, and deny in every mode', () => {
+    assert.deepEqual(policyRequest('open', ['x.org'], []), { mode: 'open' });
+    assert.deepEqual(policyRequest('open', ['x.org'], ['y.org']), {
+      mode: 'open',
+      deny: ['y.org']
+    });
+    assert.deepEqual(policyRequest('allowlist', ['x.org'], []), {
+      mode: 'allowlist',
       allow: ['x.org']
     });
+  });
+
+  it('writes an audit entry as one line with its verdict and rule', () => {
+    const line = auditLine({
+      time: 't',
+      sandbox: 's',
+      host: 'pypi.org',
+      port: 443,
+      method: 'CONNECT',
+      allowed: false,
+      rule: 'private address',
+      address: '10.0.0.1'
+    });
+    assert.equal(line, 't refused CONNECT pypi.org:443 → 10.0.0.1 (private address)');
   });
 });
 
 describe('snapshot model', () => {
+  const snapshot = (id: string, created: string, sandbox: string | null): ISnapshot => ({
+    id,
+    owner: 'alice',
+    kind: 'workspace',
+    created,
+    source: { sandbox, image: null, runtime: null },
+    size: 1,
+    sha256: '',
+    members: 1,
+    file_bytes: 1,
+    note: ''
+  });
   const snaps = [
-    { id: 's1', size: 1, created: '2026-01-01T00:00:00Z', sandbox_id: 'a' },
-    { id: 's2', size: 1, created: '2026-01-02T00:00:00Z', sandbox_id: 'b' },
-    { id: 's3', size: 1, created: '2026-01-03T00:00:00Z', sandbox_id: 'a' }
+    snapshot('s1', '2026-01-01T00:00:00Z', 'a'),
+    snapshot('s2', '2026-01-02T00:00:00Z', 'b'),
+    snapshot('s3', '2026-01-03T00:00:00Z', 'a'),
+    snapshot('s4', '2026-01-04T00:00:00Z', null)
   ];
 
-  it('lists the newest first, and those of one sandbox', () => {
+  it('lists the newest first, and those made from one sandbox', () => {
     assert.deepEqual(
       sortSnapshots(snaps).map(s => s.id),
-      ['s3', 's2', 's1']
+      ['s4', 's3', 's2', 's1']
     );
     assert.deepEqual(
       snapshotsOf(snaps, 'a').map(s => s.id),
