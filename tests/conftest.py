@@ -113,11 +113,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any test left a labelled container behind."""
     try:
         client = docker.from_env(version="auto", timeout=10)
-        left = client.containers.list(all=True, filters={"label": labels.PURPOSE})
+        left = client.api.containers(all=True, filters={"label": labels.PURPOSE})
     except docker.errors.DockerException:
         return
     leaked = [
-        c.name for c in left if c.labels.get(labels.PURPOSE, "").startswith(TEST_PURPOSE_PREFIX)
+        row["Names"][0].lstrip("/")
+        for row in left
+        if row["Labels"].get(labels.PURPOSE, "").startswith(TEST_PURPOSE_PREFIX)
     ]
     if leaked:
         print(f"\nLEAK: tests left {len(leaked)} sandbox container(s): {', '.join(leaked)}")

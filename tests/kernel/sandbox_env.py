@@ -52,9 +52,18 @@ def notebook_dir(state_dir: Path) -> Path:
 
 
 def containers_under(state_dir: Path) -> list[Any]:
+    """The containers of sandboxes whose host directory lies in ``state_dir``; one removed
+    between the listing and its inspection (a pool draining meanwhile) is left out."""
     client = docker.from_env(version="auto")
-    found = client.containers.list(all=True, filters={"label": labels.HOST_DIR})
-    return [c for c in found if Path(c.labels[labels.HOST_DIR]).parent == state_dir]
+    found = []
+    for row in client.api.containers(all=True, filters={"label": labels.HOST_DIR}):
+        if Path(row["Labels"][labels.HOST_DIR]).parent != state_dir:
+            continue
+        try:
+            found.append(client.containers.get(row["Id"]))
+        except docker.errors.NotFound:
+            continue
+    return found
 
 
 def remove_containers_under(state_dir: Path) -> None:

@@ -8,7 +8,7 @@ import docker
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 
-from jupyter_sandbox.sandbox import SandboxManager, labels
+from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.errors import (
     ImageNotFoundError,
     InvalidSettingError,
@@ -18,14 +18,13 @@ from jupyter_sandbox.sandbox.errors import (
 )
 
 from ..conftest import manager_config, remove_everything_under
+from ..kernel.sandbox_env import containers_under as containers_in
 
 pytestmark = pytest.mark.integration
 
 
 def containers_under(state_dir: Path) -> list[str]:
-    client = docker.from_env(version="auto")
-    found = client.containers.list(all=True, filters={"label": labels.HOST_DIR})
-    return [c.name for c in found if Path(c.labels[labels.HOST_DIR]).parent == state_dir]
+    return [c.name for c in containers_in(state_dir)]
 
 
 def assert_nothing_left(state_dir: Path) -> None:
