@@ -244,3 +244,24 @@ def test_the_engine_keeps_no_trace_of_a_shutdown_kernel(env: Path) -> None:
     assert not [
         v for v in client.volumes.list() if v.attrs.get("Labels") and str(env) in str(v.attrs)
     ]
+
+
+def test_a_kernel_without_a_sandbox_publishes_status_around_kernel_info(purpose: str) -> None:
+    """Jupyter Server's websocket waits for an iopub message after its kernel_info "nudge";
+    without one, JupyterLab showed such a kernel as "Connecting" and never ran a cell."""
+    no_engine = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    with (
+        sandbox_kernel_env(purpose) as state_dir,
+        running_kernel(notebook_dir(state_dir), **no_engine) as (_, kc),
+    ):
+        msg_id = kc.kernel_info()
+        # Earlier replies (the readiness check's kernel_info) may still be queued: skip them.
+        while kc.get_shell_msg(timeout=10)["parent_header"].get("msg_id") != msg_id:
+            pass
+        states = []
+        while len(states) < 2:
+            message = kc.get_iopub_msg(timeout=10)
+            if message["parent_header"].get("msg_id") == msg_id:
+                assert message["msg_type"] == "status"
+                states.append(message["content"]["execution_state"])
+        assert states == ["busy", "idle"]
