@@ -44,6 +44,20 @@ export class SandboxPanel extends Widget {
   }
 
   render(): void {
+    // Redrawn on every refresh: a keyboard user keeps focus on the control they were on.
+    const focused = this.node.contains(document.activeElement)
+      ? document.activeElement?.getAttribute('aria-label')
+      : null;
+    this.draw();
+    if (focused) {
+      const again = [...this.node.querySelectorAll<HTMLElement>('[aria-label]')].find(
+        node => node.getAttribute('aria-label') === focused
+      );
+      again?.focus();
+    }
+  }
+
+  private draw(): void {
     const store = this.views.store;
     const header = el(
       'div',

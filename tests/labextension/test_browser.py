@@ -124,6 +124,12 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
         "nodes => nodes.filter(n => !n.getAttribute('aria-label')).length",
     )
     assert unlabelled == 0
+    # The panel redraws on every refresh; the focused control keeps the focus.
+    details_button = card.get_by_role("button", name=f"Details sandbox {sandbox_id}")
+    details_button.focus()
+    details_button.evaluate("node => node.setAttribute('data-before-redraw', '')")
+    expect(page.locator("#jupyter-sandbox-panel [data-before-redraw]")).to_have_count(0)
+    expect(page.locator(":focus")).to_have_attribute("aria-label", f"Details sandbox {sandbox_id}")
     shot(page, "3-panel-light")
 
     # Pause and resume through the panel; the sandbox's state follows.
