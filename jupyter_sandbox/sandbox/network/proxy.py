@@ -1,0 +1,308 @@
+"""The host-side HTTP proxy of one sandbox: CONNECT and plain absolute-URI HTTP.
+
+Each request is decided in three steps, and every decision is written to the audit:
+
+1. the sandbox's *current* policy (read from its state file on each request, so a change made
+   through the API applies to the very next request) judges the name and port, before any
+   lookup: a name the policy refuses is never resolved (no DNS exfiltration through us);
+2. the proxy resolves the name itself and checks **every** address against the guard
+   (addresses.py); one refused address refuses the request, and the server is not contacted;
+3. it connects to an address it checked (no second lookup: no DNS rebinding).
+
+Refusals are ``403`` answers from the proxy, with the reason in the body and in the
+``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
+set to the URI's authority (no smuggled Host) and ``Connection: close``. TLS is not terminated,
+so for CONNECT the proxy sees the CONNECT host only, not the TLS server name: domain fronting
+through an allowed CDN name is not prevented (documented limitation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .addresses import AddressGuard
+from .audit import AuditLog
+from .policy import NO_NETWORK, NetworkPolicy, normalize_host, policy_of_state
+
+log = logging.getLogger(__name__)
+
+MAX_HEAD = 64 * 1024
+HEAD_TIMEOUT = 30.0
+BUFFER = 256 * 1024
+_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})$")
+_DROPPED = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
+
+
+class BadRequest(Exception):
+    """A request the proxy cannot parse; answered with 400."""
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    method: str
+    host: str
+    port: int
+    head: bytes  # for plain HTTP: the rewritten head to send upstream; empty for CONNECT
+
+
+def parse_head(head: bytes) -> ProxyRequest:
+    """The target of a proxy request head (request line and headers, up to the blank line)."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise BadRequest("malformed request line")
+    method, target, version = parts
+    if method == "CONNECT":
+        host, sep, port_text = target.rpartition(":")
+        if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise BadRequest("CONNECT needs host:port")
+        return ProxyRequest(method, _check_host(host), int(port_text), b"")
+    url = urlsplit(target)
+    if url.scheme.lower() != "http" or not url.hostname:
+        raise BadRequest("send an absolute http:// URI to the proxy (https goes through CONNECT)")
+    try:
+        port = url.port or 80
+    except ValueError:
+        raise BadRequest("invalid port in the URI") from None
+    host = _check_host(url.hostname)
+    path = url.path or "/"
+    if url.query:
+        path += "?" + url.query
+    authority = f"[{host}]" if ":" in host else host
+    if port != 80:
+        authority += f":{port}"
+    headers = [f"{method} {path} {version}", f"Host: {authority}"]
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, _value = line.partition(":")
+        if not sep or name != name.strip():
+            raise BadRequest("malformed header line")
+        if name.lower() not in _DROPPED:
+            headers.append(line)
+    headers.append("Connection: close")
+    return ProxyRequest(method, host, port, ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
+
+
+def _check_host(host: str) -> str:
+    host = normalize_host(host)
+    if ":" in host:  # an IPv6 literal: ipaddress decides in the guard
+        return host
+    if not _HOST.match(host):
+        raise BadRequest("invalid host name")
+    return host
+
+
+class EgressProxy:
+    """Serves proxy requests arriving on tunnels from one sandbox's forwarder."""
+
+    def __init__(
+        self,
+        root: Path,
+        guard: AddressGuard,
+        audit: AuditLog,
+        *,
+        test_host_addresses: dict[str, str] | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.state_file = root / "state.json"
+        self.guard = guard
+        self.audit = audit
+        self.test_host_addresses = test_host_addresses or {}
+        self.connect_timeout = connect_timeout
+        self._policy: tuple[tuple[int, int], NetworkPolicy] | None = None
+
+    def current_policy(self) -> NetworkPolicy:
+        """The policy in the state file now (re-read when the file was replaced)."""
+        import json
+
+        try:
+            stat = os.stat(self.state_file)
+        except FileNotFoundError:
+            return NO_NETWORK
+        key = (stat.st_ino, stat.st_mtime_ns)
+        if self._policy is None or self._policy[0] != key:
+            try:
+                with open(self.state_file) as f:
+                    state = json.load(f)
+            except (OSError, ValueError):
+                return NO_NETWORK
+            self._policy = (key, policy_of_state(state if isinstance(state, dict) else {}))
+        return self._policy[1]
+
+    async def handle(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        started: Callable[[], None],
+    ) -> None:
+        """One client connection: waits (idle) for its first bytes, then serves one request."""
+        try:
+            head, rest = await self._read_head(reader, started)
+        except (BadRequest, asyncio.TimeoutError, asyncio.LimitOverrunError) as exc:
+            if not isinstance(exc, _Closed):
+                await _answer(writer, 400, "Bad Request", f"bad proxy request: {exc}")
+            return
+        try:
+            request = parse_head(head)
+        except BadRequest as exc:
+            await _answer(writer, 400, "Bad Request", f"bad proxy request: {exc}")
+            return
+        upstream = await self._open(request, writer)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
+        try:
+            if request.method == "CONNECT":
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                up_writer.write(request.head)
+            if rest:
+                up_writer.write(rest)
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            up_writer.close()
+
+    async def _open(
+        self, request: ProxyRequest, writer: asyncio.StreamWriter
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        host, port, method = request.host, request.port, request.method
+        decision = self.current_policy().decide(host, port)
+        if not decision.allowed:
+            await self._deny(writer, request, decision.rule)
+            return None
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            self.audit.record(
+                host=host, port=port, method=method, allowed=False, rule=f"lookup failed: {exc}"
+            )
+            await _answer(writer, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
+            return None
+        for address in addresses:
+            why = self.guard.refusal(address)
+            if why is not None:
+                rule = f"resolved to a denied address {address} ({why})"
+                await self._deny(writer, request, rule, address)
+                return None
+        error: OSError | asyncio.TimeoutError | None = None
+        for address in addresses:
+            try:
+                opened = await asyncio.wait_for(
+                    asyncio.open_connection(address, port, limit=BUFFER), self.connect_timeout
+                )
+            except (OSError, asyncio.TimeoutError) as exc:
+                error = exc
+                continue
+            self.audit.record(
+                host=host,
+                port=port,
+                method=method,
+                allowed=True,
+                rule=decision.rule,
+                address=address,
+            )
+            return opened
+        self.audit.record(
+            host=host,
+            port=port,
+            method=method,
+            allowed=False,
+            rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
+        )
+        await _answer(writer, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
+        return None
+
+    async def _deny(
+        self,
+        writer: asyncio.StreamWriter,
+        request: ProxyRequest,
+        rule: str,
+        address: str | None = None,
+    ) -> None:
+        self.audit.record(
+            host=request.host,
+            port=request.port,
+            method=request.method,
+            allowed=False,
+            rule=rule,
+            address=address,
+        )
+        log.info("denied %s:%s: %s", request.host, request.port, rule)
+        body = f"jupyter-sandbox network policy: {request.host}:{request.port} denied: {rule}"
+        await _answer(writer, 403, "Forbidden", body, rule)
+
+    async def _resolve(self, host: str, port: int) -> list[str]:
+        """Every address of ``host``, resolved here (the sandbox has no resolver)."""
+        if host in self.test_host_addresses:
+            return [self.test_host_addresses[host]]
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )
+        found: list[str] = []
+        for _family, _type, _proto, _name, sockaddr in infos:
+            address = str(sockaddr[0])
+            if address not in found:
+                found.append(address)
+        if not found:
+            raise OSError(f"no address for {host}")
+        return found
+
+    async def _read_head(
+        self, reader: asyncio.StreamReader, started: Callable[[], None]
+    ) -> tuple[bytes, bytes]:
+        first = await reader.read(BUFFER)  # an idle tunnel waits here, without a time limit
+        if not first:
+            raise _Closed()
+        started()
+        data = bytearray(first)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HEAD_TIMEOUT
+        while b"\r\n\r\n" not in data:
+            if len(data) > MAX_HEAD:
+                raise BadRequest("request head too large")
+            chunk = await asyncio.wait_for(reader.read(BUFFER), deadline - loop.time())
+            if not chunk:
+                raise _Closed()
+            data += chunk
+        end = data.index(b"\r\n\r\n") + 4
+        return bytes(data[:end]), bytes(data[end:])
+
+
+class _Closed(BadRequest):
+    """The client went away before sending a request: nothing to answer."""
+
+
+async def _answer(
+    writer: asyncio.StreamWriter, status: int, reason: str, body: str, denied: str = ""
+) -> None:
+    payload = (body + "\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n"
+    )
+    if denied:
+        head += f"X-Jupyter-Sandbox-Denied: {denied[:200]}\r\n"
+    with contextlib.suppress(OSError, ConnectionError):
+        writer.write(head.encode("latin-1", "replace") + b"\r\n" + payload)
+        await writer.drain()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(BUFFER):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (OSError, ConnectionError):
+        writer.close()
