@@ -108,6 +108,7 @@ class SandboxesHandler(SandboxAPIHandler):
             environment=request.environment,
             context=request.context,
             purpose=self.extension.container_purpose,
+            network=request.network,
         )
         location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
         self.set_header("Location", location)

@@ -7,7 +7,7 @@ NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the address they embed
 
 ``allow_private_ranges`` may open chosen private ranges (a company mirror on 10.0.0.0/8); it can
 never open loopback, link-local, metadata or the host's own addresses. Only the settings whose
-names say they are for tests (``allow_loopback_for_tests``) open 127.0.0.0/8, so that tests can
+names say they are for tests (``allow_loopback_for_tests``) open 127.0.0.1, so that tests can
 run their servers on the host's loopback.
 """
 
@@ -68,7 +68,9 @@ OPENABLE = [
     ipaddress.ip_network(n)
     for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 ]
-LOOPBACK = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
+# The one address allow_loopback_for_tests opens: the tests' servers listen there, and every
+# other loopback address stays refused (so tests can also prove a refusal on 127.0.0.2).
+TEST_SERVER_ADDRESS = ipaddress.IPv4Address("127.0.0.1")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _6TO4 = ipaddress.ip_network("2002::/16")
 
@@ -129,7 +131,7 @@ class AddressGuard:
         name = str(ip)
         if name in METADATA:
             return METADATA[name]
-        if self.allow_loopback_for_tests and any(_within(ip, n) for n in LOOPBACK):
+        if self.allow_loopback_for_tests and ip == TEST_SERVER_ADDRESS:
             return None
         if ip in self.host_addresses:
             return "an address of this host"

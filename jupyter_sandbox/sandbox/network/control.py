@@ -79,8 +79,11 @@ async def apply_policy(
     return policy
 
 
-def forwarder_source(token: str) -> bytes:
-    config = {"token": token, "port": FORWARDER_PORT, "path": f"{SANDBOX_IO_DIR}/{TUNNEL_SOCKET}"}
+def forwarder_source(
+    token: str, port: int = FORWARDER_PORT, path: str = f"{SANDBOX_IO_DIR}/{TUNNEL_SOCKET}"
+) -> bytes:
+    """The forwarder program (forwarder.py) with its configuration, for ``python -``."""
+    config = {"token": token, "port": port, "path": path}
     source = (Path(__file__).parent / "forwarder.py").read_text()
     return f"{source}\nmain({json.dumps(json.dumps(config))})\n".encode()
 

@@ -154,8 +154,9 @@ def main(config_json: str) -> None:
         print(f"error: cannot bind {path}: {exc}", flush=True)
         sys.exit(1)
     tunnel_listener.listen(64)
-    if os.fork():
-        print("ready", flush=True)
+    child = os.fork()
+    if child:
+        print(f"ready {child}", flush=True)
         os._exit(0)
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR)

@@ -62,9 +62,9 @@ class NetworkSettings(LoggingConfigurable):
     allow_loopback_for_tests = Bool(
         False,
         config=True,
-        help="""FOR TESTS ONLY: lets the host proxy connect to 127.0.0.0/8 and ::1, so that test
-        servers on the host's loopback can stand in for the internet. Never set it otherwise:
-        sandbox code could then reach every service listening on the host's loopback.""",
+        help="""FOR TESTS ONLY: lets the host proxy connect to 127.0.0.1 (only that address), so
+        that test servers on the host's loopback can stand in for the internet. Never set it
+        otherwise: sandbox code could then reach every service listening on 127.0.0.1.""",
     )
     test_host_addresses = Dict(
         value_trait=Unicode(),
