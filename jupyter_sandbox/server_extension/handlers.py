@@ -193,3 +193,8 @@ default_handlers = [
     (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
     (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
 ]
+
+# Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .network_handlers import network_handlers  # noqa: E402
+
+default_handlers += network_handlers

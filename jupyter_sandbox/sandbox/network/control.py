@@ -146,7 +146,8 @@ def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
 
 
 def stop_proxy(directory: SandboxDirectory) -> None:
-    """End the sandbox's host proxy, if one runs (blocking; a fraction of a second)."""
+    """End the sandbox's host proxy, if one runs, and return once it has exited (blocking; a
+    fraction of a second)."""
     lock = ProcessLock(directory.root / PROXY_LOCK)
     if not ProcessLock.is_held(lock.path):
         return
@@ -159,11 +160,19 @@ def stop_proxy(directory: SandboxDirectory) -> None:
             os.kill(pid, signum)
         deadline = time.monotonic() + STOP_TIMEOUT
         while time.monotonic() < deadline:
-            if not ProcessLock.is_held(lock.path):
-                _reap()
+            if not ProcessLock.is_held(lock.path) and _exited(pid):
                 return
             time.sleep(0.01)
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie has: only its parent's wait is missing)."""
     _reap()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" in f.read()
+    except FileNotFoundError:
+        return True
 
 
 def _reap() -> None:
