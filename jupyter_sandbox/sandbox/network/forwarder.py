@@ -15,6 +15,8 @@ Once ready it detaches (its own session, no stdio) and prints ``ready`` for the 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -24,7 +26,7 @@ import time
 
 HELLO = b"JSB-EGRESS 1 "
 TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there is no network
-BUFFER = 256 * 1024
+BUFFER = 1024 * 1024
 MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
 NO_PROXY_BODY = (
     b"jupyter-sandbox: no network: this sandbox's network policy is none "
@@ -71,18 +73,46 @@ def _alive(sock: socket.socket) -> bool:
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    buf = bytearray(BUFFER)
-    view = memoryview(buf)
+    """``src`` -> ``dst`` until end of file (then half-close) or an error (then shut both)."""
     try:
-        while True:
-            n = src.recv_into(buf)
-            if not n:
-                break
-            dst.sendall(view[:n])
+        _splice(src, dst)
     except OSError:
-        pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return
     with contextlib.suppress(OSError):
         dst.shutdown(socket.SHUT_WR)
+
+
+def _splice(src: socket.socket, dst: socket.socket) -> None:
+    """Move the bytes inside the kernel (socket -> pipe -> socket) where it can; else copy."""
+    read_end, write_end = os.pipe()
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_end, 1031, BUFFER)  # F_SETPIPE_SZ: fewer, larger splices
+        while True:
+            try:
+                n = os.splice(src.fileno(), write_end, BUFFER)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                _copy(src, dst)
+                return
+            if n == 0:
+                return
+            while n:
+                n -= os.splice(read_end, dst.fileno(), n)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    buf = bytearray(BUFFER)
+    view = memoryview(buf)
+    while n := src.recv_into(buf):
+        dst.sendall(view[:n])
 
 
 def _refuse(client: socket.socket) -> None:

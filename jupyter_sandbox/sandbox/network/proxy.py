@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from .addresses import AddressGuard
 from .audit import AuditLog
 from .policy import NO_NETWORK, NetworkPolicy, normalize_host, policy_of_state
+from .relay import relay
 
 log = logging.getLogger(__name__)
 
@@ -140,45 +141,38 @@ class EgressProxy:
         return self._policy[1]
 
     async def handle(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        started: Callable[[], None],
+        self, client: socket.socket, received: bytes, started: Callable[[], None]
     ) -> None:
-        """One client connection: waits (idle) for its first bytes, then serves one request."""
+        """One client on a tunnel (non-blocking socket; ``received``: bytes already read from
+        it): waits, idle, for the request, serves it, then moves the bytes both ways."""
         try:
-            head, rest = await self._read_head(reader, started)
-        except (BadRequest, asyncio.TimeoutError, asyncio.LimitOverrunError) as exc:
-            if not isinstance(exc, _Closed):
-                await _answer(writer, 400, "Bad Request", f"bad proxy request: {exc}")
-            return
-        try:
+            head, rest = await self._read_head(client, received, started)
             request = parse_head(head)
-        except BadRequest as exc:
-            await _answer(writer, 400, "Bad Request", f"bad proxy request: {exc}")
+        except _Closed:
             return
-        upstream = await self._open(request, writer)
+        except (BadRequest, asyncio.TimeoutError) as exc:
+            await _answer(client, 400, "Bad Request", f"bad proxy request: {exc}")
+            return
+        upstream = await self._open(request, client)
         if upstream is None:
             return
-        up_reader, up_writer = upstream
+        loop = asyncio.get_running_loop()
         try:
             if request.method == "CONNECT":
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await loop.sock_sendall(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
-                up_writer.write(request.head)
+                await loop.sock_sendall(upstream, request.head)
             if rest:
-                up_writer.write(rest)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                await loop.sock_sendall(upstream, rest)
+            await relay(client, upstream)
         finally:
-            up_writer.close()
+            upstream.close()
 
-    async def _open(
-        self, request: ProxyRequest, writer: asyncio.StreamWriter
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _open(self, request: ProxyRequest, client: socket.socket) -> socket.socket | None:
         host, port, method = request.host, request.port, request.method
         decision = self.current_policy().decide(host, port)
         if not decision.allowed:
-            await self._deny(writer, request, decision.rule)
+            await self._deny(client, request, decision.rule)
             return None
         try:
             addresses = await self._resolve(host, port)
@@ -186,21 +180,26 @@ class EgressProxy:
             self.audit.record(
                 host=host, port=port, method=method, allowed=False, rule=f"lookup failed: {exc}"
             )
-            await _answer(writer, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
+            await _answer(client, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
             return None
         for address in addresses:
             why = self.guard.refusal(address)
             if why is not None:
                 rule = f"resolved to a denied address {address} ({why})"
-                await self._deny(writer, request, rule, address)
+                await self._deny(client, request, rule, address)
                 return None
-        error: OSError | asyncio.TimeoutError | None = None
-        for address in addresses:
+        error: Exception | None = None
+        loop = asyncio.get_running_loop()
+        for address in addresses:  # each one checked above; connected to as it is
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            upstream = socket.socket(family, socket.SOCK_STREAM)
+            upstream.setblocking(False)
             try:
-                opened = await asyncio.wait_for(
-                    asyncio.open_connection(address, port, limit=BUFFER), self.connect_timeout
+                await asyncio.wait_for(
+                    loop.sock_connect(upstream, (address, port)), self.connect_timeout
                 )
             except (OSError, asyncio.TimeoutError) as exc:
+                upstream.close()
                 error = exc
                 continue
             self.audit.record(
@@ -211,7 +210,7 @@ class EgressProxy:
                 rule=decision.rule,
                 address=address,
             )
-            return opened
+            return upstream
         self.audit.record(
             host=host,
             port=port,
@@ -219,12 +218,12 @@ class EgressProxy:
             allowed=False,
             rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
         )
-        await _answer(writer, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
+        await _answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
         return None
 
     async def _deny(
         self,
-        writer: asyncio.StreamWriter,
+        client: socket.socket,
         request: ProxyRequest,
         rule: str,
         address: str | None = None,
@@ -239,7 +238,7 @@ class EgressProxy:
         )
         log.info("denied %s:%s: %s", request.host, request.port, rule)
         body = f"jupyter-sandbox network policy: {request.host}:{request.port} denied: {rule}"
-        await _answer(writer, 403, "Forbidden", body, rule)
+        await _answer(client, 403, "Forbidden", body, rule)
 
     async def _resolve(self, host: str, port: int) -> list[str]:
         """Every address of ``host``, resolved here (the sandbox has no resolver)."""
@@ -258,19 +257,21 @@ class EgressProxy:
         return found
 
     async def _read_head(
-        self, reader: asyncio.StreamReader, started: Callable[[], None]
+        self, client: socket.socket, received: bytes, started: Callable[[], None]
     ) -> tuple[bytes, bytes]:
-        first = await reader.read(BUFFER)  # an idle tunnel waits here, without a time limit
-        if not first:
-            raise _Closed()
-        started()
-        data = bytearray(first)
         loop = asyncio.get_running_loop()
+        data = bytearray(received)
+        if not data:
+            first = await loop.sock_recv(client, BUFFER)  # an idle tunnel waits here
+            if not first:
+                raise _Closed()
+            data += first
+        started()
         deadline = loop.time() + HEAD_TIMEOUT
         while b"\r\n\r\n" not in data:
             if len(data) > MAX_HEAD:
                 raise BadRequest("request head too large")
-            chunk = await asyncio.wait_for(reader.read(BUFFER), deadline - loop.time())
+            chunk = await asyncio.wait_for(loop.sock_recv(client, BUFFER), deadline - loop.time())
             if not chunk:
                 raise _Closed()
             data += chunk
@@ -283,7 +284,7 @@ class _Closed(BadRequest):
 
 
 async def _answer(
-    writer: asyncio.StreamWriter, status: int, reason: str, body: str, denied: str = ""
+    client: socket.socket, status: int, reason: str, body: str, denied: str = ""
 ) -> None:
     payload = (body + "\n").encode()
     head = (
@@ -292,17 +293,7 @@ async def _answer(
     )
     if denied:
         head += f"X-Jupyter-Sandbox-Denied: {denied[:200]}\r\n"
-    with contextlib.suppress(OSError, ConnectionError):
-        writer.write(head.encode("latin-1", "replace") + b"\r\n" + payload)
-        await writer.drain()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(BUFFER):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (OSError, ConnectionError):
-        writer.close()
+    with contextlib.suppress(OSError):
+        await asyncio.get_running_loop().sock_sendall(
+            client, head.encode("latin-1", "replace") + b"\r\n" + payload
+        )

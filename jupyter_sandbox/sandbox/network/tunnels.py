@@ -20,10 +20,11 @@ import asyncio
 import hmac
 import logging
 import os
+import socket
 import stat
 from pathlib import Path
 
-from .proxy import BUFFER, EgressProxy
+from .proxy import EgressProxy
 
 log = logging.getLogger(__name__)
 
@@ -36,21 +37,35 @@ class TunnelRefused(Exception):
     """The peer at the tunnel socket is not this sandbox's forwarder."""
 
 
-async def open_tunnel(path: Path, token: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to the forwarder at ``path`` that presented ``token``."""
+async def open_tunnel(path: Path, token: str) -> tuple[socket.socket, bytes]:
+    """A connection to the forwarder at ``path`` that presented ``token``, and whatever the
+    forwarder's client already sent after the hello."""
     if not stat.S_ISSOCK(os.lstat(path).st_mode):  # a link or a file planted by the sandbox
         raise TunnelRefused(f"{path} is not a socket")
-    reader, writer = await asyncio.open_unix_connection(str(path), limit=BUFFER)
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
     try:
-        line = await asyncio.wait_for(reader.readline(), HELLO_TIMEOUT)
-    except (asyncio.TimeoutError, ValueError, OSError):
-        writer.close()
-        raise TunnelRefused("the peer sent no hello") from None
+        await loop.sock_connect(sock, str(path))
+        received = b""
+        deadline = loop.time() + HELLO_TIMEOUT
+        while b"\n" not in received and len(received) <= len(HELLO) + 256:
+            chunk = await asyncio.wait_for(loop.sock_recv(sock, 4096), deadline - loop.time())
+            if not chunk:
+                break
+            received += chunk
+    except (OSError, asyncio.TimeoutError) as exc:
+        sock.close()
+        raise TunnelRefused(f"the peer sent no hello ({exc!r})") from None
+    except BaseException:
+        sock.close()
+        raise
+    line, _, rest = received.partition(b"\n")
     presented = line[len(HELLO) :].strip() if line.startswith(HELLO) else b""
     if not hmac.compare_digest(presented, token.encode()):
-        writer.close()
+        sock.close()
         raise TunnelRefused("the peer did not present the sandbox's token")
-    return reader, writer
+    return sock, rest
 
 
 class TunnelKeeper:
@@ -87,7 +102,7 @@ class TunnelKeeper:
             await asyncio.sleep(delay)
         async with self.slots:
             try:
-                reader, writer = await open_tunnel(self.path, self.token)
+                sock, received = await open_tunnel(self.path, self.token)
             except (OSError, TunnelRefused) as exc:
                 self._backoff = min(MAX_BACKOFF, self._backoff * 2 or 0.05)
                 log.warning(
@@ -105,11 +120,11 @@ class TunnelKeeper:
                 self._spawn()
 
             try:
-                await self.proxy.handle(reader, writer, started)
+                await self.proxy.handle(sock, received, started)
             except Exception:  # one request's failure must not end the proxy
                 log.exception("proxying a request failed")
             finally:
-                writer.close()
+                sock.close()
         if not replaced:  # an idle tunnel the forwarder closed: open another, gently
             self._backoff = min(MAX_BACKOFF, self._backoff * 2 or 0.05)
             self._spawn(self._backoff)

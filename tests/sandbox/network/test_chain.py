@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,8 @@ def other_loopback_server() -> Iterator[RecordingServer]:
         yield s
 
 
-@pytest.fixture
-def chain() -> Iterator[Chain]:
+@contextmanager
+def make_chain() -> Iterator[Chain]:
     state_dir = Path(tempfile.mkdtemp(prefix="jsbn-", dir="/tmp"))
     directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
@@ -109,6 +110,19 @@ def chain() -> Iterator[Chain]:
         stop_proxy(directory)
         os.kill(forwarder_pid, signal.SIGKILL)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def chain() -> Iterator[Chain]:
+    """Shared by the module: each test sets the policy it needs first."""
+    with make_chain() as made:
+        yield made
+
+
+@pytest.fixture
+def own_chain() -> Iterator[Chain]:
+    with make_chain() as made:
+        yield made
 
 
 def status(answer: bytes) -> int:
@@ -297,10 +311,10 @@ def test_the_host_proxy_listens_nowhere_so_no_local_process_can_use_it(chain: Ch
         assert len(listening_sockets(os.getpid())) == before + 1
 
 
-def test_proxy_exits_once_the_sandbox_directory_is_gone(chain: Chain) -> None:
-    assert proxy_running(chain.directory)
-    pid = int(ProcessLock(chain.directory.root / PROXY_LOCK).note_of_holder())
-    shutil.rmtree(chain.directory.root)
+def test_proxy_exits_once_the_sandbox_directory_is_gone(own_chain: Chain) -> None:
+    assert proxy_running(own_chain.directory)
+    pid = int(ProcessLock(own_chain.directory.root / PROXY_LOCK).note_of_holder())
+    shutil.rmtree(own_chain.directory.root)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
