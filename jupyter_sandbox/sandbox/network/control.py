@@ -34,6 +34,7 @@ from ..backend import SANDBOX_IO_DIR, SandboxBackend
 from ..errors import SandboxError
 from ..hostdir import SandboxDirectory
 from ..process_lock import ProcessLock
+from .forwarder import CONFIG_VARIABLE
 from .policy import NetworkPolicy, policy_of_state
 from .settings import FORWARDER_PORT
 
@@ -79,30 +80,50 @@ async def apply_policy(
     return policy
 
 
-def forwarder_source(
+def forwarder_source() -> str:
+    """The forwarder program (forwarder.py), for ``python -c``."""
+    return (Path(__file__).parent / "forwarder.py").read_text()
+
+
+def forwarder_environment(
     token: str, port: int = FORWARDER_PORT, path: str = f"{SANDBOX_IO_DIR}/{TUNNEL_SOCKET}"
-) -> bytes:
-    """The forwarder program (forwarder.py) with its configuration, for ``python -``."""
+) -> dict[str, str]:
     config = {"token": token, "port": port, "path": path}
-    source = (Path(__file__).parent / "forwarder.py").read_text()
-    return f"{source}\nmain({json.dumps(json.dumps(config))})\n".encode()
+    return {CONFIG_VARIABLE: json.dumps(config)}
 
 
 async def start_forwarder(
     backend: SandboxBackend, directory: SandboxDirectory, sandbox_id: str, token: str
 ) -> None:
-    """Start the forwarder inside the sandbox, unless its socket is already there."""
-    if (directory.io / TUNNEL_SOCKET).exists() or (directory.io / TUNNEL_SOCKET).is_symlink():
+    """Start the forwarder inside the sandbox, unless its socket is already there, and wait
+    until it listens."""
+    socket_path = directory.io / TUNNEL_SOCKET
+    if socket_path.exists() or socket_path.is_symlink():
         return  # started before (gVisor could not bind the path a second time anyway)
-    result = await backend.exec(
-        sandbox_id, ["python", "-"], timeout=START_TIMEOUT, stdin=forwarder_source(token)
+    spawn_id = await backend.spawn(
+        sandbox_id,
+        ["python", "-c", forwarder_source()],
+        environment=forwarder_environment(token),
     )
-    if result.exit_code != 0 or not result.stdout.startswith(b"ready"):
-        said = (result.stdout + result.stderr).decode(errors="replace").strip()[-500:]
-        raise NetworkSetupError(
-            f"the network forwarder in sandbox {sandbox_id} did not start "
-            f"(exit {result.exit_code}): {said}"
-        )
+    deadline = time.monotonic() + START_TIMEOUT
+    checked = time.monotonic()
+    while not socket_path.exists():
+        now = time.monotonic()
+        if now > deadline:
+            raise NetworkSetupError(
+                f"the network forwarder in sandbox {sandbox_id} did not listen within "
+                f"{START_TIMEOUT:g}s"
+            )
+        if now - checked > 0.5:
+            checked = now
+            code = await backend.spawned_exit_code(spawn_id)
+            if code is not None:
+                said = _tail(directory.io / f"{TUNNEL_SOCKET}.error")
+                raise NetworkSetupError(
+                    f"the network forwarder in sandbox {sandbox_id} exited ({code})"
+                    + (f": {said}" if said else "")
+                )
+        await asyncio.sleep(0.01)
 
 
 def proxy_running(directory: SandboxDirectory) -> bool:

@@ -1,15 +1,17 @@
 """The forwarder: runs INSIDE the sandbox, between its programs and the host proxy.
 
-Not imported on the host: control.py sends this file's source to the image's Python
-(``python -`` through an engine exec, as the sandbox's user) followed by ``main(<config>)``.
-Standard library only, threads only (no asyncio import to pay under gVisor).
+The host imports only its constants: control.py runs this source with the image's Python
+(``python -c``, a detached engine exec, as the sandbox's user; its parent is outside the
+sandbox, so the kernel supervisor's clean-up at a restart spares it). Standard library only,
+threads only (no asyncio import to pay under gVisor).
 
 It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has no other
 interface) and on the Unix socket ``/run/sandbox/egress.sock``, where the host proxy connects
 its idle tunnels (the sandbox cannot connect out to a host socket). Each tunnel is greeted with
 the per-sandbox token. Each client connection is joined to one idle tunnel, byte for byte; with
 no tunnel (the policy is none, so no host proxy runs) the client gets a 403 saying so.
-Once ready it detaches (its own session, no stdio) and prints ``ready`` for the host.
+The host waits for the socket to appear; a failure to listen is written beside it
+(``egress.sock.error``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import threading
 import time
 
 HELLO = b"JSB-EGRESS 1 "
+# Its configuration (token, port, socket path) comes in this variable, never on the command
+# line; it is removed from the environment at once.
+CONFIG_VARIABLE = "JUPYTER_SANDBOX_EGRESS"
 TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there is no network
 BUFFER = 1024 * 1024
 MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
@@ -165,33 +170,22 @@ def _serve_tunnels(listener: socket.socket, hello: bytes, tunnels: Tunnels) -> N
         tunnels.add(sock)
 
 
-def main(config_json: str) -> None:
-    config = json.loads(config_json)
+def main() -> None:
+    config = json.loads(os.environ.pop(CONFIG_VARIABLE))
     port, path = int(config["port"]), config["path"]
     hello = HELLO + config["token"].encode() + b"\n"
     clients = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     clients.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        clients.bind(("127.0.0.1", port))
-    except OSError as exc:
-        print(f"error: cannot listen on 127.0.0.1:{port}: {exc}", flush=True)
-        sys.exit(1)
-    clients.listen(128)
     tunnel_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        tunnel_listener.bind(path)
+        clients.bind(("127.0.0.1", port))
+        clients.listen(128)
+        tunnel_listener.bind(path)  # last: the host waits for this path to appear
+        tunnel_listener.listen(64)
     except OSError as exc:
-        print(f"error: cannot bind {path}: {exc}", flush=True)
+        with contextlib.suppress(OSError), open(path + ".error", "w") as f:
+            f.write(f"cannot listen on 127.0.0.1:{port} and {path}: {exc}")
         sys.exit(1)
-    tunnel_listener.listen(64)
-    child = os.fork()
-    if child:
-        print(f"ready {child}", flush=True)
-        os._exit(0)
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
     tunnels = Tunnels()
     threading.Thread(
         target=_serve_tunnels, args=(tunnel_listener, hello, tunnels), daemon=True
@@ -201,3 +195,7 @@ def main(config_json: str) -> None:
         slots.acquire()  # at most MAX_CLIENTS at a time; the rest wait in the listen queue
         client, _ = clients.accept()
         threading.Thread(target=_serve_client, args=(client, tunnels, slots), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

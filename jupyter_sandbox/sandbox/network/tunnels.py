@@ -104,9 +104,12 @@ class TunnelKeeper:
             try:
                 sock, received = await open_tunnel(self.path, self.token)
             except (OSError, TunnelRefused) as exc:
+                # Only the first failure of a streak is logged: a paused or dying sandbox would
+                # otherwise add a line to the log at every retry.
+                first = self._backoff == 0.0
                 self._backoff = min(MAX_BACKOFF, self._backoff * 2 or 0.05)
-                log.warning(
-                    "tunnel to %s failed: %s; again in %.2fs", self.path, exc, self._backoff
+                (log.warning if first else log.debug)(
+                    "tunnel to %s failed: %s; retrying", self.path, exc
                 )
                 self._spawn(self._backoff)
                 return

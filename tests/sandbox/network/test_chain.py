@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from jupyter_sandbox.sandbox.network import NetworkPolicy, NetworkSettings, read
 from jupyter_sandbox.sandbox.network.control import (
     PROXY_LOCK,
     TUNNEL_SOCKET,
+    forwarder_environment,
     forwarder_source,
     proxy_running,
     start_proxy,
@@ -89,11 +89,15 @@ def make_chain() -> Iterator[Chain]:
     directory.create(os.getuid())
     directory.write_state({"network": NetworkPolicy("none").as_dict(), "network_token": TOKEN})
     port = free_port()
-    source = forwarder_source(TOKEN, port, str(directory.io / TUNNEL_SOCKET)).decode()
-    started = subprocess.run(
-        [sys.executable, "-c", source], capture_output=True, text=True, timeout=30, check=True
+    forwarder = subprocess.Popen(
+        [sys.executable, "-c", forwarder_source()],
+        env={**os.environ, **forwarder_environment(TOKEN, port, str(directory.io / TUNNEL_SOCKET))},
     )
-    forwarder_pid = int(started.stdout.split()[1])
+    deadline = time.monotonic() + 30
+    while not (directory.io / TUNNEL_SOCKET).exists():
+        assert time.monotonic() < deadline, "the forwarder did not listen"
+        assert forwarder.poll() is None, "the forwarder exited"
+        time.sleep(0.01)
     settings = NetworkSettings(
         allow_loopback_for_tests=True,
         test_host_addresses={
@@ -108,7 +112,8 @@ def make_chain() -> Iterator[Chain]:
         yield Chain(directory, port)
     finally:
         stop_proxy(directory)
-        os.kill(forwarder_pid, signal.SIGKILL)
+        forwarder.kill()
+        forwarder.wait()
         shutil.rmtree(state_dir, ignore_errors=True)
 
 

@@ -287,3 +287,18 @@ async def test_audit_records_every_decision(
     ]
     assert {e["sandbox"] for e in entries} == {box.sandbox_id}
     assert all(e["port"] == server.port and e["time"] for e in entries)
+
+
+async def test_the_policy_outlives_a_kernel_restart(
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+) -> None:
+    """Restarting the interpreter (last in the module: the box's kernel changes) keeps the
+    sandbox's forwarder and policy."""
+    await set_policy(net_manager, box, "allowed.test")
+    restarted = await net_manager.restart_kernel(OWNER, box.sandbox_id)
+    output, reply = await execute(restarted.connection_info, HELPERS)
+    assert reply["status"] == "ok", output
+    assert await run(restarted, f"fetch('http://allowed.test:{server.port}/')") == [
+        200,
+        "hello from the test server\n",
+    ]
