@@ -11,15 +11,18 @@ Each request is decided in three steps, and every decision is written to the aud
 
 Refusals are ``403`` answers from the proxy, with the reason in the body and in the
 ``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
-set to the URI's authority (no smuggled Host) and ``Connection: close``. TLS is not terminated,
-so for CONNECT the proxy sees the CONNECT host only, not the TLS server name: domain fronting
-through an allowed CDN name is not prevented (documented limitation).
+set to the URI's authority (no smuggled Host) and ``Connection: close``. TLS is not terminated;
+a CONNECT to a name whose client then asks TLS for another server name (SNI) is closed before
+any byte of it is passed on (sni.py), but domain fronting through an allowed CDN name (the
+fronted name is inside the encryption) is not prevented: a documented limitation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import json
 import logging
 import os
 import re
@@ -33,6 +36,7 @@ from .addresses import AddressGuard
 from .audit import AuditLog
 from .policy import NO_NETWORK, NetworkPolicy, normalize_host, policy_of_state
 from .relay import relay
+from .sni import Incomplete, is_tls, server_name
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,14 @@ def parse_head(head: bytes) -> ProxyRequest:
     return ProxyRequest(method, host, port, ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_host(host: str) -> str:
     host = normalize_host(host)
     if ":" in host:  # an IPv6 literal: ipaddress decides in the guard
@@ -124,8 +136,6 @@ class EgressProxy:
 
     def current_policy(self) -> NetworkPolicy:
         """The policy in the state file now (re-read when the file was replaced)."""
-        import json
-
         try:
             stat = os.stat(self.state_file)
         except FileNotFoundError:
@@ -162,11 +172,38 @@ class EgressProxy:
                 await loop.sock_sendall(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
                 await loop.sock_sendall(upstream, request.head)
-            if rest:
-                await loop.sock_sendall(upstream, rest)
-            await relay(client, upstream)
+            # The client's early bytes go out through the relay, after the server name check.
+            check = self._tls_name_check(request) if request.method == "CONNECT" else None
+            await relay(client, upstream, check, rest)
         finally:
             upstream.close()
+
+    def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
+        """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""
+        if _is_address(request.host):
+            return None
+
+        def check(first: bytes) -> bool:  # runs on the relay's thread
+            if not is_tls(first):
+                return True
+            try:
+                name = server_name(first)
+            except (ValueError, Incomplete):
+                return True  # not a ClientHello we can read: the server will judge it
+            if name is None or name == request.host:
+                return True
+            rule = f"TLS server name {name} is not the CONNECT host {request.host}"
+            self.audit.record(
+                host=request.host,
+                port=request.port,
+                method=request.method,
+                allowed=False,
+                rule=rule,
+            )
+            log.info("closed a tunnel to %s:%s: %s", request.host, request.port, rule)
+            return False
+
+        return check
 
     async def _open(self, request: ProxyRequest, client: socket.socket) -> socket.socket | None:
         host, port, method = request.host, request.port, request.method

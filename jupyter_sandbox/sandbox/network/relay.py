@@ -16,13 +16,26 @@ import fcntl
 import os
 import socket
 import threading
+from collections.abc import Callable
+
+from .sni import read_first_record
 
 CHUNK = 1024 * 1024
 _F_SETPIPE_SZ = 1031
 
 
-async def relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy ``a`` <-> ``b`` until both directions have ended; the caller closes them."""
+async def relay(
+    a: socket.socket,
+    b: socket.socket,
+    check_first: Callable[[bytes], bool] | None = None,
+    received: bytes = b"",
+) -> None:
+    """Copy ``a`` <-> ``b`` until both directions have ended; the caller closes them.
+
+    ``received`` are bytes read from ``a`` already, passed on first. ``check_first``, when
+    given, sees ``a``'s first bytes (from ``received`` on; a whole TLS record, see sni.py)
+    before they are passed on; False ends the connection there, in both directions.
+    """
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     remaining = [2]
@@ -34,7 +47,10 @@ async def relay(a: socket.socket, b: socket.socket) -> None:
 
     def run(src: socket.socket, dst: socket.socket) -> None:
         try:
-            pump(src, dst)
+            if src is a:
+                pump(src, dst, check_first, received)
+            else:
+                pump(src, dst)
         finally:
             loop.call_soon_threadsafe(finished)
 
@@ -50,10 +66,21 @@ async def relay(a: socket.socket, b: socket.socket) -> None:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def pump(src: socket.socket, dst: socket.socket) -> None:
-    """``src`` -> ``dst`` until end of file (then half-close ``dst``) or an error (then shut
-    both down, which also ends the other direction)."""
+def pump(
+    src: socket.socket,
+    dst: socket.socket,
+    check_first: Callable[[bytes], bool] | None = None,
+    received: bytes = b"",
+) -> None:
+    """``src`` -> ``dst`` until end of file (then half-close ``dst``) or an error or a refusal
+    of the first bytes (then shut both down, which also ends the other direction)."""
     try:
+        if check_first is not None:
+            received = read_first_record(src, received)
+            if received and not check_first(received):
+                raise ConnectionAbortedError("refused by the first bytes' check")
+        if received:
+            dst.sendall(received)
         _splice(src, dst)
     except OSError:
         for sock in (src, dst):

@@ -37,6 +37,7 @@ from jupyter_sandbox.sandbox.network.tunnels import TunnelRefused, open_tunnel
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
 from .servers import RecordingServer, recording_server
+from .test_sni import client_hello
 
 TOKEN = "test-token-0123456789"
 
@@ -55,11 +56,16 @@ class Chain:
     def set_policy(self, policy: str | dict[str, object]) -> None:
         self.directory.update_state(network=NetworkPolicy.parse(policy).as_dict())
 
-    def request(self, head: str) -> bytes:
-        """Send a raw request head to the forwarder; everything it answered."""
+    def request(self, head: str, then: bytes = b"") -> bytes:
+        """Send a raw request head (and ``then``, once answered) to the forwarder; everything
+        it answered."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
-            sock.sendall(head.encode())
+            sock.sendall(head.encode("latin-1"))
             data = b""
+            if then:  # as a client does: wait for the CONNECT's answer first
+                while b"\r\n\r\n" not in data:
+                    data += sock.recv(65536)
+                sock.sendall(then)
             while chunk := sock.recv(65536):
                 data += chunk
             return data
@@ -156,6 +162,27 @@ def test_connect_tunnel_carries_bytes(chain: Chain, server: RecordingServer) -> 
     )
     assert answer.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.0 200")
     assert read_audit(chain.directory.root)[-1]["method"] == "CONNECT"
+
+
+def test_connect_with_another_tls_server_name_is_closed_before_any_byte_passes(
+    chain: Chain, server: RecordingServer
+) -> None:
+    """Row 22: CONNECT to an allowed name, then TLS asking for another name: closed."""
+    chain.set_policy("allowed.test")
+    connect = f"CONNECT allowed.test:{server.port} HTTP/1.1\r\n\r\n"
+    answer = chain.request(connect, then=client_hello("evil.test"))
+    assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"  # then closed
+    entry = read_audit(chain.directory.root)[-1]
+    assert entry["allowed"] is False
+    assert entry["rule"] == "TLS server name evil.test is not the CONNECT host allowed.test"
+    # The same name passes: the (plain HTTP) test server answers the TLS bytes itself.
+    answer = chain.request(connect, then=client_hello("allowed.test"))
+    established = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    assert answer.startswith(established)
+    assert b"Error code explanation: 400" in answer
+    # Early bytes sent with the CONNECT head are checked too.
+    answer = chain.request(connect + client_hello("evil.test").decode("latin-1"))
+    assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"
 
 
 @pytest.mark.parametrize(
