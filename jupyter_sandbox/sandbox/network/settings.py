@@ -11,7 +11,6 @@ from typing import Any
 from traitlets import Bool, Dict, Integer, List, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
-from ..errors import InvalidSettingError
 from .addresses import AddressGuard, check_private_ranges, host_addresses
 from .policy import NetworkPolicy
 
@@ -88,15 +87,11 @@ class NetworkSettings(LoggingConfigurable):
         return NetworkPolicy.from_text(self.default_policy)
 
     def policy_for(self, requested: Any) -> NetworkPolicy:
-        """The policy of a new sandbox: the creator's (REST dict or text), else the default."""
+        """The policy of a new sandbox: the creator's (REST dict or text), else the default.
+        InvalidSettingError names what is wrong with a bad one."""
         if requested is None or (isinstance(requested, str) and not requested.strip()):
             return self.default()
-        try:
-            return NetworkPolicy.parse(requested)
-        except InvalidSettingError:
-            raise
-        except (TypeError, ValueError) as exc:
-            raise InvalidSettingError(f"network policy {requested!r}: {exc}") from None
+        return NetworkPolicy.parse(requested)
 
     def proxy_options(self) -> dict[str, Any]:
         """What the host proxy process needs of these settings (passed to it as JSON)."""
