@@ -78,7 +78,9 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root = Path(argv[1])
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format=f"%(asctime)s sandbox {root.name} %(levelname)s %(message)s"
+    )
     if not root.is_dir():
         print(f"error: {root} is gone", flush=True)
         return 1

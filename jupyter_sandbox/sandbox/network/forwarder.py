@@ -34,8 +34,8 @@ TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there
 BUFFER = 1024 * 1024
 MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
 NO_PROXY_BODY = (
-    b"jupyter-sandbox: no network: this sandbox's network policy is none "
-    b"(no host proxy is attached)\n"
+    b"jupyter-sandbox: no network: this sandbox's network policy is none, or its host proxy "
+    b"is not running (setting the policy again starts it)\n"
 )
 
 
@@ -133,7 +133,8 @@ def _refuse(client: socket.socket) -> None:
         head = (
             "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
             f"Content-Length: {len(NO_PROXY_BODY)}\r\n"
-            "X-Jupyter-Sandbox-Denied: network policy is none\r\n\r\n"
+            "X-Jupyter-Sandbox-Denied: network policy is none or its host proxy is not running"
+            "\r\n\r\n"
         )
         client.sendall(head.encode() + NO_PROXY_BODY)
         client.shutdown(socket.SHUT_WR)

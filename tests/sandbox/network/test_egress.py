@@ -12,7 +12,9 @@ route to and the proxy refuses, so no test sends traffic anywhere else.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +24,10 @@ import pytest
 import pytest_asyncio
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.network import proxy_running
+from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
+from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
 from ...conftest import manager_config, purpose_label, remove_everything_under
 from ...kernel_client import execute
@@ -287,6 +293,23 @@ async def test_audit_records_every_decision(
     ]
     assert {e["sandbox"] for e in entries} == {box.sandbox_id}
     assert all(e["port"] == server.port and e["time"] for e in entries)
+
+
+async def test_a_killed_host_proxy_is_told_and_setting_the_policy_again_restarts_it(
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+) -> None:
+    """The forwarder says the proxy is gone instead of hanging; a PUT of the policy recovers."""
+    await set_policy(net_manager, box, "allowed.test")
+    directory = SandboxDirectory(net_manager.settings.state_path, box.sandbox_id)
+    pid = int(ProcessLock(directory.root / PROXY_LOCK).note_of_holder())
+    os.kill(pid, signal.SIGKILL)
+    url = f"http://allowed.test:{server.port}/"
+    status, said = await run(box, f"fetch({url!r})")
+    assert status == 403
+    assert said == "network policy is none or its host proxy is not running"
+    assert not proxy_running(directory)
+    await set_policy(net_manager, box, "allowed.test")
+    assert (await run(box, f"fetch({url!r})"))[0] == 200
 
 
 async def test_the_policy_outlives_a_kernel_restart(
