@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,34 @@ def purpose(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def sandbox(manager: SandboxManager, runtime: str, purpose: str) -> Sandbox:
     return await manager.create("alice", runtime=runtime, purpose=purpose)
+
+
+@pytest.fixture(autouse=True)
+def checklist_row(request: pytest.FixtureRequest) -> None:
+    """A test marked ``checklist(row, attack, expected)`` or ``resilience(scenario, expected)``
+    carries them, and its runtime, into the JUnit report that scripts/security_report.py turns
+    into docs/security.md."""
+    marker = request.node.get_closest_marker("checklist") or request.node.get_closest_marker(
+        "resilience"
+    )
+    if marker is None:
+        return
+    properties = request.node.user_properties
+    properties.extend(sorted(marker.kwargs.items()))
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "runtime" in callspec.params:
+        properties.append(("runtime", callspec.params["runtime"]))
+
+
+@pytest.fixture
+def observe(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``observe("fork refused with EAGAIN after 57 children", cases=1)``: what the test saw
+    and how many attacks or bad inputs it tried, for the security report."""
+
+    def record(text: str, cases: int = 1) -> None:
+        request.node.user_properties.extend([("observed", text), ("cases", cases)])
+
+    return record
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

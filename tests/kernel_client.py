@@ -17,6 +17,8 @@ async def execute(
     client.load_connection_info(connection_info)
     client.start_channels(hb=False, stdin=False, control=False)
     try:
+        # Until iopub has joined (ZMQ's slow joiner), output of the cell could be missed.
+        await client.wait_for_ready(timeout=timeout)
         msg_id = client.execute(code)
         reply = await client.get_shell_msg(timeout=timeout)
         while reply["parent_header"].get("msg_id") != msg_id:
@@ -39,6 +41,13 @@ async def execute(
         return "".join(output), dict(reply["content"])
     finally:
         client.stop_channels()
+
+
+async def output_of(connection_info: dict[str, Any], code: str, *, timeout: float = 60.0) -> str:
+    """What ``code`` printed, stripped; fails the test when the cell raised."""
+    out, reply = await execute(connection_info, code, timeout=timeout)
+    assert reply["status"] == "ok", out
+    return out.strip()
 
 
 async def answers(connection_info: dict[str, Any], *, timeout: float) -> bool:

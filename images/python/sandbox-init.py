@@ -4,7 +4,9 @@ It runs under tini (``docker run --init``) as the sandbox's non-root user. The h
 fresh interpreter by writing a generation number to ``restart-requested`` in the sandbox
 directory and then shutting the kernel down; any other kernel exit ends the sandbox, so a crash
 or an OOM kill shows up as the container's own exit. Each exit is recorded in
-``kernel-exit.json`` for the host to explain.
+``kernel-exit.json`` for the host to explain. A kernel asked to restart gets SHUTDOWN_GRACE
+seconds to exit on its own and is then killed, as jupyter_client's KernelManager does: ipykernel
+can answer shutdown_request and then hang (a stuck control thread, a user's atexit handler).
 
 Each generation binds new socket paths (kernel-g<N>-<port>): gVisor lets a sandbox create host
 Unix sockets but neither unlink nor bind over them again.
@@ -17,12 +19,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 IO = "/run/sandbox"
 RESTART = os.path.join(IO, "restart-requested")
 EXIT_RECORD = os.path.join(IO, "kernel-exit.json")
 CONNECTION = os.path.join(IO, "kernel.json")
 MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
+# Seconds a kernel asked to restart may take to exit (jupyter_client's shutdown_wait_time).
+SHUTDOWN_GRACE = 5.0
+# Seconds between looks for a restart request while a kernel runs.
+RESTART_POLL = 0.5
 
 
 def connection_file(generation):
@@ -48,6 +56,44 @@ def requested_generation():
         return None
     os.unlink(RESTART)
     return int(text) if text.isdigit() else None
+
+
+def wait_for_exit(kernel):
+    """The kernel's exit code; a kernel that outlives a restart request by SHUTDOWN_GRACE is
+    killed (with the processes of its session)."""
+    exited = threading.Event()
+
+    def end_if_restart_hangs():
+        asked = None
+        while not exited.wait(RESTART_POLL):
+            if asked is None:
+                asked = time.monotonic() if os.path.exists(RESTART) else None
+            elif time.monotonic() - asked > SHUTDOWN_GRACE:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(kernel.pid, signal.SIGKILL)
+                return
+
+    threading.Thread(target=end_if_restart_hangs, daemon=True).start()
+    try:
+        return kernel.wait()
+    finally:
+        exited.set()
+
+
+def end_daemons():
+    """Kill what the old kernel left behind outside its session (a ``setsid`` daemon): the
+    processes that tini (pid 1) adopted, with their groups. This supervisor's own children and
+    ``docker exec`` processes (whose parent is outside the sandbox, pid 0) are spared."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (1, os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == 1:
+                os.killpg(os.getpgid(int(entry)), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to end
 
 
 def seed_matplotlib_cache():
@@ -82,9 +128,10 @@ def main() -> int:
         # Its own session: an interrupt (SIGINT to the kernel's group) also reaches the
         # processes a cell started, and they can all be ended together below.
         kernel = subprocess.Popen(kernel_command, start_new_session=True)
-        code = kernel.wait()
+        code = wait_for_exit(kernel)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(kernel.pid, signal.SIGKILL)  # background processes of the old kernel
+        end_daemons()
         with open(EXIT_RECORD + ".tmp", "w") as record:
             json.dump({"returncode": code}, record)
         os.replace(EXIT_RECORD + ".tmp", EXIT_RECORD)

@@ -40,8 +40,9 @@ from ..sandbox.network import policy_of_state
 from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
 from .answers import fail_request, unavailable_kernel_info
+from .output_cap import OutputCap
 from .relay import Relay
-from .wire import WireMessage
+from .wire import WireMessage, as_bytes
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class SandboxKernel:
         self.restarting = False
         self.remove_on_exit = False
         self.activity: ActivityRecord | None = None  # busy and last_activity in the state file
+        self.output_cap = OutputCap(0)  # set from the settings in _obtain_sandbox
 
     async def run(self) -> int:
         self.relay.bind_frontend()
@@ -103,6 +105,7 @@ class SandboxKernel:
     # -- obtaining the sandbox ----------------------------------------------------------------
 
     async def _obtain_sandbox(self) -> Sandbox:
+        self.output_cap = OutputCap(self.manager.settings.max_cell_output_bytes)
         runtime = os.environ.get("JUPYTER_SANDBOX_RUNTIME") or None
         if runtime is not None and runtime not in RUNTIMES:
             raise InvalidSettingError(
@@ -185,15 +188,33 @@ class SandboxKernel:
             # would cost more than relaying it, so look for the name's bytes first.
             if message.header_mentions(b"iopub_welcome") and message.msg_type == "iopub_welcome":
                 return None  # the sandbox welcomed the proxy; frontends get their own welcome
-            return message
+            relayed, notice = self.output_cap.admit(message)
+            if notice is not None:
+                self._send_output_notice(message, notice)
+            return relayed
         if channel == "shell" and message.msg_type == "execute_reply":
-            self.pending.pop(message.parent_msg_id(), None)
+            cell = message.parent_msg_id()
+            self.pending.pop(cell, None)
+            self.output_cap.forget(cell)
             self._note_busy()
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
         elif channel == "control" and message.msg_type == "shutdown_reply" and self.shutting_down:
             asyncio.get_running_loop().call_soon(self._stop, 0)  # after this reply is sent
         return message
+
+    def _send_output_notice(self, dropped: WireMessage, text: str) -> None:
+        """Tell the frontend, in the cell's own output, that the rest was not shown."""
+        parent = json.loads(as_bytes(dropped.parent) or b"{}")
+        self.relay.send_to_frontend(
+            "iopub",
+            self.relay.frontend_signer.new_message(
+                "stream",
+                {"name": "stderr", "text": text},
+                idents=[b"kernel.sandbox.stream"],
+                parent_header=parent,
+            ),
+        )
 
     def _with_banner(self, message: WireMessage) -> WireMessage:
         assert self.sandbox is not None

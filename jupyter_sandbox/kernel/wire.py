@@ -143,9 +143,12 @@ class Signer:
         *,
         parent: WireMessage | None = None,
         idents: list[bytes] | None = None,
+        parent_header: dict[str, Any] | None = None,
     ) -> list[bytes]:
-        """Frames of a message the proxy itself sends (replies it answers for the sandbox)."""
-        parent_header = parent.header_dict if parent is not None else {}
+        """Frames of a message the proxy itself sends (replies it answers for the sandbox); its
+        parent is ``parent``'s header, or ``parent_header`` as given."""
+        if parent_header is None:
+            parent_header = parent.header_dict if parent is not None else {}
         msg = self.session.msg(msg_type, content, parent=parent_header)
         frames: list[bytes] = self.session.serialize(msg, ident=idents or [])
         return frames

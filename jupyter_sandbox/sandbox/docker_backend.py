@@ -9,7 +9,9 @@ exec and archives in docker_exec.py; this module holds the calls and their error
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import docker.errors
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 ARCHIVE_TIMEOUT = 600.0
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
+# What the engine answers (409) to a removal asked for while an earlier one still runs.
+REMOVAL_IN_PROGRESS = "already in progress"
 BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
 
 
@@ -142,10 +146,19 @@ class DockerBackend(SandboxBackend):
                 "removing sandbox %s failed (%s); ending its runtime processes", sandbox_id, exc
             )
         await self._kill_runtime_processes(name)
-        try:
-            await self.engine.run(f"remove sandbox {sandbox_id}", remove)
-        except docker.errors.NotFound:
-            return
+        # The first `docker rm -f` may still be running inside the engine (it outlives our time
+        # limit): asking again then answers "already in progress"; wait for it to finish.
+        deadline = time.monotonic() + self.engine.timeout
+        while True:
+            try:
+                await self.engine.run(f"remove sandbox {sandbox_id}", remove)
+                return
+            except docker.errors.NotFound:
+                return
+            except SandboxError as exc:
+                if REMOVAL_IN_PROGRESS not in str(exc) or time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.5)
 
     async def _kill_runtime_processes(self, name: str) -> None:
         try:

@@ -52,27 +52,8 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
         facts = await manager.backend.engine_facts()
     except SandboxError as exc:
         return [Check("engine", "fail", exc.message, BOOTSTRAP)]
-    version = facts.version
-    checks.append(Check("engine", "ok", f"Docker {version}, cgroup v{facts.cgroup_version}"))
-    if version_tuple(version) < MIN_DOCKER:
-        checks.append(
-            Check(
-                "engine version",
-                "warn",
-                f"Docker {version} predates 26.0.0, which fixes known container escapes (CVE-2024-29018 and others)",
-                "upgrade Docker to 26.0.0 or later (or 25.0.4 / 23.0.11)",
-            )
-        )
-    runc = _command_version(["runc", "--version"])
-    if runc and version_tuple(runc) < MIN_RUNC:
-        checks.append(
-            Check(
-                "runc version",
-                "warn",
-                f"runc {'.'.join(map(str, version_tuple(runc)))} predates 1.2.8, which fixes known container escapes",
-                "upgrade runc to 1.2.8 or later; gVisor (runsc) does not depend on it for isolation",
-            )
-        )
+    checks.append(Check("engine", "ok", f"Docker {facts.version}, cgroup v{facts.cgroup_version}"))
+    checks.extend(outdated_runtimes(facts.version))
     if not facts.swap_limit:
         checks.append(
             Check(
@@ -134,6 +115,32 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
         for runtime in usable:
             checks.append(await _smoke(manager, runtime))
     return checks
+
+
+def outdated_runtimes(docker_version: str) -> list[Check]:
+    """Warnings for a Docker engine or runc older than the releases that fix known container
+    escapes (checklist row 39). The doctor shows them; the server logs them when it starts."""
+    found = []
+    if version_tuple(docker_version) < MIN_DOCKER:
+        found.append(
+            Check(
+                "engine version",
+                "warn",
+                f"Docker {docker_version} predates 26.0.0, which fixes known container escapes (CVE-2024-29018 and others)",
+                "upgrade Docker to 26.0.0 or later (or 25.0.4 / 23.0.11)",
+            )
+        )
+    runc = _command_version(["runc", "--version"])
+    if runc and version_tuple(runc) < MIN_RUNC:
+        found.append(
+            Check(
+                "runc version",
+                "warn",
+                f"runc {'.'.join(map(str, version_tuple(runc)))} predates 1.2.8, which fixes known container escapes",
+                "upgrade runc to 1.2.8 or later; gVisor (runsc) does not depend on it for isolation",
+            )
+        )
+    return found
 
 
 async def _smoke(manager: SandboxManager, runtime: str) -> Check:

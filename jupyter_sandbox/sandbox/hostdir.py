@@ -4,11 +4,14 @@ Layout (the whole tree is 0700, owned by the host user)::
 
     <state_dir>/<sandbox id>/
         state.json      mutable state (context, last activity...), host-only, written atomically
+        kernel.json     the host's copy of the in-sandbox kernel's connection file
         io/             bind-mounted at /run/sandbox; owned by the sandbox's uid
-            kernel.json     connection file of the in-sandbox kernel (its own fresh key)
+            kernel.json     the sandbox's copy of that connection file (its own fresh key)
             kernel-1..5     the kernel's ipc:// sockets, created from inside the sandbox
 
-The container sees only ``io/``, so it can neither read nor forge the state file.
+The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
+nothing the sandbox can write except the sockets and the exit record: code in the sandbox may
+rewrite its copy of the connection file, and the host never looks at it again.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class SandboxDirectory:
         self.state_file = self.root / "state.json"
         self.state_lock = self.root / "state.lock"
         self.connection_file = self.io / "kernel.json"
+        self.host_connection_file = self.root / "kernel.json"
         self.restart_flag = self.io / "restart-requested"
         self.overlay_upper = self.root / "overlay" / "upper"
         self.overlay_work = self.root / "overlay" / "work"
@@ -110,6 +114,7 @@ class SandboxDirectory:
         return state
 
     def write_connection_file(self, info: dict[str, Any], uid: int) -> None:
+        write_json_atomic(self.host_connection_file, info, mode=0o600)
         write_json_atomic(self.connection_file, info, mode=0o600)
         self._give(self.connection_file, uid)
 
@@ -117,7 +122,8 @@ class SandboxDirectory:
         write_json_atomic(self.state_file, state)
 
     def read_connection_file(self) -> dict[str, Any]:
-        with open(self.connection_file) as f:
+        """The host's copy: what the sandbox's kernel was given, whatever it did since."""
+        with open(self.host_connection_file) as f:
             data: dict[str, Any] = json.load(f)
         return data
 

@@ -6,16 +6,18 @@ isolation default in DESIGN.md "Isolation defaults" is a setting here; relaxing 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_config_path, jupyter_runtime_dir
-from traitlets import Bool, Dict, Enum, Float, Integer, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, default, validate
 from traitlets.config import Config, LoggingConfigurable
 from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
 from .._version import __version__
-from .limits import SandboxLimits
+from .errors import InvalidSettingError
+from .limits import SandboxLimits, parse_size
 
 RUNTIMES = ("runsc", "runc")
 CONFIG_FILE = "jupyter_sandbox_config.py"
@@ -48,6 +50,22 @@ class SandboxSettings(LoggingConfigurable):
         config=True,
         help="""Image of new sandboxes. It must exist locally: build it with
         'jupyter sandbox build-image'.""",
+    )
+    allowed_images = List(
+        Unicode(),
+        default_value=["jupyter-sandbox/*"],
+        config=True,
+        help="""Images a request (REST body, kernel environment, agent code) may choose, as
+        shell-style patterns ('jupyter-sandbox/*', 'myorg/python:3.*'). The configured 'image' is
+        always allowed; an empty list allows only it. Any local image could otherwise be asked
+        for: keep this to images made for sandboxes.""",
+    )
+    max_cell_output = Unicode(
+        "20m",
+        config=True,
+        help="""Output one cell may send to frontends (bytes, or with a unit: '20m'); past it the
+        rest of that cell's output is dropped and the frontend is told so, while the cell runs
+        on. '0' means no limit. Protects browsers, the server and notebook files from floods.""",
     )
     memory_limit = Unicode(
         "2g",
@@ -164,6 +182,20 @@ class SandboxSettings(LoggingConfigurable):
             return int(self.sandbox_uid)
         host_uid = os.getuid()
         return host_uid if host_uid != 0 else SANDBOX_UID
+
+    @property
+    def max_cell_output_bytes(self) -> int:
+        return parse_size(self.max_cell_output, "max_cell_output")
+
+    def check_image(self, image: str) -> str:
+        """``image`` if a request may choose it (see ``allowed_images``)."""
+        if image == self.image or any(fnmatch.fnmatchcase(image, p) for p in self.allowed_images):
+            return image
+        allowed = ", ".join([self.image, *self.allowed_images])
+        raise InvalidSettingError(
+            f"image {image!r} is not allowed here (allowed: {allowed}); ask the operator to add "
+            "it to c.SandboxSettings.allowed_images"
+        )
 
     def default_limits(self) -> SandboxLimits:
         """The configured limits, checked (raises InvalidSettingError when out of range)."""

@@ -169,7 +169,7 @@ class SandboxStarter(LoggingConfigurable):
         return SandboxRequest(
             owner=owner,
             runtime=runtime,
-            image=image or self.settings.image,
+            image=self.settings.check_image(image) if image else self.settings.image,
             limits=self.settings.default_limits().with_overrides(**(limits or {})),
             environment=self._environment(environment or {}),
             workspace=plan_workspace(self.settings.workspace_mode, launch_dir),

@@ -26,7 +26,8 @@ from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvi
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Enum, Float, Unicode
 
-from ..sandbox import SandboxManager, WarmPool
+from ..sandbox import SandboxError, SandboxManager, WarmPool
+from ..sandbox.doctor import outdated_runtimes
 from ..sandbox.manager import default_owner
 from .culler import SandboxCuller
 from .fast_start import Zygote
@@ -109,8 +110,20 @@ class SandboxExtension(ExtensionApp):
             if zygote.start():
                 self.zygote = zygote
         self._tasks.append(asyncio.ensure_future(self.culler.run()))
+        self._tasks.append(asyncio.ensure_future(self._warn_about_outdated_runtimes()))
         if not await self.pool.start():
             self.log.info("warm pool: off (size 0) or kept warm by another process of this owner")
+
+    async def _warn_about_outdated_runtimes(self) -> None:
+        """Say at start, in the server's log, what 'jupyter sandbox doctor' would warn about
+        the engine's age (checklist row 39): an operator may never run the doctor."""
+        try:
+            facts = await self.manager.backend.engine_facts()
+        except SandboxError as exc:
+            self.log.warning("sandboxes cannot start here yet: %s", exc.message)
+            return
+        for check in await asyncio.to_thread(outdated_runtimes, facts.version):
+            self.log.warning("sandbox isolation: %s; %s", check.detail, check.fix)
 
     def _tune_kernel_connections(self, serverapp: Any) -> None:
         # The kernel manager shares one context among its kernels (MultiKernelManager

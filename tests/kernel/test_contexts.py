@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,11 @@ def test_a_busy_context_is_refused_naming_it(env: Path) -> None:
         assert "context 'c2' is in use" in out
 
 
-def test_a_killed_kernel_leaves_its_context_free(env: Path) -> None:
+@pytest.mark.resilience(
+    scenario="fault: a proxy kernel with a named context killed with SIGKILL",
+    expected="the context is free at once and reattachable; its interpreter's state is kept",
+)
+def test_a_killed_kernel_leaves_its_context_free(env: Path, observe: Callable[..., None]) -> None:
     kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c3", "JUPYTER_SANDBOX_RUNTIME": "runc"}
     with running_kernel(notebook_dir(env), **kernel_env) as (km, kc):
         run(kc, "x = 'survives'")
@@ -63,6 +67,7 @@ def test_a_killed_kernel_leaves_its_context_free(env: Path) -> None:
         km.provisioner.process.wait()  # type: ignore[attr-defined]
     with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
         assert value_of(kc, "x") == "'survives'"
+    observe("a new kernel attached to the context at once; x == 'survives'")
 
 
 def test_owners_never_share_a_context(env: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,24 @@ def test_restart_gives_a_fresh_interpreter_and_keeps_files(env: Path, runtime: s
         assert [c.name for c in containers_under(env)] == sandboxes
 
 
-def test_a_killed_sandbox_fails_the_cell_and_ends_the_kernel(env: Path) -> None:
+def test_restart_ends_an_interpreter_that_hangs_on_its_way_out(env: Path) -> None:
+    """ipykernel can answer shutdown_request and then never exit (here: a user's atexit
+    handler); the sandbox's supervisor ends it after a grace period, as jupyter_client would."""
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (km, kc):
+        run(kc, "import atexit, time; atexit.register(time.sleep, 3600); x = 1")
+        km.restart_kernel()
+        kc.wait_for_ready(timeout=40)  # well below the sandbox's 60 s start timeout
+        assert value_of(kc, "'x' in globals()") == "False"
+
+
+@pytest.mark.resilience(
+    scenario="fault: the sandbox's container killed mid-cell",
+    expected="the cell fails with SandboxDied naming the cause, the kernel ends; a restart "
+    "(a new sandbox) works",
+)
+def test_a_killed_sandbox_fails_the_cell_and_ends_the_kernel(
+    env: Path, observe: Callable[..., None]
+) -> None:
     with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (km, kc):
         msg_id = kc.execute("import time; time.sleep(60)")
         time.sleep(1)  # the cell must be running when the sandbox is killed
@@ -71,7 +88,11 @@ def test_a_killed_sandbox_fails_the_cell_and_ends_the_kernel(env: Path) -> None:
         assert reply["status"] == "error"
         assert reply["ename"] == "SandboxDied"
         assert "killed (SIGKILL, exit code 137)" in str(reply["evalue"])
-        _wait_until_dead(km)
+        wait_until_dead(km)
+        km.restart_kernel(now=True)  # what Jupyter's restarter does with a dead kernel
+        kc.wait_for_ready(timeout=120)
+        assert value_of(kc, "6 * 7") == "42"
+    observe(f"the cell failed: {reply['evalue']}; after the restart a new sandbox ran a cell")
 
 
 def test_an_oom_killed_sandbox_names_the_cause(env: Path, runtime: str) -> None:
@@ -80,11 +101,11 @@ def test_an_oom_killed_sandbox_names_the_cause(env: Path, runtime: str) -> None:
         reply = wait_for_reply(kc, msg_id, timeout=90)
         assert reply["ename"] == "SandboxDied"
         assert "more memory than its limit" in str(reply["evalue"])  # named, or guessed on runsc
-        _wait_until_dead(km)
+        wait_until_dead(km)
     assert containers_under(env) == []
 
 
-def _wait_until_dead(km: object) -> None:
+def wait_until_dead(km: object) -> None:
     deadline = time.monotonic() + 15
     while km.is_alive():  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "the proxy kernel did not exit"

@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,14 @@ def test_pool_members_and_half_made_sandboxes_are_not_culled(culler: SandboxCull
 
 
 @pytest.mark.integration
-async def test_culling_pass_on_real_sandboxes(jp_fetch: Fetch, extension: SandboxExtension) -> None:
+@pytest.mark.checklist(
+    row=38,
+    attack="a sandbox left idle past its timeout",
+    expected="culled by the server's culler; active sandboxes stay",
+)
+async def test_culling_pass_on_real_sandboxes(
+    jp_fetch: Fetch, extension: SandboxExtension, observe: Callable[..., None]
+) -> None:
     _, idle = await api(jp_fetch, "POST", body={"context": "idle"})
     _, active = await api(jp_fetch, "POST", body={"context": "active"})
     long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=2)
@@ -81,6 +89,7 @@ async def test_culling_pass_on_real_sandboxes(jp_fetch: Fetch, extension: Sandbo
     assert await extension.culler.cull_once() == [idle["id"]]
     _status, listed = await api(jp_fetch, "GET")
     assert [s["id"] for s in listed] == [active["id"]]
+    observe("the sandbox idle for 2 h (timeout 1 h) was culled; the active one stayed")
 
 
 @pytest.mark.integration
@@ -108,8 +117,16 @@ async def test_busy_attached_kernel_survives_until_its_cell_ends(
 
 
 @pytest.mark.integration
+@pytest.mark.checklist(
+    row=38,
+    attack="a proxy kernel killed with SIGKILL, leaving its sandbox behind",
+    expected="the orphan is reaped once its context lock has been free for the grace period",
+)
 async def test_sandbox_of_a_sigkilled_kernel_is_reaped(
-    kernel_env: dict[str, str], extension: SandboxExtension, tmp_path: Path
+    kernel_env: dict[str, str],
+    extension: SandboxExtension,
+    tmp_path: Path,
+    observe: Callable[..., None],
 ) -> None:
     km = AsyncKernelManager(kernel_name="sandboxed-python")
     await km.start_kernel(cwd=str(tmp_path), env=kernel_env)
@@ -129,3 +146,4 @@ async def test_sandbox_of_a_sigkilled_kernel_is_reaped(
     await asyncio.sleep(1.5)
     await extension.culler.cull_once()
     assert await extension.manager.list_sandboxes(before.owner) == []
+    observe("the SIGKILLed kernel's sandbox was reaped after the 1 s grace")

@@ -120,7 +120,8 @@ async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension
         ('{"context": "../etc"}', "invalid_setting", "context id '../etc' is invalid"),
         ('{"environment": {"A": 1}}', "invalid_request", "environment must be an object"),
         ('{"environment": {"1A": "x"}}', "invalid_setting", "environment variable name"),
-        ('{"image": "no-such/image:1"}', "image_not_found", "no-such/image:1"),
+        ('{"image": "jupyter-sandbox/no-such:1"}', "image_not_found", "jupyter-sandbox/no-such:1"),
+        ('{"image": "debian:12"}', "invalid_setting", "image 'debian:12' is not allowed here"),
     ],
 )
 async def test_bad_input_is_refused_with_what_to_fix(

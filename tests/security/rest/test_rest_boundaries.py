@@ -1,0 +1,203 @@
+"""Rows 33, 34 and 37 through the REST API: host paths and runtime flags from request bodies, and
+one user reaching another's sandbox through every route."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox.sandbox.doctor import MIN_DOCKER, version_tuple
+from jupyter_sandbox.server_extension import SandboxExtension
+
+from ...kernel_client import output_of
+from ...server_extension.conftest import Fetch, api
+from ...server_extension.test_auth_and_spec import NamedUsers, NoSandboxesForMallory, routes
+
+pytestmark = pytest.mark.integration
+
+ALICE = {"headers": {"Authorization": "token alice"}}
+BOB = {"headers": {"Authorization": "token bob"}}
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **jp_server_config,
+        "ServerApp": {
+            **jp_server_config["ServerApp"],
+            "identity_provider_class": NamedUsers,
+            "authorizer_class": NoSandboxesForMallory,
+        },
+        "SandboxExtension": {**jp_server_config["SandboxExtension"], "fast_kernel_start": False},
+    }
+
+
+async def nothing_was_made(extension: SandboxExtension) -> bool:
+    return await extension.manager.list_sandboxes("alice") == []
+
+
+HOST_PATH_REQUESTS = [
+    {"mounts": [{"source": "/", "target": "/host"}]},
+    {"volumes": {"/root/.ssh": {"bind": "/workspace/ssh"}}},
+    {"binds": ["/var/run/docker.sock:/var/run/docker.sock"]},
+    {"workspace": "/etc"},
+    {"launch_dir": "/root"},
+    {"host_dir": "/tmp"},
+    {"image": "/var/lib/docker"},
+    {"image": "debian:12"},
+    {"context": "../../bob/ctx"},
+    {"context": "/etc/passwd"},
+]
+
+
+@pytest.mark.checklist(
+    row=33,
+    attack="request bodies granting themselves host paths: mounts, volumes, binds, a workspace "
+    "or launch directory, a host path or foreign image as the image, a traversing context",
+    expected="each refused with a 400 naming the field; nothing created",
+)
+async def test_row33_requests_cannot_grant_host_paths(
+    jp_fetch: Fetch, extension: SandboxExtension, observe: Callable[[str], None]
+) -> None:
+    for body in HOST_PATH_REQUESTS:
+        status, error = await api(jp_fetch, "POST", body=body, **ALICE)
+        assert status == 400, (body, error)
+        assert error["message"], body
+    assert await nothing_was_made(extension)
+    observe(
+        f"{len(HOST_PATH_REQUESTS)} bodies tried, each answered 400; no sandbox made",
+        cases=len(HOST_PATH_REQUESTS),
+    )
+
+
+RUNTIME_FLAG_REQUESTS = [
+    {"runtime": "runsc --host-uds=all"},
+    {"runtime": "runc --privileged"},
+    {"runtime": "runsc-debug"},
+    {"annotations": {"dev.gvisor.flag.host-uds": "all"}},
+    {"labels": {"io.jupyter-sandbox.owner": "bob"}},
+    {"limits": {"memory": "1g --privileged"}},
+    {"limits": {"cpus": "1; rm -rf /"}},
+    {"image": "--privileged"},
+    {"environment": {"A B": "1"}},
+    {"privileged": True},
+    {"cap_add": ["SYS_ADMIN"]},
+    {"network_mode": "host"},
+    {"security_opt": ["seccomp=unconfined"]},
+]
+
+
+@pytest.mark.checklist(
+    row=34,
+    attack="user input reaching runtime flags: runtime names with flags, OCI annotations, "
+    "labels, limits with flags, privileged, capabilities, host network, seccomp off",
+    expected="refused with a 400; a sandbox made from a valid request runs with the fixed "
+    "hardening and no annotations",
+)
+async def test_row34_user_input_never_reaches_runtime_flags(
+    jp_fetch: Fetch, extension: SandboxExtension, observe: Callable[[str], None]
+) -> None:
+    for body in RUNTIME_FLAG_REQUESTS:
+        status, error = await api(jp_fetch, "POST", body=body, **ALICE)
+        assert status == 400, (body, error)
+    assert await nothing_was_made(extension)
+    status, made = await api(jp_fetch, "POST", body={"environment": {"X": "--privileged"}}, **ALICE)
+    assert status == 201, made
+    engine = extension.manager.backend.engine.client.api  # type: ignore[attr-defined]
+    inspected = engine.inspect_container(f"jupyter-sandbox-{made['id']}")
+    host = inspected["HostConfig"]
+    assert host["Privileged"] is False
+    assert not host.get("CapAdd")
+    assert host["CapDrop"] == ["ALL"] or "ALL" in host["CapDrop"]
+    assert host["NetworkMode"] == "none"
+    assert host["ReadonlyRootfs"] is True
+    assert "no-new-privileges" in " ".join(host.get("SecurityOpt") or [])
+    assert not host.get("Annotations")
+    assert host["Runtime"] in ("runc", "runsc")
+    assert inspected["Config"]["Labels"]["io.jupyter-sandbox.owner"] == "alice"
+    observe(
+        f"{len(RUNTIME_FLAG_REQUESTS)} bodies tried, each answered 400; a valid sandbox runs "
+        "unprivileged, CapDrop ALL, no-new-privileges, network none, read-only root, no annotations",
+        cases=len(RUNTIME_FLAG_REQUESTS),
+    )
+
+
+@pytest.mark.checklist(
+    row=37,
+    attack="user B reaching user A's sandbox through every REST route, and A's files and "
+    "sockets from inside B's sandbox",
+    expected="404 on every route, A's sandbox untouched; B's sandbox sees only its own directory",
+)
+async def test_row37_users_never_reach_each_other(
+    jp_fetch: Fetch, extension: SandboxExtension, observe: Callable[[str], None]
+) -> None:
+    status, alices = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, alices
+    status, bobs = await api(jp_fetch, "POST", body={}, **BOB)
+    assert status == 201, bobs
+
+    tried = 0
+    for path, method in sorted(routes()):
+        if "{sandbox_id}" not in path:
+            continue
+        parts = path.replace("{sandbox_id}", alices["id"]).split("/")[3:]
+        body = "{}" if method in ("post", "put") else None
+        status, error = await api(jp_fetch, method.upper(), *parts, body=body, **BOB)
+        assert status == 404, (method, path, status, error)
+        tried += 1
+    status, listed = await api(jp_fetch, "GET", **BOB)
+    assert [s["id"] for s in listed] == [bobs["id"]]
+    status, alice_now = await api(jp_fetch, "GET", alices["id"], **ALICE)
+    assert (status, alice_now["status"]) == (200, "running")
+
+    state = extension.manager.settings.state_path
+    assert (state / alices["id"]).stat().st_mode & 0o077 == 0  # 0700: no other host user
+    sandbox = await extension.manager.attach("bob", bobs["id"])
+    seen = ast.literal_eval(
+        await output_of(
+            sandbox.connection_info,
+            "import os\n"
+            f"print({{'own': sorted(os.listdir('/run/sandbox')), "
+            f"'alice': os.path.exists({json.dumps(str(state / alices['id']))})}})",
+        )
+    )
+    assert not seen["alice"]
+    assert all(not name.startswith(alices["id"]) for name in seen["own"])
+    observe(
+        f"{tried} sandbox routes tried as another user: all 404; the victim kept running; its "
+        "host directory is 0700 and not visible from the other sandbox",
+        cases=tried,
+    )
+
+
+@pytest.mark.checklist(
+    row=39,
+    attack="an outdated container engine or runc (Docker < 26.0.0, runc < 1.2.8)",
+    expected="a warning naming the fix in the server's log at start (and in the doctor)",
+)
+async def test_row39_an_outdated_runtime_is_reported_at_start(
+    jp_serverapp: Any,
+    extension: SandboxExtension,
+    caplog: pytest.LogCaptureFixture,
+    observe: Callable[[str], None],
+) -> None:
+    await extension._start_jupyter_server_extension(jp_serverapp)  # what the server does
+    facts = await extension.manager.backend.engine_facts()
+    outdated = version_tuple(facts.version) < MIN_DOCKER
+    warnings: list[str] = []
+    for _ in range(100):  # the check runs in the background from the server's start
+        warnings = [r.getMessage() for r in caplog.records if "sandbox isolation" in r.getMessage()]
+        if warnings or not outdated:
+            break
+        await asyncio.sleep(0.1)
+    docker_warned = any(f"Docker {facts.version} predates 26.0.0" in w for w in warnings)
+    assert docker_warned == outdated, warnings
+    observe(
+        f"Docker {facts.version} on this machine: "
+        + ("; ".join(warnings) if warnings else "current, no warning")
+    )
