@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -164,8 +164,14 @@ def test_connect_tunnel_carries_bytes(chain: Chain, server: RecordingServer) -> 
     assert read_audit(chain.directory.root)[-1]["method"] == "CONNECT"
 
 
+@pytest.mark.checklist(
+    row=22,
+    attack="CONNECT to an allowed name, then a TLS ClientHello for another name (also sent "
+    "early, with the CONNECT head)",
+    expected="closed before any byte of it passes; the same name passes",
+)
 def test_connect_with_another_tls_server_name_is_closed_before_any_byte_passes(
-    chain: Chain, server: RecordingServer
+    chain: Chain, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 22: CONNECT to an allowed name, then TLS asking for another name: closed."""
     chain.set_policy("allowed.test")
@@ -183,6 +189,7 @@ def test_connect_with_another_tls_server_name_is_closed_before_any_byte_passes(
     # Early bytes sent with the CONNECT head are checked too.
     answer = chain.request(connect + client_hello("evil.test").decode("latin-1"))
     assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    observe("another server name: closed after the 200, audited; the same name: passed", 3)
 
 
 @pytest.mark.parametrize(
@@ -284,7 +291,15 @@ def test_malformed_requests_get_400(chain: Chain) -> None:
     assert status(chain.request("GET http://bad_host!/ HTTP/1.1\r\n\r\n")) == 400
 
 
-async def test_a_peer_without_the_token_is_refused_and_sent_nothing(tmp_path: Path) -> None:
+@pytest.mark.checklist(
+    row=23,
+    attack="another local process poses as the sandbox's forwarder (the tunnel socket swapped "
+    "for another service, or a link to one)",
+    expected="without the per-sandbox token the proxy sends it nothing and closes",
+)
+async def test_a_peer_without_the_token_is_refused_and_sent_nothing(
+    tmp_path: Path, observe: Callable[..., None]
+) -> None:
     """Were the sandbox to swap its socket for another service, the proxy would not talk."""
     path = tmp_path / TUNNEL_SOCKET
     impostor = socket.socket(socket.AF_UNIX)
@@ -306,6 +321,7 @@ async def test_a_peer_without_the_token_is_refused_and_sent_nothing(tmp_path: Pa
         link.symlink_to(path)
         with pytest.raises(TunnelRefused, match="not a socket"):
             await open_tunnel(link, TOKEN)
+        observe("a wrong token: refused, nothing sent; a link in place of the socket: refused", 2)
     finally:
         impostor.close()
 
@@ -333,7 +349,15 @@ def listening_sockets(pid: int) -> list[str]:
     return found
 
 
-def test_the_host_proxy_listens_nowhere_so_no_local_process_can_use_it(chain: Chain) -> None:
+@pytest.mark.checklist(
+    row=23,
+    attack="another local process using a sandbox's host proxy",
+    expected="impossible: the proxy listens on no socket (it dials into the sandbox's own "
+    "directory), so there is nothing to connect to",
+)
+def test_the_host_proxy_listens_nowhere_so_no_local_process_can_use_it(
+    chain: Chain, observe: Callable[..., None]
+) -> None:
     pid = int(ProcessLock(chain.directory.root / PROXY_LOCK).note_of_holder())
     assert listening_sockets(pid) == []
     before = len(listening_sockets(os.getpid()))  # the check does see a listener:
@@ -341,6 +365,7 @@ def test_the_host_proxy_listens_nowhere_so_no_local_process_can_use_it(chain: Ch
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert len(listening_sockets(os.getpid())) == before + 1
+    observe("no listening TCP or Unix socket among the proxy process's descriptors")
 
 
 def test_proxy_exits_once_the_sandbox_directory_is_gone(own_chain: Chain) -> None:

