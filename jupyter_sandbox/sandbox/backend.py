@@ -216,6 +216,16 @@ class SandboxBackend(abc.ABC):
         ``stdin``, when given, is the command's whole standard input (then end of file).
         """
 
+    async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        """Start ``argv`` inside the sandbox, detached (it lives until it exits or the sandbox
+        ends); returns an id for :meth:`spawned_exit_code`. Its parent is outside the sandbox,
+        so the kernel supervisor's clean-up at a restart leaves it alone."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
+    async def spawned_exit_code(self, spawn_id: str) -> int | None:
+        """The exit status of a process :meth:`spawn` started; None while it runs."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
     @abc.abstractmethod
     async def stats(self, sandbox_id: str) -> EngineStats:
         """One sample of the sandbox's resource use as the engine measures it (no waiting)."""

@@ -224,6 +224,30 @@ class DockerBackend(SandboxBackend):
             inspect=lambda: self.inspect(sandbox_id),
         )
 
+    async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        def start() -> str:
+            api = self.engine.client.api
+            created = api.exec_create(
+                labels.container_name(sandbox_id),
+                argv,
+                stdout=False,
+                stderr=False,
+                environment=environment,
+            )
+            api.exec_start(created["Id"], detach=True)
+            return str(created["Id"])
+
+        try:
+            return await self.engine.run(f"start a process in sandbox {sandbox_id}", start)
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+    async def spawned_exit_code(self, spawn_id: str) -> int | None:
+        found = await self.engine.run(
+            "inspect a process in a sandbox", self.engine.client.api.exec_inspect, spawn_id
+        )
+        return None if found.get("Running") else int(found.get("ExitCode") or 0)
+
     async def stats(self, sandbox_id: str) -> EngineStats:
         # one-shot: the engine answers at once instead of waiting ~2 s for a second sample.
         raw = await self._on_container("stats", sandbox_id, stream=False, one_shot=True)

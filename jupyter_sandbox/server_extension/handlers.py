@@ -108,6 +108,7 @@ class SandboxesHandler(SandboxAPIHandler):
             environment=request.environment,
             context=request.context,
             purpose=self.extension.container_purpose,
+            network=request.network,
         )
         location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
         self.set_header("Location", location)
@@ -192,3 +193,8 @@ default_handlers = [
     (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
     (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
 ]
+
+# Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .network_handlers import network_handlers  # noqa: E402
+
+default_handlers += network_handlers
