@@ -20,12 +20,15 @@ from .backend import (
     EngineFacts,
     EngineStats,
     ExecResult,
+    Feed,
     SandboxBackend,
     SandboxInfo,
+    Sink,
 )
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
+from .docker_stream import stream_exec
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
@@ -208,6 +211,25 @@ class DockerBackend(SandboxBackend):
             timeout=timeout,
             user=user or "",
             stdin=stdin,
+            inspect=lambda: self.inspect(sandbox_id),
+        )
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        feed: Feed | None = None,
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        return await stream_exec(
+            self.engine,
+            labels.container_name(sandbox_id),
+            argv,
+            timeout=timeout,
+            feed=feed,
+            sink=sink,
             inspect=lambda: self.inspect(sandbox_id),
         )
 
