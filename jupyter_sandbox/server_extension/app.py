@@ -31,6 +31,7 @@ from ..sandbox.manager import default_owner
 from .culler import SandboxCuller
 from .fast_start import Zygote
 from .handlers import default_handlers
+from .snapshot_handlers import snapshot_handlers
 
 # jupyter_server's own identity providers only know anonymous token users, whose names are
 # random per browser: sandboxes must not change owner when the user opens a new browser.
@@ -100,7 +101,7 @@ class SandboxExtension(ExtensionApp):
         self.settings["sandbox_extension"] = self
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(default_handlers)
+        self.handlers.extend([*default_handlers, *snapshot_handlers])
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tune_kernel_connections(serverapp)

@@ -33,11 +33,12 @@ class CreateRequest:
     limits: dict[str, Any] = field(default_factory=dict)
     context: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    snapshot: str | None = None  # restore this snapshot into the new sandbox's /workspace
 
     @classmethod
     def parse(cls, body: bytes) -> CreateRequest:
         data = json_object(body, allow_empty=True)
-        known = {"runtime", "image", "limits", "context", "environment"}
+        known = {"runtime", "image", "limits", "context", "environment", "snapshot"}
         _no_unknown(data, known, "a sandbox")
         runtime = _optional_str(data, "runtime")
         if runtime is not None and runtime not in RUNTIMES:
@@ -53,6 +54,7 @@ class CreateRequest:
             limits=_limits(data.get("limits", {})),
             context=context,
             environment=_environment(data.get("environment", {})),
+            snapshot=_optional_str(data, "snapshot"),
         )
 
 

@@ -17,6 +17,7 @@ from openapi_spec_validator import validate
 from tornado import web
 
 from jupyter_sandbox.server_extension import handlers
+from jupyter_sandbox.server_extension.snapshot_handlers import snapshot_handlers
 
 from .conftest import Fetch, api
 
@@ -27,8 +28,9 @@ METHODS = ("get", "post", "put", "patch", "delete")
 def routes() -> set[tuple[str, str]]:
     """(path template, method) of every handler, e.g. ('/api/sandboxes/{sandbox_id}', 'get')."""
     found = set()
-    for pattern, handler in handlers.default_handlers:
+    for pattern, handler in [*handlers.default_handlers, *snapshot_handlers]:
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
+        path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)
         paths = (
             [path.replace(choice.group(0), a) for a in choice.group(1).split("|")]
@@ -54,7 +56,7 @@ def test_openapi_file_matches_the_handlers() -> None:
 
 
 def test_every_handler_is_authenticated_and_authorized() -> None:
-    for _, handler in handlers.default_handlers:
+    for _, handler in [*handlers.default_handlers, *snapshot_handlers]:
         for method in METHODS:
             if method in vars(handler):
                 source = vars(handler)[method]
@@ -64,10 +66,16 @@ def test_every_handler_is_authenticated_and_authorized() -> None:
 
 async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
     for path, method in sorted(routes()):
-        parts = path.replace("{sandbox_id}", "0123456789ab").split("/")[3:]
+        concrete = path.replace("{sandbox_id}", "0123456789ab")
+        root, *parts = concrete.replace("{snapshot_id}", "0123456789abcdef").split("/")[2:]
         body = "{}" if method in ("post", "put") else None
         status, _ = await api(
-            jp_fetch, method.upper(), *parts, body=body, headers={"Authorization": "token wrong"}
+            jp_fetch,
+            method.upper(),
+            *parts,
+            body=body,
+            root=root,
+            headers={"Authorization": "token wrong"},
         )
         assert status == 403, (method, path, status)
 
