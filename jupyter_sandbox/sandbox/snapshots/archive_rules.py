@@ -28,6 +28,8 @@ MAX_PATH = 4096
 MAX_COMPONENT = 255
 # Symlinks followed while resolving one link target, as the kernel's ELOOP limit.
 MAX_LINK_HOPS = 40
+# Said where a link leaves the workspace: a virtualenv in /workspace has such links.
+_LINK_HINT = "; Snapshots.allow_external_symlinks = True keeps such links as they are"
 # Modes kept on restore: rwx for the owner, r-x for the rest. Setuid, setgid, sticky and
 # group/world write bits are dropped.
 SAFE_MODE_BITS = 0o755
@@ -151,12 +153,14 @@ class ArchiveRules:
             return
         if target.startswith("/"):
             raise UnsafeArchiveError(
-                info.name, "link-absolute", f"symlink to the absolute path {target!r}"
+                info.name, "link-absolute", f"symlink to the absolute path {target!r}{_LINK_HINT}"
             )
         lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
         if lexical == ".." or lexical.startswith("../"):
             raise UnsafeArchiveError(
-                info.name, "link-escape", f"symlink target {target!r} leaves the workspace"
+                info.name,
+                "link-escape",
+                f"symlink target {target!r} leaves the workspace{_LINK_HINT}",
             )
         self.links[name] = target
 
