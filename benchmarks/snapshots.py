@@ -1,12 +1,12 @@
 """Workspace snapshot throughput: persist and hydrate vs plain ``tar`` on the host.
 
-For each runtime and workspace size, a real sandbox gets a /workspace of random bytes (one big
+For each runtime, transport (``Snapshots.transport``: ``exec``, the engine's exec stream, or
+``host-dir``, the sandbox's own host directory) and workspace size, a real sandbox gets a /workspace of random bytes (one big
 file and a hundred small ones, made inside it with ``head -c /dev/urandom``), then, ``--runs``
 times each (median reported):
 
 - ``persist``: ``Snapshots.persist`` -- tar made in the sandbox, streamed to the host, scanned
   (every member checked, sha256), stored atomically with fsync;
-- ``stream``: the tar streamed out of the sandbox to nowhere (what the engine costs alone);
 - ``hydrate``: ``Snapshots.hydrate`` into a fresh sandbox -- the archive scanned and its sha256
   checked, the target checked for planted symlinks, a clean archive written and unpacked by
   tar in the sandbox (sandbox creation not timed);
@@ -16,7 +16,8 @@ times each (median reported):
 Memory snapshots are refused on this host (see docs/snapshots.md); the table says so rather
 than time them. Needs the Docker engine and the sandbox image. From the checkout:
 
-    .venv/bin/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
+    .venv/bin/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200 \
+        [--transport exec --transport host-dir] [--runs 3]
 """
 
 from __future__ import annotations
@@ -84,36 +85,21 @@ def host_tar(megabytes: int, work: Path, runs: int) -> tuple[float, float]:
 
 
 async def measure(
-    manager: SandboxManager, runtime: str, megabytes: int, runs: int, work: Path
+    manager: SandboxManager, runtime: str, transport: str, megabytes: int, runs: int, work: Path
 ) -> dict[str, Any]:
     limits = {
         "workspace_size": f"{megabytes + 200}m",
         "memory": f"{max(2048, 2 * megabytes + 1024)}m",
     }
     snapshots = manager.snapshots
+    snapshots.transport = transport
     source = await manager.create(OWNER, runtime=runtime, limits=limits, purpose=PURPOSE)
     result = await manager.exec(OWNER, source.sandbox_id, ["sh", "-c", fill_script(megabytes)])
     assert result.exit_code == 0, result.stderr
-    persist, stream, hydrate = [], [], []
+    persist, hydrate = [], []
     made: dict[str, Any] = {}
-    discarded = 0
-
-    def discard(data: bytes) -> None:
-        nonlocal discarded
-        discarded += len(data)
-
     for _ in range(runs):
         persist.append(await timed(lambda: _persist(made, snapshots, source.sandbox_id)))
-        stream.append(
-            await timed(
-                lambda: manager.backend.exec_stream(
-                    source.sandbox_id,
-                    ["tar", "-c", "-f", "-", "-C", "/workspace", "."],
-                    timeout=600,
-                    sink=discard,
-                )
-            )
-        )
         target = await manager.create(OWNER, runtime=runtime, limits=limits, purpose=PURPOSE)
         hydrate.append(
             await timed(lambda: snapshots.hydrate(OWNER, made["id"], target.sandbox_id))  # noqa: B023
@@ -130,10 +116,10 @@ async def measure(
     size = made["size"] / 1024**2
     return {
         "runtime": runtime,
+        "transport": transport,
         "MiB": megabytes,
         "archive MiB": size,
         "persist s": statistics.median(persist),
-        "stream s": statistics.median(stream),
         "hydrate s": statistics.median(hydrate),
         "tar -c s": tar_c,
         "tar -x s": tar_x,
@@ -147,15 +133,15 @@ async def _persist(made: dict[str, Any], snapshots: Any, sandbox_id: str) -> Non
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(
-        f"{'runtime':7} {'MiB':>5} {'persist s':>9} {'MB/s':>6} {'stream s':>8} "
+        f"{'runtime':7} {'transport':9} {'MiB':>5} {'persist s':>9} {'MB/s':>6} "
         f"{'hydrate s':>9} {'MB/s':>6} {'tar -c s':>8} {'tar -x s':>8} "
         f"{'persist/tar':>11} {'hydrate/tar':>11}  memory snapshot"
     )
     for r in rows:
         mb = r["archive MiB"] * 1.048576
         print(
-            f"{r['runtime']:7} {r['MiB']:>5} {r['persist s']:>9.2f} {mb / r['persist s']:>6.0f} "
-            f"{r['stream s']:>8.2f} {r['hydrate s']:>9.2f} {mb / r['hydrate s']:>6.0f} "
+            f"{r['runtime']:7} {r['transport']:9} {r['MiB']:>5} {r['persist s']:>9.2f} "
+            f"{mb / r['persist s']:>6.0f} {r['hydrate s']:>9.2f} {mb / r['hydrate s']:>6.0f} "
             f"{r['tar -c s']:>8.2f} {r['tar -x s']:>8.2f} "
             f"{r['persist s'] / r['tar -c s']:>10.1f}x {r['hydrate s'] / r['tar -x s']:>10.1f}x"
             f"  {r['memory']}"
@@ -166,6 +152,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
+    parser.add_argument("--transport", action="append", choices=["exec", "host-dir"])
     parser.add_argument("--size", action="append", type=int, help="workspace MiB (repeatable)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
@@ -178,8 +165,11 @@ async def main() -> None:
     rows = []
     try:
         for runtime in args.runtime or ["runc", "runsc"]:
-            for megabytes in args.size or [10, 200]:
-                rows.append(await measure(manager, runtime, megabytes, args.runs, work))
+            for transport in args.transport or ["exec", "host-dir"]:
+                for megabytes in args.size or [10, 200]:
+                    rows.append(
+                        await measure(manager, runtime, transport, megabytes, args.runs, work)
+                    )
     finally:
         for info in await manager.backend.list_sandboxes(OWNER):
             if manager.holds(info):

@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import IO
 
-from ..backend import WORKSPACE_DIR, SandboxBackend, Writable
+from ..backend import WORKSPACE_DIR, ExecResult, SandboxBackend, Writable
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive, write_clean_archive
 from .errors import (
     SnapshotFailedError,
@@ -31,6 +32,7 @@ from .errors import (
     SnapshotTooLargeError,
     UnsafeArchiveError,
 )
+from .host_dir import HostDirInput
 
 UNPACK_COMMAND = [
     "tar",
@@ -75,9 +77,12 @@ async def hydrate_workspace(
     timeout: float,
     expected_sha256: str | None = None,
     workspace_bytes: int | None = None,
+    io_dir: Path | None = None,
 ) -> ArchiveSummary:
     """Restore the archive into ``sandbox_id``'s /workspace; ``open_archive()`` opens it
-    afresh (binary, at its start) each time it is read. Returns what the check found."""
+    afresh (binary, at its start) each time it is read. With ``io_dir`` (the sandbox's host
+    directory) the clean archive passes through it (host_dir.py) instead of the exec stream.
+    Returns what the check found."""
 
     def scan() -> ArchiveSummary:
         with open_archive() as raw:
@@ -103,7 +108,10 @@ async def hydrate_workspace(
         with open_archive() as raw:
             write_clean_archive(raw, out, limits, second.append)
 
-    result = await backend.exec_stream(sandbox_id, UNPACK_COMMAND, timeout=timeout, feed=feed)
+    if io_dir is None:
+        result = await backend.exec_stream(sandbox_id, UNPACK_COMMAND, timeout=timeout, feed=feed)
+    else:
+        result = await _unpack_from_host_dir(backend, sandbox_id, io_dir, feed, timeout)
     if second and second[0].sha256 != summary.sha256:
         raise SnapshotIntegrityError(
             "the archive changed while it was being restored; the workspace may hold part of it"
@@ -116,6 +124,27 @@ async def hydrate_workspace(
             f"{result.exit_code}): {stderr[:500]}"
         )
     return summary
+
+
+async def _unpack_from_host_dir(
+    backend: SandboxBackend,
+    sandbox_id: str,
+    io_dir: Path,
+    feed: Callable[[Writable], None],
+    timeout: float,
+) -> ExecResult:
+    staged = HostDirInput(io_dir)
+    try:
+        with staged as out:
+            await asyncio.to_thread(feed, out)
+            out.flush()
+            command = [staged.in_sandbox if arg == "-" else arg for arg in UNPACK_COMMAND]
+            return await backend.exec(sandbox_id, command, timeout=timeout)
+    except OSError as exc:
+        raise SnapshotFailedError(
+            f"staging the archive in sandbox {sandbox_id}'s host directory failed: "
+            f"{exc.strerror}; nothing was restored"
+        ) from None
 
 
 async def _check_target(

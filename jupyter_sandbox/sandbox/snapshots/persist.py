@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import IO
 
 from ..backend import WORKSPACE_DIR, SandboxBackend
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
 from .errors import SnapshotFailedError, SnapshotTooLargeError
+from .host_dir import archive_to_host_dir
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +34,13 @@ async def archive_workspace(
     *,
     limits: ArchiveLimits,
     timeout: float,
+    io_dir: Path | None = None,
 ) -> ArchiveSummary:
     """Write a tar of ``sandbox_id``'s /workspace to ``out`` (a seekable file opened for
     writing and reading) and check it; returns what the check found (sha256, size, members).
 
-    The sandbox itself is only read: whatever fails (cap, full disk, a refused member), its
+    With ``io_dir`` (the sandbox's host directory) the archive passes through it (host_dir.py)
+    instead of the exec stream. The sandbox itself is only read: whatever fails (cap, full disk, a refused member), its
     files and processes are as they were.
     """
     written = 0
@@ -51,7 +55,12 @@ async def archive_workspace(
             )
         out.write(data)
 
-    result = await backend.exec_stream(sandbox_id, PERSIST_COMMAND, timeout=timeout, sink=sink)
+    if io_dir is None:
+        result = await backend.exec_stream(sandbox_id, PERSIST_COMMAND, timeout=timeout, sink=sink)
+    else:
+        result = await archive_to_host_dir(
+            backend, sandbox_id, io_dir, out, max_bytes=limits.max_bytes, timeout=timeout
+        )
     if result.timed_out:
         raise SnapshotFailedError(
             f"archiving sandbox {sandbox_id}'s /workspace took longer than {timeout:g}s "

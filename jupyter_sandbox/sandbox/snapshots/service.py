@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Float, Integer, Unicode, default
+from traitlets import Bool, Enum, Float, Integer, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..backend import SandboxInfo
 from ..container_spec import now_iso
+from ..hostdir import SandboxDirectory
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
@@ -83,6 +84,17 @@ class Snapshots(LoggingConfigurable):
         resolve only inside the sandbox; members under any symlink stay refused. False
         (strict): such an archive is refused, naming the link.""",
     )
+    transport = Enum(
+        ("exec", "host-dir"),
+        default_value="exec",
+        config=True,
+        help="""How archives move between a sandbox and the host. 'exec': streamed over the
+        engine's exec socket (memory bounded, nothing written outside the snapshot directory).
+        'host-dir': written to and read from the sandbox's own host directory (its /run/sandbox
+        bind mount), about 3-4x faster (no pipe through dockerd or gVisor), at the cost of up
+        to max_archive_bytes of temporary space on the state directory's disk. Both check
+        every member on the host and unpack inside the sandbox.""",
+    )
     timeout = Float(
         600.0,
         config=True,
@@ -126,7 +138,12 @@ class Snapshots(LoggingConfigurable):
         store = self.store
         with store.new_archive(owner) as (out, temporary):
             summary = await archive_workspace(
-                self.manager.backend, sandbox_id, out, limits=self.limits, timeout=self.timeout
+                self.manager.backend,
+                sandbox_id,
+                out,
+                limits=self.limits,
+                timeout=self.timeout,
+                io_dir=self._io_dir(sandbox_id),
             )
             return store.commit(owner, temporary, self._metadata(summary, info, note))
 
@@ -178,6 +195,7 @@ class Snapshots(LoggingConfigurable):
             lambda: open(path, "rb"),
             limits=self.limits,
             timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
             expected_sha256=metadata["sha256"],
             workspace_bytes=self._workspace_cap(sandbox_id),
         )
@@ -206,7 +224,12 @@ class Snapshots(LoggingConfigurable):
         try:
             with os.fdopen(fd, "w+b") as out:
                 summary = await archive_workspace(
-                    self.manager.backend, sandbox_id, out, limits=self.limits, timeout=self.timeout
+                    self.manager.backend,
+                    sandbox_id,
+                    out,
+                    limits=self.limits,
+                    timeout=self.timeout,
+                    io_dir=self._io_dir(sandbox_id),
                 )
             os.replace(name, target)
         except BaseException:
@@ -220,7 +243,12 @@ class Snapshots(LoggingConfigurable):
         await self.manager.get(owner, sandbox_id)
         out = io.BytesIO()
         await archive_workspace(
-            self.manager.backend, sandbox_id, out, limits=self.limits, timeout=self.timeout
+            self.manager.backend,
+            sandbox_id,
+            out,
+            limits=self.limits,
+            timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
         )
         return out.getvalue()
 
@@ -233,6 +261,7 @@ class Snapshots(LoggingConfigurable):
             lambda: io.BytesIO(data),
             limits=self.limits,
             timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
             workspace_bytes=self._workspace_cap(sandbox_id),
         )
 
@@ -247,6 +276,7 @@ class Snapshots(LoggingConfigurable):
                 lambda: open(copy, "rb"),
                 limits=self.limits,
                 timeout=self.timeout,
+                io_dir=self._io_dir(sandbox_id),
                 workspace_bytes=self._workspace_cap(sandbox_id),
             )
 
@@ -277,6 +307,12 @@ class Snapshots(LoggingConfigurable):
                 yield temporary
             finally:
                 temporary.unlink(missing_ok=True)
+
+    def _io_dir(self, sandbox_id: str) -> Path | None:
+        """The sandbox's host directory when archives pass through it (transport 'host-dir')."""
+        if self.transport != "host-dir":
+            return None
+        return SandboxDirectory(self.manager.settings.state_path, sandbox_id).io
 
     def _workspace_cap(self, sandbox_id: str) -> int | None:
         """Bytes /workspace holds when it is a size-capped tmpfs (the sandbox has no launch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,16 @@ def snapshots(manager: SandboxManager, tmp_path: Path) -> Snapshots:
     return manager.snapshots
 
 
+@pytest.mark.parametrize("transport", ["exec", "host-dir"])
 async def test_round_trip_into_a_new_and_the_same_sandbox(
-    manager: SandboxManager, snapshots: Snapshots, sandbox: Sandbox, runtime: str, purpose: str
+    manager: SandboxManager,
+    snapshots: Snapshots,
+    sandbox: Sandbox,
+    runtime: str,
+    purpose: str,
+    transport: str,
 ) -> None:
+    snapshots.transport = transport
     await sh(manager, sandbox.sandbox_id, VARIED)
     before = await manifest(manager, sandbox.sandbox_id)
     snapshot = await snapshots.persist(OWNER, sandbox.sandbox_id, note="varied")
@@ -58,6 +66,9 @@ async def test_round_trip_into_a_new_and_the_same_sandbox(
     after = await manifest(manager, sandbox.sandbox_id)
     assert after.pop("n")[0] == "file"
     assert after == {**expected, "suid.sh": after["suid.sh"]}
+    # Nothing of the transport is left in the sandbox's host directory.
+    io_dir = manager.settings.state_path / sandbox.sandbox_id / "io"
+    assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
 
 
 @pytest.mark.runc
