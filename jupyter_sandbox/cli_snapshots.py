@@ -80,11 +80,11 @@ class ListApp(_SnapshotCommand):
     aliases = _aliases("ListApp")
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        print(f"{'SNAPSHOT':16}  {'CREATED':25}  {'BYTES':>12}  {'SOURCE':12}  NOTE")
+        print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  NOTE")
         for item in manager.snapshots.list_snapshots(owner):
             source = item.get("source", {}).get("sandbox") or "(imported)"
             print(
-                f"{item['id']:16}  {item['created']:25}  {item['size']:>12}  {source:12}  "
+                f"{item['id']:16}  {item['created']:32}  {item['size']:>12}  {source:12}  "
                 f"{item.get('note', '')}"
             )
         return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import io
 import os
 import shutil
@@ -32,7 +33,7 @@ from traitlets import Bool, Enum, Float, Integer, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..backend import SandboxInfo
-from ..container_spec import now_iso
+from ..errors import QuotaExceededError
 from ..hostdir import SandboxDirectory
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
@@ -83,6 +84,12 @@ class Snapshots(LoggingConfigurable):
         past the root), e.g. a virtualenv's bin/python. They are restored as they are and
         resolve only inside the sandbox; members under any symlink stay refused. False
         (strict): such an archive is refused, naming the link.""",
+    )
+    max_snapshots = Integer(
+        100,
+        config=True,
+        help="""Most snapshots one owner may keep (0: no cap). A persist or import past it is
+        refused (quota_exceeded) before the sandbox is touched; delete old snapshots first.""",
     )
     transport = Enum(
         ("exec", "host-dir"),
@@ -135,6 +142,7 @@ class Snapshots(LoggingConfigurable):
         info = await self.manager.get(owner, sandbox_id)
         if kind == "memory":
             raise memory_snapshot_refusal(sandbox_id, info.runtime)
+        self._check_quota(owner)
         store = self.store
         with store.new_archive(owner) as (out, temporary):
             summary = await archive_workspace(
@@ -151,6 +159,7 @@ class Snapshots(LoggingConfigurable):
         self, owner: str, source: bytes | str | Path, *, note: str = ""
     ) -> dict[str, Any]:
         """Store an archive made elsewhere (bytes, or a file path), checked like any restore."""
+        self._check_quota(owner)
         store = self.store
         limits = self.limits
 
@@ -208,7 +217,7 @@ class Snapshots(LoggingConfigurable):
         try:
             await self.hydrate(owner, snapshot_id, sandbox.sandbox_id)
         except BaseException:
-            await self.manager.remove(owner, sandbox.sandbox_id)
+            await asyncio.shield(self.manager.remove(owner, sandbox.sandbox_id))
             raise
         return sandbox
 
@@ -308,6 +317,14 @@ class Snapshots(LoggingConfigurable):
             finally:
                 temporary.unlink(missing_ok=True)
 
+    def _check_quota(self, owner: str) -> None:
+        kept = len(self.store.list(owner))
+        if self.max_snapshots and kept >= self.max_snapshots:
+            raise QuotaExceededError(
+                f"{owner} keeps {kept} snapshots, the most allowed (Snapshots.max_snapshots); "
+                "delete some first"
+            )
+
     def _io_dir(self, sandbox_id: str) -> Path | None:
         """The sandbox's host directory when archives pass through it (transport 'host-dir')."""
         if self.transport != "host-dir":
@@ -330,7 +347,8 @@ class Snapshots(LoggingConfigurable):
         return {
             "id": new_snapshot_id(),
             "kind": "workspace",
-            "created": now_iso(),
+            # Microseconds: listings sort by it, and two snapshots often share a second.
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "source": {
                 "sandbox": info.sandbox_id if info else None,
                 "image": info.image if info else None,
