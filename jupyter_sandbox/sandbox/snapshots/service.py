@@ -92,15 +92,17 @@ class Snapshots(LoggingConfigurable):
         refused (quota_exceeded) before the sandbox is touched; delete old snapshots first.""",
     )
     transport = Enum(
-        ("exec", "host-dir"),
-        default_value="exec",
+        ("host-dir", "exec"),
+        default_value="host-dir",
         config=True,
-        help="""How archives move between a sandbox and the host. 'exec': streamed over the
-        engine's exec socket (memory bounded, nothing written outside the snapshot directory).
-        'host-dir': written to and read from the sandbox's own host directory (its /run/sandbox
-        bind mount), about 3-4x faster (no pipe through dockerd or gVisor), at the cost of up
-        to max_archive_bytes of temporary space on the state directory's disk. Both check
-        every member on the host and unpack inside the sandbox.""",
+        help="""How archives move between a sandbox and the host. 'host-dir': tar in the
+        sandbox writes to (or reads from) the sandbox's own host directory, its /run/sandbox
+        bind mount, and the host copies from (or writes to) it with O_NOFOLLOW/O_EXCL; this
+        needs up to max_archive_bytes of temporary space on the state directory's disk. 'exec':
+        streamed over the engine's exec socket, nothing written outside the snapshot
+        directory, but 2-4x slower (every byte crosses a pipe in dockerd and, under gVisor,
+        gVisor's slow pipes). Both check every member on the host and unpack inside the
+        sandbox.""",
     )
     timeout = Float(
         600.0,

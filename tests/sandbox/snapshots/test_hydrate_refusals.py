@@ -102,10 +102,12 @@ def small_disk() -> Iterator[Path]:
         mountpoint.rmdir()
 
 
+@pytest.mark.parametrize("transport", ["host-dir", "exec"])
 async def test_a_full_snapshot_disk_leaves_the_source_untouched(
-    manager: SandboxManager, purpose: str, small_disk: Path
+    manager: SandboxManager, purpose: str, small_disk: Path, transport: str
 ) -> None:
     manager.snapshots.snapshot_dir = str(small_disk)
+    manager.snapshots.transport = transport
     sandbox = await manager.create(OWNER, runtime="runc", purpose=purpose)
     await sh(manager, sandbox.sandbox_id, "head -c 12M /dev/urandom > /workspace/data.bin")
     before = await manifest(manager, sandbox.sandbox_id)

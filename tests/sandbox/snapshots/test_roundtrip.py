@@ -75,7 +75,10 @@ async def test_round_trip_into_a_new_and_the_same_sandbox(
 async def test_a_200_mb_workspace_is_byte_identical(
     manager: SandboxManager, snapshots: Snapshots, purpose: str
 ) -> None:
-    """LARGE: 200 MiB of random bytes (plus small files) through persist and hydrate."""
+    """LARGE: 200 MiB of random bytes (plus small files) through persist and hydrate, over
+    the exec stream (memory-bounded streaming at size; the default transport is covered by the
+    round trips above)."""
+    snapshots.transport = "exec"
     source = await manager.create(OWNER, runtime="runc", purpose=purpose)
     await sh(
         manager,
