@@ -131,3 +131,23 @@ async def test_memory_snapshot_is_refused_before_touching_the_sandbox(
     assert snapshots.list_snapshots(OWNER) == []
     # The kernel still answers.
     await manager.attach(OWNER, source.sandbox_id)
+
+
+@pytest.mark.runc
+async def test_files_beside_the_notebook_are_kept(
+    manager: SandboxManager, snapshots: Snapshots, purpose: str, tmp_path: Path
+) -> None:
+    """A copy-on-write /workspace: the launch directory's files and the sandbox's own writes
+    are both in the snapshot; the launch directory itself is never written."""
+    launch = tmp_path / "notebooks"
+    launch.mkdir()
+    (launch / "data.csv").write_text("a,b\n1,2\n")
+    source = await manager.create(OWNER, runtime="runc", launch_dir=str(launch), purpose=purpose)
+    await sh(manager, source.sandbox_id, "echo result > /workspace/out.txt")
+    snapshot = await snapshots.persist(OWNER, source.sandbox_id)
+    restored = await snapshots.create_sandbox(
+        OWNER, snapshot["id"], runtime="runc", purpose=purpose
+    )
+    files = await manifest(manager, restored.sandbox_id)
+    assert sorted(files) == ["data.csv", "out.txt"]
+    assert sorted(os.listdir(launch)) == ["data.csv"]
