@@ -4,7 +4,7 @@ refusal of memory snapshots. The entry point is :class:`Snapshots` (``manager.sn
 Modules: archive_rules (what a member may be), archive_scan (reading an archive within caps,
 writing the clean one a sandbox unpacks), storage (one directory per owner, atomic writes),
 persist and hydrate (the tar inside the sandbox), memory (why memory snapshots are refused),
-service (owner checks and the API), errors.
+settings (the traitlets), service (owner checks and the API), errors.
 """
 
 from __future__ import annotations

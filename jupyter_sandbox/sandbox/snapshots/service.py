@@ -24,25 +24,23 @@ import io
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-
-from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Enum, Float, Integer, Unicode, default
-from traitlets.config import LoggingConfigurable
 
 from ..backend import SandboxInfo
 from ..errors import QuotaExceededError
 from ..hostdir import SandboxDirectory
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
-from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
+from .archive_scan import ArchiveSummary, scan_archive
 from .errors import SnapshotTooLargeError
 from .hydrate import hydrate_workspace
 from .memory import memory_snapshot_refusal
 from .persist import archive_workspace
-from .storage import SnapshotStore, new_snapshot_id
+from .settings import SnapshotSettings
+from .storage import new_snapshot_id
 
 if TYPE_CHECKING:
     from ..manager import SandboxManager
@@ -50,86 +48,12 @@ if TYPE_CHECKING:
 KINDS = ("workspace", "memory")
 
 
-class Snapshots(LoggingConfigurable):
+class Snapshots(SnapshotSettings):
     """Workspace snapshots of ``manager``'s sandboxes (configured as ``c.Snapshots.*``)."""
-
-    snapshot_dir = Unicode(
-        config=True,
-        help="""Host directory of stored snapshots: one 0700 directory per owner inside.
-        Default: <jupyter data dir>/sandbox-snapshots (snapshots outlive the sandboxes and the
-        server, unlike the runtime directory that holds the sandboxes' state).""",
-    )
-    max_archive_bytes = Integer(
-        2 * 1024**3,
-        config=True,
-        help="""Largest snapshot archive in bytes, made or uploaded (0: no cap). A persist
-        whose archive grows past it is stopped and nothing is stored.""",
-    )
-    max_members = Integer(
-        100_000,
-        config=True,
-        help="Most files, directories and links one archive may hold (0: no cap).",
-    )
-    max_expanded_bytes = Integer(
-        4 * 1024**3,
-        config=True,
-        help="""Most bytes the members of one archive may declare in all, headers included
-        (0: no cap). Checked from each header before its data is read, so an archive
-        declaring a huge file is refused at once.""",
-    )
-    allow_external_symlinks = Bool(
-        False,
-        config=True,
-        help="""Accept symlinks whose target leaves /workspace (an absolute path, or '..'
-        past the root), e.g. a virtualenv's bin/python. They are restored as they are and
-        resolve only inside the sandbox; members under any symlink stay refused. False
-        (strict): such an archive is refused, naming the link.""",
-    )
-    max_snapshots = Integer(
-        100,
-        config=True,
-        help="""Most snapshots one owner may keep (0: no cap). A persist or import past it is
-        refused (quota_exceeded) before the sandbox is touched; delete old snapshots first.""",
-    )
-    transport = Enum(
-        ("host-dir", "exec"),
-        default_value="host-dir",
-        config=True,
-        help="""How archives move between a sandbox and the host. 'host-dir': tar in the
-        sandbox writes to (or reads from) the sandbox's own host directory, its /run/sandbox
-        bind mount, and the host copies from (or writes to) it with O_NOFOLLOW/O_EXCL; this
-        needs up to max_archive_bytes of temporary space on the state directory's disk. 'exec':
-        streamed over the engine's exec socket, nothing written outside the snapshot
-        directory, but 2-4x slower (every byte crosses a pipe in dockerd and, under gVisor,
-        gVisor's slow pipes). Both check every member on the host and unpack inside the
-        sandbox.""",
-    )
-    timeout = Float(
-        600.0,
-        config=True,
-        help="Seconds one persist or restore (the tar inside the sandbox) may take.",
-    )
-
-    @default("snapshot_dir")
-    def _default_snapshot_dir(self) -> str:
-        return os.path.join(jupyter_data_dir(), "sandbox-snapshots")
 
     def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
-
-    @property
-    def store(self) -> SnapshotStore:
-        return SnapshotStore(Path(self.snapshot_dir))
-
-    @property
-    def limits(self) -> ArchiveLimits:
-        return ArchiveLimits(
-            max_bytes=self.max_archive_bytes,
-            max_members=self.max_members,
-            max_expanded_bytes=self.max_expanded_bytes,
-            allow_external_links=self.allow_external_symlinks,
-        )
 
     # -- stored snapshots ---------------------------------------------------------------------
 
@@ -147,14 +71,7 @@ class Snapshots(LoggingConfigurable):
         self._check_quota(owner)
         store = self.store
         with store.new_archive(owner) as (out, temporary):
-            summary = await archive_workspace(
-                self.manager.backend,
-                sandbox_id,
-                out,
-                limits=self.limits,
-                timeout=self.timeout,
-                io_dir=self._io_dir(sandbox_id),
-            )
+            summary = await self._archive(sandbox_id, out)
             return store.commit(owner, temporary, self._metadata(summary, info, note))
 
     async def import_archive(
@@ -200,16 +117,7 @@ class Snapshots(LoggingConfigurable):
         metadata = self.get(owner, snapshot_id)
         path = self.store.archive_path(owner, snapshot_id)
         await self.manager.get(owner, sandbox_id)
-        return await hydrate_workspace(
-            self.manager.backend,
-            sandbox_id,
-            lambda: open(path, "rb"),
-            limits=self.limits,
-            timeout=self.timeout,
-            io_dir=self._io_dir(sandbox_id),
-            expected_sha256=metadata["sha256"],
-            workspace_bytes=self._workspace_cap(sandbox_id),
-        )
+        return await self._restore(sandbox_id, lambda: open(path, "rb"), metadata["sha256"])
 
     async def create_sandbox(self, owner: str, snapshot_id: str, **create: Any) -> Sandbox:
         """A new sandbox for ``owner`` (``create``: SandboxManager.create's keywords) whose
@@ -234,14 +142,7 @@ class Snapshots(LoggingConfigurable):
         fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         try:
             with os.fdopen(fd, "w+b") as out:
-                summary = await archive_workspace(
-                    self.manager.backend,
-                    sandbox_id,
-                    out,
-                    limits=self.limits,
-                    timeout=self.timeout,
-                    io_dir=self._io_dir(sandbox_id),
-                )
+                summary = await self._archive(sandbox_id, out)
             os.replace(name, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -253,43 +154,20 @@ class Snapshots(LoggingConfigurable):
         """A checked archive of the sandbox's /workspace, in memory (for small workspaces)."""
         await self.manager.get(owner, sandbox_id)
         out = io.BytesIO()
-        await archive_workspace(
-            self.manager.backend,
-            sandbox_id,
-            out,
-            limits=self.limits,
-            timeout=self.timeout,
-            io_dir=self._io_dir(sandbox_id),
-        )
+        await self._archive(sandbox_id, out)
         return out.getvalue()
 
     async def hydrate_bytes(self, owner: str, sandbox_id: str, data: bytes) -> ArchiveSummary:
         """Restore an archive held in memory into ``owner``'s running sandbox."""
         await self.manager.get(owner, sandbox_id)
-        return await hydrate_workspace(
-            self.manager.backend,
-            sandbox_id,
-            lambda: io.BytesIO(data),
-            limits=self.limits,
-            timeout=self.timeout,
-            io_dir=self._io_dir(sandbox_id),
-            workspace_bytes=self._workspace_cap(sandbox_id),
-        )
+        return await self._restore(sandbox_id, lambda: io.BytesIO(data))
 
     async def hydrate_file(self, owner: str, sandbox_id: str, path: str | Path) -> ArchiveSummary:
         """Restore the archive at ``path`` into ``owner``'s running sandbox. It is copied to
         a private file first, so that it cannot change between its check and its restore."""
         await self.manager.get(owner, sandbox_id)
         with self._private_copy(owner, Path(path)) as copy:
-            return await hydrate_workspace(
-                self.manager.backend,
-                sandbox_id,
-                lambda: open(copy, "rb"),
-                limits=self.limits,
-                timeout=self.timeout,
-                io_dir=self._io_dir(sandbox_id),
-                workspace_bytes=self._workspace_cap(sandbox_id),
-            )
+            return await self._restore(sandbox_id, lambda: open(copy, "rb"))
 
     # -- memory snapshots ---------------------------------------------------------------------
 
@@ -318,6 +196,33 @@ class Snapshots(LoggingConfigurable):
                 yield temporary
             finally:
                 temporary.unlink(missing_ok=True)
+
+    async def _archive(self, sandbox_id: str, out: IO[bytes]) -> ArchiveSummary:
+        return await archive_workspace(
+            self.manager.backend,
+            sandbox_id,
+            out,
+            limits=self.limits,
+            timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
+        )
+
+    async def _restore(
+        self,
+        sandbox_id: str,
+        open_archive: Callable[[], AbstractContextManager[IO[bytes]]],
+        expected_sha256: str | None = None,
+    ) -> ArchiveSummary:
+        return await hydrate_workspace(
+            self.manager.backend,
+            sandbox_id,
+            open_archive,
+            limits=self.limits,
+            timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
+            expected_sha256=expected_sha256,
+            workspace_bytes=self._workspace_cap(sandbox_id),
+        )
 
     def _check_quota(self, owner: str) -> None:
         kept = len(self.store.list(owner))
