@@ -121,12 +121,16 @@ class SnapshotDownloadHandler(SnapshotAPIHandler):
     @authorized
     async def get(self, snapshot_id: str) -> None:
         path = self.manager.snapshots.archive_path(self.owner, snapshot_id)
-        self.set_header("Content-Type", "application/x-tar")
-        self.set_header("Content-Disposition", f'attachment; filename="{snapshot_id}.tar"')
         # Opened before any byte is sent, so that a failure is still a JSON error; read on a
         # worker thread so that a large download never stalls the server's event loop.
         archive = await asyncio.to_thread(open, path, "rb")
         try:
+            # An imported archive is kept as it was uploaded: plain tar, or gzip.
+            gzip = await asyncio.to_thread(archive.read, 2) == b"\x1f\x8b"
+            archive.seek(0)
+            name = f"{snapshot_id}.tar.gz" if gzip else f"{snapshot_id}.tar"
+            self.set_header("Content-Type", "application/gzip" if gzip else "application/x-tar")
+            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
             self.set_header("Content-Length", str(os.fstat(archive.fileno()).st_size))
             while chunk := await asyncio.to_thread(archive.read, DOWNLOAD_CHUNK):
                 self.write(chunk)

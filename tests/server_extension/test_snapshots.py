@@ -136,6 +136,13 @@ async def test_import_checks_the_archive(jp_fetch: Fetch) -> None:
     status, listed = await snap(jp_fetch, "GET", **ALICE)
     assert [s["id"] for s in listed] == [imported["id"]]
 
+    compressed = tar_bytes(Member("z.txt", data=b"z" * 1000), compression="gz")
+    status, gz = await snap(jp_fetch, "POST", body=compressed, params={"note": "gz"}, **ALICE)
+    assert status == 201, gz
+    download = await jp_fetch("api", "snapshots", gz["id"], "download", **ALICE)
+    assert download.headers["Content-Type"] == "application/gzip"
+    assert download.body == compressed
+
     with pytest.raises(HTTPClientError) as unauthenticated:
         await jp_fetch("api", "snapshots", method="POST", body=good, headers={"Authorization": "x"})
     assert unauthenticated.value.code == 403
