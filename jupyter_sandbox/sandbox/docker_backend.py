@@ -22,12 +22,15 @@ from .backend import (
     EngineFacts,
     EngineStats,
     ExecResult,
+    Feed,
     SandboxBackend,
     SandboxInfo,
+    Sink,
 )
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
+from .docker_stream import stream_exec
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
@@ -247,6 +250,25 @@ class DockerBackend(SandboxBackend):
             "inspect a process in a sandbox", self.engine.client.api.exec_inspect, spawn_id
         )
         return None if found.get("Running") else int(found.get("ExitCode") or 0)
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        feed: Feed | None = None,
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        return await stream_exec(
+            self.engine,
+            labels.container_name(sandbox_id),
+            argv,
+            timeout=timeout,
+            feed=feed,
+            sink=sink,
+            inspect=lambda: self.inspect(sandbox_id),
+        )
 
     async def stats(self, sandbox_id: str) -> EngineStats:
         # one-shot: the engine answers at once instead of waiting ~2 s for a second sample.

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets.config import Config
 
@@ -35,6 +35,9 @@ from .sandbox_types import Sandbox, SandboxRequest
 from .settings import SandboxSettings
 from .starting import SandboxStarter
 from .stats import SandboxStats, measure_stats
+
+if TYPE_CHECKING:
+    from .snapshots import Snapshots
 
 __all__ = [
     "Sandbox",
@@ -68,6 +71,7 @@ class SandboxManager(SandboxStarter):
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
+        self._snapshots: Snapshots | None = None
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -91,6 +95,15 @@ class SandboxManager(SandboxStarter):
                 assert self._backend_factory is not None
                 self._backend = self._backend_factory()
             return self._backend
+
+    @property
+    def snapshots(self) -> Snapshots:
+        """Workspace snapshots of this manager's sandboxes (snapshots/service.py)."""
+        if self._snapshots is None:
+            from .snapshots import Snapshots  # archive code: loaded only when used
+
+            self._snapshots = Snapshots(self, parent=self)
+        return self._snapshots
 
     def load_backend(self) -> None:
         """Make the backend now; a kernel calls this on a worker thread once it relays, so

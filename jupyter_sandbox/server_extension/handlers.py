@@ -7,6 +7,7 @@ Core errors are raised as they are and turned into JSON here, in one place: ``wr
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,15 @@ class SandboxesHandler(SandboxAPIHandler):
                     f"context '{request.context}' already has sandbox {existing.sandbox_id}: "
                     "use it, or delete it first"
                 )
-        sandbox = await self.manager.create(
+        # With a snapshot, its files are restored into the new sandbox (snapshot_handlers.py).
+        create = (
+            self.manager.create
+            if request.snapshot is None
+            else functools.partial(
+                self.manager.snapshots.create_sandbox, snapshot_id=request.snapshot
+            )
+        )
+        sandbox = await create(
             self.owner,
             runtime=request.runtime,
             image=request.image,
@@ -196,5 +205,6 @@ default_handlers = [
 
 # Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
 from .network_handlers import network_handlers  # noqa: E402
+from .snapshot_handlers import snapshot_handlers  # noqa: E402
 
-default_handlers += network_handlers
+default_handlers += [*network_handlers, *snapshot_handlers]

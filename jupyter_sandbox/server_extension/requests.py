@@ -35,11 +35,12 @@ class CreateRequest:
     context: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
     network: NetworkPolicy | None = None  # None: NetworkSettings.default_policy
+    snapshot: str | None = None  # restore this snapshot into the new sandbox's /workspace
 
     @classmethod
     def parse(cls, body: bytes) -> CreateRequest:
         data = json_object(body, allow_empty=True)
-        known = {"runtime", "image", "limits", "context", "environment", "network"}
+        known = {"runtime", "image", "limits", "context", "environment", "network", "snapshot"}
         _no_unknown(data, known, "a sandbox")
         runtime = _optional_str(data, "runtime")
         if runtime is not None and runtime not in RUNTIMES:
@@ -58,6 +59,7 @@ class CreateRequest:
             network=None
             if data.get("network") is None
             else NetworkPolicy.from_dict(data["network"]),
+            snapshot=_optional_str(data, "snapshot"),
         )
 
 
