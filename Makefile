@@ -61,3 +61,4 @@ benchmark: image
 	$(BIN)/python benchmarks/density.py --runtime runsc --runtime runc
 	$(BIN)/python benchmarks/relay.py --runtime runsc
 	$(BIN)/python benchmarks/relay.py --runtime runc
+	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200

@@ -1,4 +1,4 @@
-"""``jupyter sandbox <verb>``: doctor, build-image, list, gc.
+"""``jupyter sandbox <verb>``: doctor, build-image, list, gc, snapshot (cli_snapshots.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension.
@@ -14,6 +14,7 @@ from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
 from ._version import __version__
+from .cli_snapshots import SnapshotApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
@@ -159,6 +160,7 @@ class SandboxApp(JupyterApp):
         "build-image": (BuildImageApp, BuildImageApp.description),
         "list": (ListApp, ListApp.description),
         "gc": (GcApp, GcApp.description),
+        "snapshot": (SnapshotApp, SnapshotApp.description),
     }
 
     def start(self) -> None:

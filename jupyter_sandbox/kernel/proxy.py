@@ -35,6 +35,8 @@ from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
+from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
+from ..sandbox.network import policy_of_state
 from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
 from .answers import fail_request, publish_status, unavailable_kernel_info
@@ -130,6 +132,7 @@ class SandboxKernel:
                 launch_dir=os.getcwd(),
                 notebook=os.environ.get("JPY_SESSION_NAME", ""),
                 purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
+                network=os.environ.get(NETWORK_ENV_VAR),  # a context found keeps its own
             )
         self.manager.update_state(
             sandbox.sandbox_id,
@@ -224,11 +227,12 @@ class SandboxKernel:
         assert self.sandbox is not None
         runtime = RUNTIME_NAMES.get(self.sandbox.info.runtime, self.sandbox.info.runtime)
         workspace = self.sandbox.workspace
+        state = self.manager.read_state(self.sandbox.sandbox_id)
         lines = [
             f"Sandboxed Python on {runtime}, sandbox {self.sandbox.sandbox_id}",
-            f"network: none; {self.sandbox.limits.describe()}",
+            f"network: {policy_of_state(state).describe()}; {self.sandbox.limits.describe()}",
             f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
-            banner_line(self.manager.read_state(self.sandbox.sandbox_id)),
+            banner_line(state),
         ]
         return "\n".join(lines) + "\n"
 

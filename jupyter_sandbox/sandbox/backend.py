@@ -9,11 +9,23 @@ manager. Backends raise :class:`~jupyter_sandbox.sandbox.errors.SandboxError` su
 from __future__ import annotations
 
 import abc
+import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 # Where the sandbox's own host directory appears inside the container.
 SANDBOX_IO_DIR = "/run/sandbox"
 WORKSPACE_DIR = "/workspace"
+
+
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+# exec_stream: writes a command's standard input / receives its standard output in pieces.
+Feed = Callable[[Writable], None]
+Sink = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,42 @@ class SandboxBackend(abc.ABC):
 
         ``stdin``, when given, is the command's whole standard input (then end of file).
         """
+
+    async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        """Start ``argv`` inside the sandbox, detached (it lives until it exits or the sandbox
+        ends); returns an id for :meth:`spawned_exit_code`. Its parent is outside the sandbox,
+        so the kernel supervisor's clean-up at a restart leaves it alone."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
+    async def spawned_exit_code(self, spawn_id: str) -> int | None:
+        """The exit status of a process :meth:`spawn` started; None while it runs."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        feed: Feed | None = None,
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        """:meth:`exec` with streamed input and output, for archives too large for memory.
+
+        ``feed`` writes the whole standard input (then end of file); ``sink`` receives the
+        standard output in pieces (``ExecResult.stdout`` is then empty). This default buffers
+        both in memory; backends that can stream override it.
+        """
+        stdin = None
+        if feed is not None:
+            buffer = io.BytesIO()
+            feed(buffer)
+            stdin = buffer.getvalue()
+        result = await self.exec(sandbox_id, argv, timeout=timeout, stdin=stdin)
+        if sink is None:
+            return result
+        sink(result.stdout)
+        return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
 
     @abc.abstractmethod
     async def stats(self, sandbox_id: str) -> EngineStats:

@@ -17,9 +17,11 @@ from .errors import InvalidSettingError
 from .hostdir import SandboxDirectory
 from .labels import container_name
 from .limits import SandboxLimits
+from .network.settings import FORWARDER_PORT
 from .settings import SandboxSettings
 from .workspace import NO_WORKSPACE, WorkspacePlan
 
+PROXY_URL = f"http://127.0.0.1:{FORWARDER_PORT}"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # The fixed part of every sandbox's environment; the image adds PATH and LANG. Nothing of the
 # host's environment is ever passed in.
@@ -29,6 +31,13 @@ BASE_ENVIRONMENT = {
     "MPLCONFIGDIR": "/tmp/.matplotlib",
     "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter",
     "PYTHONUNBUFFERED": "1",
+    # Egress goes through the forwarder on the sandbox's loopback (network/forwarder.py), in
+    # every sandbox: so a policy changed on a live sandbox applies to its running kernel. Under
+    # the policy none nothing listens there, or the forwarder answers 403.
+    **{name: PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+    "PIP_PROXY": PROXY_URL,
+    "NO_PROXY": "localhost,127.0.0.1,::1",
+    "no_proxy": "localhost,127.0.0.1,::1",
 }
 # The image's kernel supervisor (images/python/sandbox-init.py): it runs ipykernel with the
 # connection file in SANDBOX_IO_DIR and restarts it when the host asks.

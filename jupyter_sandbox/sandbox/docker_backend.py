@@ -22,12 +22,15 @@ from .backend import (
     EngineFacts,
     EngineStats,
     ExecResult,
+    Feed,
     SandboxBackend,
     SandboxInfo,
+    Sink,
 )
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
+from .docker_stream import stream_exec
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
@@ -221,6 +224,49 @@ class DockerBackend(SandboxBackend):
             timeout=timeout,
             user=user or "",
             stdin=stdin,
+            inspect=lambda: self.inspect(sandbox_id),
+        )
+
+    async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        def start() -> str:
+            api = self.engine.client.api
+            created = api.exec_create(
+                labels.container_name(sandbox_id),
+                argv,
+                stdout=False,
+                stderr=False,
+                environment=environment,
+            )
+            api.exec_start(created["Id"], detach=True)
+            return str(created["Id"])
+
+        try:
+            return await self.engine.run(f"start a process in sandbox {sandbox_id}", start)
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+    async def spawned_exit_code(self, spawn_id: str) -> int | None:
+        found = await self.engine.run(
+            "inspect a process in a sandbox", self.engine.client.api.exec_inspect, spawn_id
+        )
+        return None if found.get("Running") else int(found.get("ExitCode") or 0)
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        feed: Feed | None = None,
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        return await stream_exec(
+            self.engine,
+            labels.container_name(sandbox_id),
+            argv,
+            timeout=timeout,
+            feed=feed,
+            sink=sink,
             inspect=lambda: self.inspect(sandbox_id),
         )
 

@@ -18,22 +18,26 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets.config import Config
 
 from .attestation import AttestationReport, record_attestation, stored_report
 from .backend import ExecResult, SandboxBackend, SandboxInfo
 from .contexts import check_context
-from .errors import SandboxNotFoundError
+from .errors import SandboxConflictError, SandboxNotFoundError
 from .hostdir import SandboxDirectory
 from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
 from .kernel_link import shut_kernel_down, with_socket_prefix
+from .network import NetworkPolicy, NetworkSettings, apply_policy, policy_of_state, read_audit
 from .quotas import SandboxQuotas
 from .sandbox_types import Sandbox, SandboxRequest
 from .settings import SandboxSettings
 from .starting import SandboxStarter
 from .stats import SandboxStats, measure_stats
+
+if TYPE_CHECKING:
+    from .snapshots import Snapshots
 
 __all__ = [
     "Sandbox",
@@ -66,6 +70,8 @@ class SandboxManager(SandboxStarter):
         self._backend_factory = None if isinstance(backend, SandboxBackend) else backend
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
+        self.network = NetworkSettings(parent=self)
+        self._snapshots: Snapshots | None = None
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -89,6 +95,15 @@ class SandboxManager(SandboxStarter):
                 assert self._backend_factory is not None
                 self._backend = self._backend_factory()
             return self._backend
+
+    @property
+    def snapshots(self) -> Snapshots:
+        """Workspace snapshots of this manager's sandboxes (snapshots/service.py)."""
+        if self._snapshots is None:
+            from .snapshots import Snapshots  # archive code: loaded only when used
+
+            self._snapshots = Snapshots(self, parent=self)
+        return self._snapshots
 
     def load_backend(self) -> None:
         """Make the backend now; a kernel calls this on a worker thread once it relays, so
@@ -205,6 +220,31 @@ class SandboxManager(SandboxStarter):
         return await measure_stats(
             self.backend, sandbox_id, wait_for_cpu_percent=wait_for_cpu_percent
         )
+
+    async def network_policy(self, owner: str, sandbox_id: str) -> NetworkPolicy:
+        """The sandbox's egress policy now (network/policy.py)."""
+        await self.get(owner, sandbox_id)
+        return policy_of_state(self.read_state(sandbox_id))
+
+    async def set_network_policy(self, owner: str, sandbox_id: str, policy: Any) -> NetworkPolicy:
+        """Change a running sandbox's egress policy at once; its kernel keeps its state."""
+        policy = self.network.policy_for(policy)
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: resume it before changing its network"
+            )
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        return await apply_policy(
+            self.backend, directory, sandbox_id, policy, self.network.proxy_options()
+        )
+
+    async def network_audit(
+        self, owner: str, sandbox_id: str, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """The sandbox's last ``limit`` egress decisions, oldest first (network/audit.py)."""
+        await self.get(owner, sandbox_id)
+        return read_audit(SandboxDirectory(self.settings.state_path, sandbox_id).root, limit)
 
     async def pause(self, owner: str, sandbox_id: str) -> None:
         await self.get(owner, sandbox_id)

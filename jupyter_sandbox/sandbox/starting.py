@@ -33,6 +33,7 @@ from .hostdir import SandboxDirectory
 from .identity import check_owner, check_sandbox_id
 from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
 from .limits import SandboxLimits
+from .network import NetworkSettings, apply_policy, stop_proxy
 from .quotas import SandboxQuotas, usage_of
 from .sandbox_types import Sandbox, SandboxRequest
 from .settings import RUNTIMES, SandboxSettings
@@ -51,6 +52,7 @@ class SandboxStarter(LoggingConfigurable):
 
     settings: SandboxSettings
     quotas: SandboxQuotas
+    network: NetworkSettings
 
     @property
     def backend(self) -> SandboxBackend:
@@ -80,6 +82,7 @@ class SandboxStarter(LoggingConfigurable):
         launch_dir: str | None = None,
         notebook: str = "",
         purpose: str = "",
+        network: Any = None,
     ) -> Sandbox:
         """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
 
@@ -89,8 +92,11 @@ class SandboxStarter(LoggingConfigurable):
         /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
         is written. A warm pool member made for the same request is taken when there is one
         (pool.py); otherwise a new sandbox is started, and on any failure its container and
-        host directory are removed again.
+        host directory are removed again. ``network`` is its policy (network/policy.py: a REST
+        dict or the text form; None: ``NetworkSettings.default_policy``), applied once the
+        sandbox answers: pool members are made without network, whatever policy claims them.
         """
+        policy = self.network.policy_for(network)
         request = self.check_request(
             owner,
             runtime=runtime,
@@ -105,12 +111,27 @@ class SandboxStarter(LoggingConfigurable):
         claimed = await self.claim_from_pool(
             request, context=context, ephemeral=ephemeral, notebook=notebook
         )
-        if claimed is not None:
-            return claimed
-        pool.record_wanted(self.settings.state_path, request)
-        return await self.start_sandbox(
+        sandbox = claimed or await self._start_new(
             request, context=context, ephemeral=ephemeral, notebook=notebook, purpose=purpose
         )
+        if policy.allows_network:
+            directory = SandboxDirectory(self.settings.state_path, sandbox.sandbox_id)
+            try:
+                await apply_policy(
+                    self.backend,
+                    directory,
+                    sandbox.sandbox_id,
+                    policy,
+                    self.network.proxy_options(),
+                )
+            except BaseException:
+                await asyncio.shield(self._discard(sandbox.sandbox_id, directory))
+                raise
+        return sandbox
+
+    async def _start_new(self, request: SandboxRequest, **kwargs: Any) -> Sandbox:
+        pool.record_wanted(self.settings.state_path, request)
+        return await self.start_sandbox(request, **kwargs)
 
     async def claim_from_pool(
         self,
@@ -295,6 +316,7 @@ class SandboxStarter(LoggingConfigurable):
 
     async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
         try:
+            await asyncio.to_thread(stop_proxy, directory)
             await self.backend.remove(sandbox_id)
         finally:
             directory.remove()

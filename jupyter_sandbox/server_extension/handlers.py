@@ -7,6 +7,7 @@ Core errors are raised as they are and turned into JSON here, in one place: ``wr
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,15 @@ class SandboxesHandler(SandboxAPIHandler):
                     f"context '{request.context}' already has sandbox {existing.sandbox_id}: "
                     "use it, or delete it first"
                 )
-        sandbox = await self.manager.create(
+        # With a snapshot, its files are restored into the new sandbox (snapshot_handlers.py).
+        create = (
+            self.manager.create
+            if request.snapshot is None
+            else functools.partial(
+                self.manager.snapshots.create_sandbox, snapshot_id=request.snapshot
+            )
+        )
+        sandbox = await create(
             self.owner,
             runtime=request.runtime,
             image=request.image,
@@ -108,6 +117,7 @@ class SandboxesHandler(SandboxAPIHandler):
             environment=request.environment,
             context=request.context,
             purpose=self.extension.container_purpose,
+            network=request.network,
         )
         location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
         self.set_header("Location", location)
@@ -192,3 +202,9 @@ default_handlers = [
     (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
     (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
 ]
+
+# Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .network_handlers import network_handlers  # noqa: E402
+from .snapshot_handlers import snapshot_handlers  # noqa: E402
+
+default_handlers += [*network_handlers, *snapshot_handlers]

@@ -11,6 +11,7 @@ from typing import Any
 from ..sandbox.backend import SandboxInfo
 from ..sandbox.contexts import kernel_attached
 from ..sandbox.manager import SandboxManager
+from ..sandbox.network import policy_of_state
 
 
 def sandbox_model(
@@ -33,7 +34,7 @@ def sandbox_model(
         "ephemeral": bool(state.get("ephemeral")),
         "limits": state.get("limits") or {},
         "workspace": state.get("workspace") or {"mode": "none", "note": ""},
-        "network": {"policy": state.get("network_policy", "none")},
+        "network": {"policy": policy_of_state(state).mode},
         "kernel": {
             "attached": attached,
             "id": state.get("kernel_id") if attached else None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..sandbox.contexts import check_context
 from ..sandbox.errors import InvalidRequestError
+from ..sandbox.network import NetworkPolicy
 from ..sandbox.settings import RUNTIMES
 
 LIMIT_TYPES: dict[str, tuple[type, ...]] = {
@@ -33,11 +34,13 @@ class CreateRequest:
     limits: dict[str, Any] = field(default_factory=dict)
     context: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    network: NetworkPolicy | None = None  # None: NetworkSettings.default_policy
+    snapshot: str | None = None  # restore this snapshot into the new sandbox's /workspace
 
     @classmethod
     def parse(cls, body: bytes) -> CreateRequest:
         data = json_object(body, allow_empty=True)
-        known = {"runtime", "image", "limits", "context", "environment"}
+        known = {"runtime", "image", "limits", "context", "environment", "network", "snapshot"}
         _no_unknown(data, known, "a sandbox")
         runtime = _optional_str(data, "runtime")
         if runtime is not None and runtime not in RUNTIMES:
@@ -53,6 +56,10 @@ class CreateRequest:
             limits=_limits(data.get("limits", {})),
             context=context,
             environment=_environment(data.get("environment", {})),
+            network=None
+            if data.get("network") is None
+            else NetworkPolicy.from_dict(data["network"]),
+            snapshot=_optional_str(data, "snapshot"),
         )
 
 

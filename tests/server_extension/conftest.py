@@ -119,20 +119,26 @@ def extension(jp_serverapp: Any) -> SandboxExtension:
 
 
 async def api(
-    fetch: Fetch, method: str, *path: str, body: Any = None, **kwargs: Any
+    fetch: Fetch,
+    method: str,
+    *path: str,
+    body: Any = None,
+    root: str = "sandboxes",
+    **kwargs: Any,
 ) -> tuple[int, Any]:
-    """Call the API; return (status, decoded JSON or None) for success and errors alike."""
+    """Call the API under /api/``root``; return (status, decoded JSON or None) for success and
+    errors alike."""
     if body is not None and not isinstance(body, (str, bytes)):
         body = json.dumps(body)
     if method in ("POST", "PUT") and body is None:
         body = ""
     try:
-        response = await fetch("api", "sandboxes", *path, method=method, body=body, **kwargs)
+        response = await fetch("api", root, *path, method=method, body=body, **kwargs)
     except HTTPClientError as error:
         response = error.response
         assert response is not None
     text = response.body.decode() if response.body else ""
     decoded = json.loads(text) if text else None
     if response.code != 403:  # 403 from jupyter_server's auth layer is not ours to describe
-        check_response("/" + "/".join(("api", "sandboxes", *path)), method, response.code, decoded)
+        check_response("/" + "/".join(("api", root, *path)), method, response.code, decoded)
     return response.code, decoded

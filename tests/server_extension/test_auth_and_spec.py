@@ -29,6 +29,7 @@ def routes() -> set[tuple[str, str]]:
     found = set()
     for pattern, handler in handlers.default_handlers:
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
+        path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)
         paths = (
             [path.replace(choice.group(0), a) for a in choice.group(1).split("|")]
@@ -64,10 +65,16 @@ def test_every_handler_is_authenticated_and_authorized() -> None:
 
 async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
     for path, method in sorted(routes()):
-        parts = path.replace("{sandbox_id}", "0123456789ab").split("/")[3:]
+        concrete = path.replace("{sandbox_id}", "0123456789ab")
+        root, *parts = concrete.replace("{snapshot_id}", "0123456789abcdef").split("/")[2:]
         body = "{}" if method in ("post", "put") else None
         status, _ = await api(
-            jp_fetch, method.upper(), *parts, body=body, headers={"Authorization": "token wrong"}
+            jp_fetch,
+            method.upper(),
+            *parts,
+            body=body,
+            root=root,
+            headers={"Authorization": "token wrong"},
         )
         assert status == 403, (method, path, status)
 

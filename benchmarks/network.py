@@ -1,0 +1,216 @@
+"""Egress through the host proxy: bulk download and added latency per request.
+
+For each runtime, one sandbox with an allowlist for ``bench.test`` and a local HTTP server on
+the host's 127.0.0.1 (reached through the settings for tests, ``allow_loopback_for_tests`` and
+``test_host_addresses``: nothing leaves the machine). The same client program runs
+
+- inside the sandbox: sandbox program -> forwarder (127.0.0.1:3128 in the sandbox) -> tunnel
+  (Unix socket) -> host proxy -> server, and
+- on the host: client -> server directly,
+
+interleaved, ``--runs`` times each. It times itself (so exec start-up is not counted):
+
+- download: one GET of ``--size`` MB, read into a reused buffer; MB/s and the ratio of times
+  (target: the sandbox at most 1.3x the host's time);
+- latency: ``--requests`` sequential small GETs, each on a new connection (the proxy closes
+  every connection after one request); median per request, and what the proxy path adds.
+
+    .venv/bin/python benchmarks/network.py --runtime runc --runtime runsc --size 100 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import Config
+
+from jupyter_sandbox.sandbox import SandboxManager
+
+OWNER = "benchmark"
+PURPOSE = "benchmark:network"
+CHUNK = b"x" * (1024 * 1024)
+
+# Runs inside the sandbox and on the host alike: argv = proxy ("" for direct), host, port,
+# mode ("download" or "latency"), count. Prints one JSON line.
+CLIENT = r"""
+import http.client, json, sys, time
+proxy, host, port, mode, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+def get(path):
+    if proxy:
+        conn = http.client.HTTPConnection(proxy, 3128, timeout=120)
+        conn.request("GET", f"http://{host}:{port}{path}")
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.request("GET", path)
+    response = conn.getresponse()
+    assert response.status == 200, response.status
+    return conn, response
+if mode == "download":
+    buf = bytearray(1024 * 1024)
+    start = time.perf_counter()
+    conn, response = get(f"/blob/{count}")
+    total = 0
+    while n := response.readinto(buf):
+        total += n
+    elapsed = time.perf_counter() - start
+    assert total == count, (total, count)
+    print(json.dumps({"seconds": elapsed, "bytes": total}))
+else:
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        conn, response = get("/small")
+        response.read()
+        conn.close()
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"times": times}))
+"""
+
+
+def serve(sock: socket.socket) -> None:
+    """A minimal HTTP/1.0-style server: /blob/<n> sends n bytes, /small a few."""
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                head += data
+            path = head.split(b" ", 2)[1].decode()
+            size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
+            conn.sendall(
+                f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
+            )
+            view = memoryview(CHUNK)
+            while size > 0:
+                n = min(size, len(CHUNK))
+                conn.sendall(view[:n])
+                size -= n
+
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+
+def host_client(port: int, mode: str, count: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", CLIENT, "", "bench.test", str(port), mode, str(count)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return dict(json.loads(out.stdout))
+
+
+async def sandbox_client(
+    manager: SandboxManager, sandbox_id: str, port: int, mode: str, count: int
+) -> dict[str, Any]:
+    argv = ["python", "-c", CLIENT, "127.0.0.1", "bench.test", str(port), mode, str(count)]
+    result = await manager.exec(OWNER, sandbox_id, argv, timeout=600)
+    if result.exit_code != 0:
+        raise RuntimeError(result.stderr.decode(errors="replace")[-2000:])
+    return dict(json.loads(result.stdout))
+
+
+async def measure(runtime: str, args: argparse.Namespace, port: int) -> dict[str, Any]:
+    state = Path(tempfile.mkdtemp(prefix="jsbb-", dir="/tmp"))
+    config = Config()
+    config.SandboxSettings.state_dir = str(state)
+    config.NetworkSettings.allow_loopback_for_tests = True  # the server is on 127.0.0.1
+    config.NetworkSettings.test_host_addresses = {"bench.test": "127.0.0.1"}
+    manager = SandboxManager.from_config(config)
+    size = args.size * 1024 * 1024
+    inside: list[float] = []
+    host: list[float] = []
+    lat_inside: list[float] = []
+    lat_host: list[float] = []
+    try:
+        sandbox = await manager.create(
+            OWNER,
+            runtime=runtime,
+            purpose=PURPOSE,
+            network="bench.test",
+            limits={"cpus": args.cpus},
+        )
+        await sandbox_client(manager, sandbox.sandbox_id, port, "latency", 5)  # warm up
+        host_client(port, "latency", 5)
+        for _ in range(args.runs):
+            inside.append(
+                (await sandbox_client(manager, sandbox.sandbox_id, port, "download", size))[
+                    "seconds"
+                ]
+            )
+            host.append(host_client(port, "download", size)["seconds"])
+            lat_inside += (
+                await sandbox_client(manager, sandbox.sandbox_id, port, "latency", args.requests)
+            )["times"]
+            lat_host += host_client(port, "latency", args.requests)["times"]
+    finally:
+        for info in await manager.list_sandboxes(OWNER):
+            await manager.remove(OWNER, info.sandbox_id)
+        await manager.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return {
+        "inside": statistics.median(inside),
+        "host": statistics.median(host),
+        "lat_inside": statistics.median(lat_inside),
+        "lat_host": statistics.median(lat_host),
+        "lat_inside_p90": statistics.quantiles(lat_inside, n=10)[-1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
+    parser.add_argument("--size", type=int, default=100, help="download size in MB (MiB)")
+    parser.add_argument("--runs", type=int, default=3, help="downloads per side")
+    parser.add_argument("--requests", type=int, default=100, help="small requests per run")
+    parser.add_argument("--cpus", type=float, default=1.0, help="the sandbox's CPU limit")
+    args = parser.parse_args()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    rows = []
+    for runtime in args.runtime or ["runc", "runsc"]:
+        r = asyncio.run(measure(runtime, args, port))
+        mb = args.size
+        rows.append(
+            f"| {runtime} | {mb / r['inside']:.0f} MB/s ({r['inside']:.2f} s) | "
+            f"{mb / r['host']:.0f} MB/s ({r['host']:.2f} s) | {r['inside'] / r['host']:.2f}x | "
+            f"{r['lat_inside'] * 1000:.2f} ms (p90 {r['lat_inside_p90'] * 1000:.2f}) | "
+            f"{r['lat_host'] * 1000:.2f} ms | +{(r['lat_inside'] - r['lat_host']) * 1000:.2f} ms |"
+        )
+    listener.close()
+    print(
+        f"\n{args.size} MiB download (median of {args.runs}) and {args.requests}x{args.runs} "
+        f"small requests, sandbox cpus={args.cpus:g}\n"
+    )
+    print(
+        "| runtime | download, sandbox via proxy | download, host direct | time ratio (target "
+        "<= 1.3x) | small request, sandbox via proxy | host direct | added |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

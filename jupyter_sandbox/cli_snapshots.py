@@ -1,0 +1,153 @@
+"""``jupyter sandbox snapshot create|list|restore|delete|export``: workspace snapshots.
+
+A verb of its own module, like cli.py's: each is a small JupyterApp reading
+``jupyter_sandbox_config.py`` (``c.Snapshots.snapshot_dir`` and the caps), acting as the owner
+``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable
+
+from jupyter_core.application import JupyterApp
+from traitlets import Unicode
+
+from ._version import __version__
+from .sandbox import SandboxError, SandboxManager, SandboxSettings
+from .sandbox.manager import default_owner
+from .sandbox.snapshots import Snapshots
+
+
+class _SnapshotCommand(JupyterApp):
+    version = __version__
+    config_file_name = "jupyter_sandbox_config"
+    classes = [SandboxSettings, Snapshots]
+    owner = Unicode(
+        config=True,
+        help="Whose snapshots (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user).",
+    )
+    usage = ""
+
+    def run(self, manager: SandboxManager, owner: str) -> Awaitable[int]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        async def main() -> int:
+            manager = SandboxManager.from_config(self.config)
+            try:
+                return await self.run(manager, self.owner or default_owner())
+            finally:
+                await manager.close()
+
+        try:
+            status = asyncio.run(main())
+        except SandboxError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            status = 1
+        self.exit(status)
+
+    def argument(self, what: str) -> str:
+        if len(self.extra_args) != 1:
+            print(f"usage: jupyter sandbox snapshot {self.usage}", file=sys.stderr)
+            self.exit(2)
+        return str(self.extra_args[0])
+
+
+def _aliases(cls: str) -> dict[str, str]:
+    return {"owner": f"{cls}.owner"}
+
+
+class CreateApp(_SnapshotCommand):
+    name = "jupyter-sandbox-snapshot-create"
+    description = "Store a snapshot of a sandbox's /workspace; prints its id."
+    usage = "create SANDBOX_ID [--note=TEXT]"
+    note = Unicode("", config=True, help="A note stored with the snapshot (at most 200 chars).")
+    aliases = {**_aliases("CreateApp"), "note": "CreateApp.note"}
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id = self.argument("SANDBOX_ID")
+        made = await manager.snapshots.persist(owner, sandbox_id, note=self.note)
+        print(made["id"])
+        return 0
+
+
+class ListApp(_SnapshotCommand):
+    name = "jupyter-sandbox-snapshot-list"
+    description = "List your snapshots."
+    aliases = _aliases("ListApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  NOTE")
+        for item in manager.snapshots.list_snapshots(owner):
+            source = item.get("source", {}).get("sandbox") or "(imported)"
+            print(
+                f"{item['id']:16}  {item['created']:32}  {item['size']:>12}  {source:12}  "
+                f"{item.get('note', '')}"
+            )
+        return 0
+
+
+class RestoreApp(_SnapshotCommand):
+    name = "jupyter-sandbox-snapshot-restore"
+    description = (
+        "Restore a snapshot into a running sandbox (--sandbox) or into a new one; prints the "
+        "sandbox's id."
+    )
+    usage = "restore SNAPSHOT_ID [--sandbox=SANDBOX_ID] [--runtime=runsc|runc]"
+    sandbox = Unicode(
+        "", config=True, help="Restore into this running sandbox (default: a new one)."
+    )
+    runtime = Unicode("", config=True, help="Runtime of the new sandbox (default: the setting).")
+    aliases = {
+        **_aliases("RestoreApp"),
+        "sandbox": "RestoreApp.sandbox",
+        "runtime": "RestoreApp.runtime",
+    }
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        snapshot_id = self.argument("SNAPSHOT_ID")
+        if self.sandbox:
+            await manager.snapshots.hydrate(owner, snapshot_id, self.sandbox)
+            print(self.sandbox)
+            return 0
+        made = await manager.snapshots.create_sandbox(
+            owner,
+            snapshot_id,
+            runtime=self.runtime or None,
+            # The note on the container, as the kernel takes it (the tests name themselves).
+            purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", "cli-restore"),
+        )
+        print(made.sandbox_id)
+        return 0
+
+
+class DeleteApp(_SnapshotCommand):
+    name = "jupyter-sandbox-snapshot-delete"
+    description = "Delete a snapshot."
+    usage = "delete SNAPSHOT_ID"
+    aliases = _aliases("DeleteApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        manager.snapshots.delete(owner, self.argument("SNAPSHOT_ID"))
+        return 0
+
+
+class SnapshotApp(JupyterApp):
+    name = "jupyter-sandbox-snapshot"
+    version = __version__
+    description = "Workspace snapshots: create, list, restore, delete."
+    subcommands = {
+        "create": (CreateApp, CreateApp.description),
+        "list": (ListApp, ListApp.description),
+        "restore": (RestoreApp, RestoreApp.description),
+        "delete": (DeleteApp, DeleteApp.description),
+    }
+
+    def start(self) -> None:
+        if self.subapp is None:
+            self.print_subcommands()
+            self.exit(2)
+        super().start()

@@ -1,0 +1,98 @@
+"""The host proxy process of one sandbox: ``python -m jupyter_sandbox.sandbox.network ROOT OPTIONS``.
+
+Started by network/control.py (detached, its own session) when a sandbox's policy allows
+network; ``ROOT`` is the sandbox's host directory, ``OPTIONS`` the JSON of
+``NetworkSettings.proxy_options()``. The token is read from the host-only state file, never from
+the command line (which other users can read). It holds ``egress-proxy.lock`` (with its pid)
+while it runs, prints ``ready`` once a tunnel into the sandbox is open, and exits on SIGTERM or
+as soon as the sandbox's directory is gone (the sandbox was removed), so it never outlives its
+sandbox for more than a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from ..process_lock import ProcessLock
+from .audit import AuditLog
+from .control import PROXY_LOCK, TUNNEL_SOCKET
+from .proxy import EgressProxy
+from .settings import guard_from_options
+from .tunnels import TunnelKeeper
+
+WATCH_SECONDS = 1.0
+READY_TIMEOUT = 30.0
+
+
+async def serve(root: Path, options: dict[str, object]) -> int:
+    state = json.loads((root / "state.json").read_text())
+    token = state.get("network_token")
+    if not isinstance(token, str) or not token:
+        print("error: the sandbox has no network token", flush=True)
+        return 1
+    audit = AuditLog(root, root.name, int(str(options.get("audit_max_bytes", 1024**2))))
+    proxy = EgressProxy(
+        root,
+        guard_from_options(options),
+        audit,
+        test_host_addresses=dict(options.get("test_host_addresses") or {}),  # type: ignore[call-overload]
+        connect_timeout=float(str(options.get("connect_timeout", 10))),
+    )
+    keeper = TunnelKeeper(
+        root / "io" / TUNNEL_SOCKET,
+        token,
+        proxy,
+        idle=int(str(options.get("idle_tunnels", 4))),
+        max_connections=int(str(options.get("max_connections", 64))),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    keeper.start()
+    try:
+        await asyncio.wait_for(keeper.ready.wait(), READY_TIMEOUT)
+    except asyncio.TimeoutError:
+        print("error: no tunnel into the sandbox could be opened (is its forwarder running?)")
+        await keeper.close()
+        return 1
+    print("ready", flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the starter has read what it waited for
+    while not stop.is_set() and root.is_dir():  # noqa: ASYNC240 (a stat a second)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
+    await keeper.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = Path(argv[1])
+    logging.basicConfig(
+        level=logging.WARNING, format=f"%(asctime)s sandbox {root.name} %(levelname)s %(message)s"
+    )
+    if not root.is_dir():
+        print(f"error: {root} is gone", flush=True)
+        return 1
+    lock = ProcessLock(root / PROXY_LOCK)
+    if not lock.try_acquire(str(os.getpid())):
+        print("ready (already running)", flush=True)
+        return 0
+    try:
+        return asyncio.run(serve(root, json.loads(argv[2])))
+    finally:
+        lock.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

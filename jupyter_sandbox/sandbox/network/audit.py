@@ -1,0 +1,84 @@
+"""The egress audit of one sandbox: every decision the host proxy made, as JSON lines.
+
+``<state>/<id>/network-audit.jsonl`` is written by the sandbox's host proxy only (the sandbox
+never sees its host directory beyond ``io/``) and rotated at ``audit_max_bytes`` to
+``network-audit.1.jsonl``, so a chatty sandbox cannot fill the disk. Entries::
+
+    {"time": "...", "sandbox": "<id>", "host": "pypi.org", "port": 443, "method": "CONNECT",
+     "allowed": true, "rule": "allow pypi.org", "address": "151.101.0.223"}
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+AUDIT_FILE = "network-audit.jsonl"
+ROTATED_FILE = "network-audit.1.jsonl"
+
+
+class AuditLog:
+    """Appends decisions to a sandbox's audit file; rotates it past ``max_bytes``."""
+
+    def __init__(self, root: Path, sandbox_id: str, max_bytes: int) -> None:
+        self.path = root / AUDIT_FILE
+        self.rotated = root / ROTATED_FILE
+        self.sandbox_id = sandbox_id
+        self.max_bytes = max_bytes
+
+    def record(
+        self,
+        *,
+        host: str,
+        port: int,
+        method: str,
+        allowed: bool,
+        rule: str,
+        address: str | None = None,
+    ) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "sandbox": self.sandbox_id,
+            "host": host[:255],
+            "port": port,
+            "method": method[:16],
+            "allowed": allowed,
+            "rule": rule,
+        }
+        if address is not None:
+            entry["address"] = address
+        line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+        try:
+            if self.path.stat().st_size + len(line) > self.max_bytes:
+                os.replace(self.path, self.rotated)
+        except FileNotFoundError:
+            pass
+        # One write of a whole line with O_APPEND: readers never see half an entry.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        return entry
+
+
+def read_audit(root: Path, limit: int = 1000) -> list[dict[str, Any]]:
+    """The last ``limit`` entries of a sandbox's audit, oldest first."""
+    entries: deque[dict[str, Any]] = deque(maxlen=max(0, limit))
+    for path in (root / ROTATED_FILE, root / AUDIT_FILE):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict):
+                        entries.append(entry)
+        except FileNotFoundError:
+            continue
+    return list(entries)

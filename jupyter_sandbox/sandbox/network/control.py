@@ -1,0 +1,209 @@
+"""Applying a network policy to a sandbox: the state record, the forwarder and the host proxy.
+
+Who owns what (docs/architecture.md):
+
+* the policy and the per-sandbox token live in the host-only state file (the sandbox never sees
+  it, so it cannot change its own egress);
+* the forwarder is started inside the sandbox through an engine exec the first time a policy
+  allows network, and lives as long as the sandbox;
+* the host proxy process (``python -m jupyter_sandbox.sandbox.network``) is started detached
+  when a policy allows network and stopped when the policy becomes ``none``; removal of the
+  sandbox stops it (``stop_proxy`` in ``SandboxStarter._discard``), and it exits by itself
+  within a second once the sandbox's directory is gone, so a stray cannot outlive its sandbox.
+
+Switching between allowlists, or to ``open``, only rewrites the state file: the running proxy
+reads the policy on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..backend import SANDBOX_IO_DIR, SandboxBackend
+from ..errors import SandboxError
+from ..hostdir import SandboxDirectory
+from ..process_lock import ProcessLock
+from .forwarder import CONFIG_VARIABLE
+from .policy import NetworkPolicy, policy_of_state
+from .settings import FORWARDER_PORT
+
+TUNNEL_SOCKET = "egress.sock"
+PROXY_LOCK = "egress-proxy.lock"
+PROXY_LOG = "egress-proxy.log"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 3.0
+# Processes started here and not yet reaped (they detach, but stay our children).
+_children: list[subprocess.Popen[bytes]] = []
+
+
+class NetworkSetupError(SandboxError):
+    """The forwarder or the host proxy of a sandbox could not be started."""
+
+    code = "network_setup_failed"
+    http_status = 500
+
+
+async def apply_policy(
+    backend: SandboxBackend,
+    directory: SandboxDirectory,
+    sandbox_id: str,
+    policy: NetworkPolicy,
+    proxy_options: dict[str, Any],
+) -> NetworkPolicy:
+    """Make ``policy`` the sandbox's, now. On failure the previous policy is put back."""
+    state = directory.read_state()
+    previous = policy_of_state(state)
+    token = state.get("network_token") or secrets.token_urlsafe(24)
+    directory.update_state(network=policy.as_dict(), network_token=token)
+    try:
+        if policy.allows_network:
+            await start_forwarder(backend, directory, sandbox_id, token)
+            await asyncio.to_thread(start_proxy, directory, proxy_options)
+        else:
+            await asyncio.to_thread(stop_proxy, directory)
+    except BaseException:
+        directory.update_state(network=previous.as_dict())
+        if not previous.allows_network:
+            await asyncio.shield(asyncio.to_thread(stop_proxy, directory))
+        raise
+    return policy
+
+
+def forwarder_source() -> str:
+    """The forwarder program (forwarder.py), for ``python -c``."""
+    return (Path(__file__).parent / "forwarder.py").read_text()
+
+
+def forwarder_environment(
+    token: str, port: int = FORWARDER_PORT, path: str = f"{SANDBOX_IO_DIR}/{TUNNEL_SOCKET}"
+) -> dict[str, str]:
+    config = {"token": token, "port": port, "path": path}
+    return {CONFIG_VARIABLE: json.dumps(config)}
+
+
+async def start_forwarder(
+    backend: SandboxBackend, directory: SandboxDirectory, sandbox_id: str, token: str
+) -> None:
+    """Start the forwarder inside the sandbox, unless its socket is already there, and wait
+    until it listens."""
+    socket_path = directory.io / TUNNEL_SOCKET
+    if socket_path.exists() or socket_path.is_symlink():
+        return  # started before (gVisor could not bind the path a second time anyway)
+    spawn_id = await backend.spawn(
+        sandbox_id,
+        ["python", "-c", forwarder_source()],
+        environment=forwarder_environment(token),
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    checked = time.monotonic()
+    while not socket_path.exists():
+        now = time.monotonic()
+        if now > deadline:
+            raise NetworkSetupError(
+                f"the network forwarder in sandbox {sandbox_id} did not listen within "
+                f"{START_TIMEOUT:g}s"
+            )
+        if now - checked > 0.5:
+            checked = now
+            code = await backend.spawned_exit_code(spawn_id)
+            if code is not None:
+                said = _tail(directory.io / f"{TUNNEL_SOCKET}.error")
+                raise NetworkSetupError(
+                    f"the network forwarder in sandbox {sandbox_id} exited ({code})"
+                    + (f": {said}" if said else "")
+                )
+        await asyncio.sleep(0.01)
+
+
+def proxy_running(directory: SandboxDirectory) -> bool:
+    return ProcessLock.is_held(directory.root / PROXY_LOCK)
+
+
+def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
+    """Start the sandbox's host proxy (blocking; run it on a thread) and wait until it is ready."""
+    _reap()
+    if proxy_running(directory):
+        return
+    with open(directory.root / PROXY_LOG, "ab") as log:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_sandbox.sandbox.network",
+                str(directory.root),
+                json.dumps(options),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,  # not ended by a signal to the kernel's or server's group
+        )
+    _children.append(child)
+    assert child.stdout is not None
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT)
+        line = child.stdout.readline().decode(errors="replace").strip() if ready else ""
+    finally:
+        child.stdout.close()
+    if not line.startswith("ready"):
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        tail = _tail(directory.root / PROXY_LOG)
+        raise NetworkSetupError(
+            f"the host network proxy of sandbox {directory.root.name} did not start: "
+            f"{line or 'no answer'}{'; ' + tail if tail else ''}"
+        )
+
+
+def stop_proxy(directory: SandboxDirectory) -> None:
+    """End the sandbox's host proxy, if one runs, and return once it has exited (blocking; a
+    fraction of a second)."""
+    lock = ProcessLock(directory.root / PROXY_LOCK)
+    if not ProcessLock.is_held(lock.path):
+        return
+    note = lock.note_of_holder()
+    if not note.isdigit():
+        return
+    pid = int(note)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            if not ProcessLock.is_held(lock.path) and _exited(pid):
+                return
+            time.sleep(0.01)
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie has: only its parent's wait is missing)."""
+    _reap()
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" in f.read()
+    except FileNotFoundError:
+        return True
+
+
+def _reap() -> None:
+    for child in list(_children):
+        if child.poll() is not None:
+            _children.remove(child)
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip().splitlines()[-1][-300:]
+    except (OSError, IndexError):
+        return ""

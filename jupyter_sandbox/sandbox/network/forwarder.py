@@ -1,0 +1,202 @@
+"""The forwarder: runs INSIDE the sandbox, between its programs and the host proxy.
+
+The host imports only its constants: control.py runs this source with the image's Python
+(``python -c``, a detached engine exec, as the sandbox's user; its parent is outside the
+sandbox, so the kernel supervisor's clean-up at a restart spares it). Standard library only,
+threads only (no asyncio import to pay under gVisor).
+
+It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has no other
+interface) and on the Unix socket ``/run/sandbox/egress.sock``, where the host proxy connects
+its idle tunnels (the sandbox cannot connect out to a host socket). Each tunnel is greeted with
+the per-sandbox token. Each client connection is joined to one idle tunnel, byte for byte; with
+no tunnel (the policy is none, so no host proxy runs) the client gets a 403 saying so.
+The host waits for the socket to appear; a failure to listen is written beside it
+(``egress.sock.error``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+HELLO = b"JSB-EGRESS 1 "
+# Its configuration (token, port, socket path) comes in this variable, never on the command
+# line; it is removed from the environment at once.
+CONFIG_VARIABLE = "JUPYTER_SANDBOX_EGRESS"
+TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there is no network
+BUFFER = 1024 * 1024
+MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
+NO_PROXY_BODY = (
+    b"jupyter-sandbox: no network: this sandbox's network policy is none, or its host proxy "
+    b"is not running (setting the policy again starts it)\n"
+)
+
+
+class Tunnels:
+    """Idle tunnels from the host proxy, handed out one per client."""
+
+    def __init__(self) -> None:
+        self.idle: list[socket.socket] = []
+        self.cond = threading.Condition()
+
+    def add(self, sock: socket.socket) -> None:
+        with self.cond:
+            self.idle.append(sock)
+            self.cond.notify()
+
+    def take(self, timeout: float) -> socket.socket | None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                while self.idle:
+                    sock = self.idle.pop(0)
+                    if _alive(sock):
+                        return sock
+                    sock.close()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.cond.wait(remaining)
+
+
+def _alive(sock: socket.socket) -> bool:
+    """An idle tunnel is alive when nothing, not even end of file, is waiting on it."""
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)  # b"" (closed) or stray bytes
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    """``src`` -> ``dst`` until end of file (then half-close) or an error (then shut both)."""
+    try:
+        _splice(src, dst)
+    except OSError:
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+def _splice(src: socket.socket, dst: socket.socket) -> None:
+    """Move the bytes inside the kernel (socket -> pipe -> socket) where it can; else copy."""
+    read_end, write_end = os.pipe()
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_end, 1031, BUFFER)  # F_SETPIPE_SZ: fewer, larger splices
+        while True:
+            try:
+                n = os.splice(src.fileno(), write_end, BUFFER)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                _copy(src, dst)
+                return
+            if n == 0:
+                return
+            while n:
+                n -= os.splice(read_end, dst.fileno(), n)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    buf = bytearray(BUFFER)
+    view = memoryview(buf)
+    while n := src.recv_into(buf):
+        dst.sendall(view[:n])
+
+
+def _refuse(client: socket.socket) -> None:
+    """Answer a client when no host proxy is attached, after reading its request head."""
+    client.settimeout(5)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = client.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head = (
+            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+            f"Content-Length: {len(NO_PROXY_BODY)}\r\n"
+            "X-Jupyter-Sandbox-Denied: network policy is none or its host proxy is not running"
+            "\r\n\r\n"
+        )
+        client.sendall(head.encode() + NO_PROXY_BODY)
+        client.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _serve_client(
+    client: socket.socket, tunnels: Tunnels, slots: threading.BoundedSemaphore
+) -> None:
+    try:
+        tunnel = tunnels.take(TUNNEL_WAIT)
+        if tunnel is None:
+            _refuse(client)
+            return
+        back = threading.Thread(target=_pipe, args=(tunnel, client), daemon=True)
+        back.start()
+        _pipe(client, tunnel)
+        back.join()
+        tunnel.close()
+    finally:
+        client.close()
+        slots.release()
+
+
+def _serve_tunnels(listener: socket.socket, hello: bytes, tunnels: Tunnels) -> None:
+    while True:
+        sock, _ = listener.accept()
+        try:
+            sock.sendall(hello)
+        except OSError:
+            sock.close()
+            continue
+        tunnels.add(sock)
+
+
+def main() -> None:
+    config = json.loads(os.environ.pop(CONFIG_VARIABLE))
+    port, path = int(config["port"]), config["path"]
+    hello = HELLO + config["token"].encode() + b"\n"
+    clients = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    clients.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tunnel_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        clients.bind(("127.0.0.1", port))
+        clients.listen(128)
+        tunnel_listener.bind(path)  # last: the host waits for this path to appear
+        tunnel_listener.listen(64)
+    except OSError as exc:
+        with contextlib.suppress(OSError), open(path + ".error", "w") as f:
+            f.write(f"cannot listen on 127.0.0.1:{port} and {path}: {exc}")
+        sys.exit(1)
+    tunnels = Tunnels()
+    threading.Thread(
+        target=_serve_tunnels, args=(tunnel_listener, hello, tunnels), daemon=True
+    ).start()
+    slots = threading.BoundedSemaphore(MAX_CLIENTS)
+    while True:
+        slots.acquire()  # at most MAX_CLIENTS at a time; the rest wait in the listen queue
+        client, _ = clients.accept()
+        threading.Thread(target=_serve_client, args=(client, tunnels, slots), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

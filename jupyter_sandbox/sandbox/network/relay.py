@@ -1,0 +1,120 @@
+"""Moving a proxied connection's bytes: two threads splicing between the sockets.
+
+Once the proxy has decided and connected, nothing more is parsed, so the bytes need not pass
+through Python: ``os.splice`` moves them socket -> pipe -> socket inside the kernel. Each
+direction runs on its own thread with blocking sockets (the event loop only waits for both to
+end). An end of file is passed on as a half-close; an error ends both directions, so neither
+thread can be left waiting on a peer that is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from .sni import read_first_record
+
+CHUNK = 1024 * 1024
+_F_SETPIPE_SZ = 1031
+
+
+async def relay(
+    a: socket.socket,
+    b: socket.socket,
+    check_first: Callable[[bytes], bool] | None = None,
+    received: bytes = b"",
+) -> None:
+    """Copy ``a`` <-> ``b`` until both directions have ended; the caller closes them.
+
+    ``received`` are bytes read from ``a`` already, passed on first. ``check_first``, when
+    given, sees ``a``'s first bytes (from ``received`` on; a whole TLS record, see sni.py)
+    before they are passed on; False ends the connection there, in both directions.
+    """
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    remaining = [2]
+
+    def finished() -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0 and not done.done():
+            done.set_result(None)
+
+    def run(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            if src is a:
+                pump(src, dst, check_first, received)
+            else:
+                pump(src, dst)
+        finally:
+            loop.call_soon_threadsafe(finished)
+
+    a.setblocking(True)
+    b.setblocking(True)
+    for src, dst in ((a, b), (b, a)):
+        threading.Thread(target=run, args=(src, dst), daemon=True).start()
+    try:
+        await done
+    finally:  # cancelled (the proxy stops): end both threads' waits
+        for sock in (a, b):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def pump(
+    src: socket.socket,
+    dst: socket.socket,
+    check_first: Callable[[bytes], bool] | None = None,
+    received: bytes = b"",
+) -> None:
+    """``src`` -> ``dst`` until end of file (then half-close ``dst``) or an error or a refusal
+    of the first bytes (then shut both down, which also ends the other direction)."""
+    try:
+        if check_first is not None:
+            received = read_first_record(src, received)
+            if received and not check_first(received):
+                raise ConnectionAbortedError("refused by the first bytes' check")
+        if received:
+            dst.sendall(received)
+        _splice(src, dst)
+    except OSError:
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+def _splice(src: socket.socket, dst: socket.socket) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_end, _F_SETPIPE_SZ, CHUNK)
+        while True:
+            try:
+                n = os.splice(src.fileno(), write_end, CHUNK)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                _copy(src, dst)  # a socket splice cannot read: copy through Python instead
+                return
+            if n == 0:
+                return
+            while n:
+                n -= os.splice(read_end, dst.fileno(), n)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _copy(src: socket.socket, dst: socket.socket) -> None:
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    while n := src.recv_into(buffer):
+        dst.sendall(view[:n])

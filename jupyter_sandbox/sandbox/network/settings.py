@@ -1,0 +1,114 @@
+"""Settings of sandbox networking, shared by the kernel and the server (jupyter_sandbox_config.py).
+
+``c.NetworkSettings.default_policy = "pypi.org,*.pythonhosted.org"`` gives every new sandbox
+that allowlist unless its creator names another policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Bool, Dict, Integer, List, Unicode, validate
+from traitlets.config import LoggingConfigurable
+
+from .addresses import AddressGuard, check_private_ranges, host_addresses
+from .policy import NetworkPolicy
+
+# Where the forwarder inside the sandbox listens (its loopback; the sandbox has nothing else).
+FORWARDER_PORT = 3128
+
+
+class NetworkSettings(LoggingConfigurable):
+    """Egress of sandboxes: the default policy and what the host proxy may reach."""
+
+    default_policy = Unicode(
+        "none",
+        config=True,
+        help="""Policy of new sandboxes whose creator names none: 'none' (no network), 'open'
+        (any public address), or a comma-separated allowlist of host patterns ('pypi.org',
+        '*.example.com', 'example.com:443'; a leading '!' denies). An empty allowlist denies
+        everything. A kernel's JUPYTER_SANDBOX_NETWORK and REST's 'network' field override it.""",
+    )
+    allow_private_ranges = List(
+        Unicode(),
+        default_value=[],
+        config=True,
+        help="""CIDR ranges inside the private ones (10/8, 172.16/12, 192.168/16, 100.64/10,
+        fc00::/7) that the host proxy may connect to, e.g. ['10.1.2.0/24'] for an internal
+        package mirror. Loopback, link-local, cloud metadata and this host's own addresses can
+        never be opened. Empty (default): no private address is reachable.""",
+    )
+    idle_tunnels = Integer(
+        4,
+        config=True,
+        help="""Connections the host proxy keeps open to each sandbox's forwarder, ready for the
+        next requests (the sandbox cannot connect out to the host, so the host connects in).""",
+    )
+    max_connections = Integer(
+        64,
+        config=True,
+        help="Concurrent proxied connections per sandbox; more wait for one to end.",
+    )
+    connect_timeout = Integer(
+        10, config=True, help="Seconds the host proxy waits for an upstream server to accept."
+    )
+    audit_max_bytes = Integer(
+        1024**2,
+        config=True,
+        help="""Size in bytes of a sandbox's egress audit log before it is rotated (one previous
+        file is kept, so at most twice this is stored per sandbox).""",
+    )
+    allow_loopback_for_tests = Bool(
+        False,
+        config=True,
+        help="""FOR TESTS ONLY: lets the host proxy connect to 127.0.0.1 (only that address), so
+        that test servers on the host's loopback can stand in for the internet. Never set it
+        otherwise: sandbox code could then reach every service listening on 127.0.0.1.""",
+    )
+    test_host_addresses = Dict(
+        value_trait=Unicode(),
+        default_value={},
+        config=True,
+        help="""FOR TESTS ONLY: names the host proxy resolves to the given address instead of
+        asking DNS, e.g. {'allowed.test': '127.0.0.1'}. The address is still checked.""",
+    )
+
+    @validate("default_policy")
+    def _check_policy(self, proposal: dict[str, Any]) -> str:
+        NetworkPolicy.from_text(str(proposal["value"]))  # InvalidSettingError names the problem
+        return str(proposal["value"])
+
+    @validate("allow_private_ranges")
+    def _check_ranges(self, proposal: dict[str, Any]) -> list[str]:
+        check_private_ranges(proposal["value"])
+        return list(proposal["value"])
+
+    def default(self) -> NetworkPolicy:
+        return NetworkPolicy.from_text(self.default_policy)
+
+    def policy_for(self, requested: Any) -> NetworkPolicy:
+        """The policy of a new sandbox: the creator's (REST dict or text), else the default.
+        InvalidSettingError names what is wrong with a bad one."""
+        if requested is None or (isinstance(requested, str) and not requested.strip()):
+            return self.default()
+        return NetworkPolicy.parse(requested)
+
+    def proxy_options(self) -> dict[str, Any]:
+        """What the host proxy process needs of these settings (passed to it as JSON)."""
+        return {
+            "allow_private_ranges": list(self.allow_private_ranges),
+            "allow_loopback_for_tests": bool(self.allow_loopback_for_tests),
+            "test_host_addresses": dict(self.test_host_addresses),
+            "idle_tunnels": int(self.idle_tunnels),
+            "max_connections": int(self.max_connections),
+            "connect_timeout": int(self.connect_timeout),
+            "audit_max_bytes": int(self.audit_max_bytes),
+        }
+
+
+def guard_from_options(options: dict[str, Any]) -> AddressGuard:
+    return AddressGuard(
+        allowed_private=check_private_ranges(options.get("allow_private_ranges", [])),
+        allow_loopback_for_tests=bool(options.get("allow_loopback_for_tests", False)),
+        host_addresses=host_addresses(),
+    )

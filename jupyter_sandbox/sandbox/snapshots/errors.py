@@ -1,0 +1,71 @@
+"""Errors of snapshots, each with a stable ``code`` (see errors.py for the hierarchy).
+
+A refused archive says which member broke which rule (``member`` and ``rule`` are also
+attributes, so agent code can switch on them without parsing the message).
+"""
+
+from __future__ import annotations
+
+from ..errors import SandboxError
+
+
+class SnapshotNotFoundError(SandboxError):
+    """No snapshot with that id belongs to the caller (another owner's is 'not found' too)."""
+
+    code = "snapshot_not_found"
+    http_status = 404
+
+
+class UnsafeArchiveError(SandboxError):
+    """An archive was refused before anything of it was written; names the member and rule."""
+
+    code = "unsafe_archive"
+    http_status = 400
+
+    def __init__(self, member: str, rule: str, detail: str) -> None:
+        where = f"member {member!r}" if member else "the archive"
+        super().__init__(f"archive refused: {where}: {detail} (rule: {rule})")
+        self.member = member
+        self.rule = rule
+
+
+class ArchiveTooLargeError(UnsafeArchiveError):
+    """An archive exceeds the byte, member or expansion cap (Snapshots settings)."""
+
+    code = "archive_too_large"
+    http_status = 413
+
+
+class SnapshotTooLargeError(SandboxError):
+    """A workspace's archive exceeds the snapshot byte cap; nothing was stored."""
+
+    code = "snapshot_too_large"
+    http_status = 413
+
+
+class SnapshotIntegrityError(SandboxError):
+    """A stored snapshot's bytes no longer match the sha256 recorded when it was made."""
+
+    code = "snapshot_corrupt"
+    http_status = 409
+
+
+class SnapshotStorageFullError(SandboxError):
+    """The disk holding snapshots is full; the partial file was removed, the sandbox untouched."""
+
+    code = "snapshot_storage_full"
+    http_status = 507
+
+
+class SnapshotFailedError(SandboxError):
+    """Making or restoring a snapshot inside the sandbox failed (tar's message is included)."""
+
+    code = "snapshot_failed"
+    http_status = 500
+
+
+class MemorySnapshotUnsupportedError(SandboxError):
+    """A memory snapshot (checkpoint of the live kernel) cannot be taken safely here."""
+
+    code = "memory_snapshot_unsupported"
+    http_status = 501

@@ -1,0 +1,114 @@
+"""The ``host-dir`` transport: archives pass through the sandbox's own host directory.
+
+Every sandbox already has a host directory bind-mounted at /run/sandbox (its ``io/``, where its
+kernel's sockets are). Writing the archive there and reading it on the host avoids the engine's
+exec stream, a pipe through dockerd (and, under gVisor, through gVisor's slow pipes): measured
+on this project's machine, 200 MiB leave a runsc sandbox in ~1.9 s this way against ~8 s
+streamed (benchmarks/snapshots.py).
+
+The directory is the sandbox's: its code can plant a symlink, a FIFO or a directory at any
+name there, or keep writing to a file it opened. So the host:
+
+* reads with ``O_NOFOLLOW | O_NONBLOCK`` and accepts only a regular file (fstat), copying at
+  most the byte cap into its own private file, which is all it then scans and stores;
+* creates what the sandbox will read with ``O_CREAT | O_EXCL | O_NOFOLLOW`` under a fresh random
+  name (never opening anything the sandbox made), mode 0644 so the sandbox's user can read it;
+* removes its file afterwards, whatever happened.
+
+The byte cap is enforced inside the sandbox by ``ulimit -f`` (RLIMIT_FSIZE: tar is stopped by
+SIGXFSZ when the archive would pass it) and again by the host's bounded copy. The cost: the
+archive briefly takes space on the state directory's disk (at most the cap), which the default
+``exec`` transport never does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import IO
+
+from ..backend import SANDBOX_IO_DIR, WORKSPACE_DIR, ExecResult, SandboxBackend
+from .errors import SnapshotFailedError, SnapshotTooLargeError
+
+# tar killed by SIGXFSZ (25), as ``timeout`` reports it.
+FILE_TOO_LARGE = 128 + 25
+CHUNK = 1024**2
+
+
+def _name() -> str:
+    return f".snapshot-{secrets.token_hex(8)}.tar"
+
+
+async def archive_to_host_dir(
+    backend: SandboxBackend,
+    sandbox_id: str,
+    io_dir: Path,
+    out: IO[bytes],
+    *,
+    max_bytes: int,
+    timeout: float,
+) -> ExecResult:
+    """Have tar in the sandbox write /workspace's archive into ``io_dir``; copy it to ``out``."""
+    name = _name()
+    limit = f"ulimit -f {max_bytes // 512 + 1} && " if max_bytes else ""
+    script = f"{limit}exec tar -c -f {SANDBOX_IO_DIR}/{name} --numeric-owner -C {WORKSPACE_DIR} ."
+    try:
+        result = await backend.exec(sandbox_id, ["sh", "-c", script], timeout=timeout)
+        if result.exit_code == FILE_TOO_LARGE:
+            raise _too_large(sandbox_id, max_bytes)
+        if result.exit_code == 0:
+            await asyncio.to_thread(_copy_out, io_dir / name, out, max_bytes, sandbox_id)
+        return result
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(io_dir / name)
+
+
+def _copy_out(path: Path, out: IO[bytes], max_bytes: int, sandbox_id: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SnapshotFailedError(
+            f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
+        ) from None
+    with os.fdopen(fd, "rb") as archive:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SnapshotFailedError(f"sandbox {sandbox_id} replaced its archive by a non-file")
+        copied = 0
+        while chunk := archive.read(CHUNK):
+            copied += len(chunk)
+            if max_bytes and copied > max_bytes:
+                raise _too_large(sandbox_id, max_bytes)
+            out.write(chunk)
+
+
+def _too_large(sandbox_id: str, max_bytes: int) -> SnapshotTooLargeError:
+    return SnapshotTooLargeError(
+        f"the archive of sandbox {sandbox_id}'s /workspace exceeds the snapshot cap of "
+        f"{max_bytes} bytes (Snapshots.max_archive_bytes); nothing was stored"
+    )
+
+
+class HostDirInput:
+    """A file the host writes in ``io_dir`` for the sandbox to read; removed on exit."""
+
+    def __init__(self, io_dir: Path) -> None:
+        self.name = _name()
+        self.path = io_dir / self.name
+        self.in_sandbox = f"{SANDBOX_IO_DIR}/{self.name}"
+
+    def __enter__(self) -> IO[bytes]:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.path, flags, 0o644)
+        os.fchmod(fd, 0o644)  # whatever the umask: the sandbox's user must read it
+        self.file = os.fdopen(fd, "wb")
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)

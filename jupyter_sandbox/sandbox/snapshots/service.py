@@ -1,0 +1,269 @@
+"""Snapshots: the one entry point for the REST API, the CLI and agent code.
+
+Every method takes the ``owner`` first and checks it: another owner's sandbox or snapshot is
+"not found". Stored snapshots (SnapshotStore) are made by :meth:`Snapshots.persist` and
+:meth:`Snapshots.import_archive`, restored by :meth:`Snapshots.hydrate` (into a running sandbox,
+the same one or another) or :meth:`Snapshots.create_sandbox` (into a new one). Agent code that
+keeps archives itself uses :meth:`Snapshots.persist_to_file` / :meth:`Snapshots.persist_bytes`
+and :meth:`Snapshots.hydrate_file` / :meth:`Snapshots.hydrate_bytes`. Memory snapshots are
+refused up front (memory.py).
+
+Usage (agent code)::
+
+    manager = SandboxManager.from_config()
+    snapshot = await manager.snapshots.persist(owner, sandbox_id)
+    sandbox = await manager.snapshots.create_sandbox(owner, snapshot["id"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ..backend import SandboxInfo
+from ..errors import QuotaExceededError
+from ..hostdir import SandboxDirectory
+from ..limits import SandboxLimits
+from ..sandbox_types import Sandbox
+from .archive_scan import ArchiveSummary, scan_archive
+from .errors import SnapshotTooLargeError
+from .hydrate import hydrate_workspace
+from .memory import memory_snapshot_refusal
+from .persist import archive_workspace
+from .settings import SnapshotSettings
+from .storage import new_snapshot_id
+
+if TYPE_CHECKING:
+    from ..manager import SandboxManager
+
+KINDS = ("workspace", "memory")
+
+
+class Snapshots(SnapshotSettings):
+    """Workspace snapshots of ``manager``'s sandboxes (configured as ``c.Snapshots.*``)."""
+
+    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manager = manager
+
+    # -- stored snapshots ---------------------------------------------------------------------
+
+    async def persist(
+        self, owner: str, sandbox_id: str, *, kind: str = "workspace", note: str = ""
+    ) -> dict[str, Any]:
+        """Store a snapshot of ``owner``'s sandbox; returns its metadata.
+
+        ``kind`` 'memory' (the live kernel) is refused with MemorySnapshotUnsupportedError,
+        before the sandbox is touched.
+        """
+        info = await self.manager.get(owner, sandbox_id)
+        if kind == "memory":
+            raise memory_snapshot_refusal(sandbox_id, info.runtime)
+        self._check_quota(owner)
+        store = self.store
+        with store.new_archive(owner) as (out, temporary):
+            summary = await self._archive(sandbox_id, out)
+            return store.commit(owner, temporary, self._metadata(summary, info, note))
+
+    async def import_archive(
+        self, owner: str, source: bytes | str | Path, *, note: str = ""
+    ) -> dict[str, Any]:
+        """Store an archive made elsewhere (bytes, or a file path), checked like any restore."""
+        self._check_quota(owner)
+        store = self.store
+        limits = self.limits
+
+        def copy_and_scan(out: IO[bytes]) -> ArchiveSummary:
+            if isinstance(source, bytes):
+                out.write(source)
+            else:
+                with open(source, "rb") as f:
+                    shutil.copyfileobj(f, out, 1024**2)
+            out.flush()
+            out.seek(0)
+            return scan_archive(out, limits)
+
+        with store.new_archive(owner) as (out, temporary):
+            summary = await asyncio.to_thread(copy_and_scan, out)
+            return store.commit(owner, temporary, self._metadata(summary, None, note))
+
+    def list_snapshots(self, owner: str) -> list[dict[str, Any]]:
+        return self.store.list(owner)
+
+    def get(self, owner: str, snapshot_id: str) -> dict[str, Any]:
+        return self.store.metadata(owner, snapshot_id)
+
+    def archive_path(self, owner: str, snapshot_id: str) -> Path:
+        """The stored archive (for a download); SnapshotNotFoundError for another owner's."""
+        return self.store.archive_path(owner, snapshot_id)
+
+    def delete(self, owner: str, snapshot_id: str) -> None:
+        self.store.delete(owner, snapshot_id)
+
+    async def hydrate(self, owner: str, snapshot_id: str, sandbox_id: str) -> ArchiveSummary:
+        """Restore ``owner``'s snapshot into ``owner``'s running sandbox (its own or another).
+
+        Files of the snapshot are written over the sandbox's; other files stay.
+        """
+        metadata = self.get(owner, snapshot_id)
+        path = self.store.archive_path(owner, snapshot_id)
+        await self.manager.get(owner, sandbox_id)
+        return await self._restore(sandbox_id, lambda: open(path, "rb"), metadata["sha256"])
+
+    async def create_sandbox(self, owner: str, snapshot_id: str, **create: Any) -> Sandbox:
+        """A new sandbox for ``owner`` (``create``: SandboxManager.create's keywords) whose
+        /workspace holds the snapshot. If the restore fails, the new sandbox is removed."""
+        self.get(owner, snapshot_id)  # a missing snapshot fails before anything starts
+        sandbox = await self.manager.create(owner, **create)
+        try:
+            await self.hydrate(owner, snapshot_id, sandbox.sandbox_id)
+        except BaseException:
+            await asyncio.shield(self.manager.remove(owner, sandbox.sandbox_id))
+            raise
+        return sandbox
+
+    # -- archives the caller keeps ------------------------------------------------------------
+
+    async def persist_to_file(
+        self, owner: str, sandbox_id: str, path: str | Path
+    ) -> ArchiveSummary:
+        """Write a checked archive of the sandbox's /workspace to ``path`` (atomically)."""
+        await self.manager.get(owner, sandbox_id)
+        target = Path(path)
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                summary = await self._archive(sandbox_id, out)
+            os.replace(name, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+            raise
+        return summary
+
+    async def persist_bytes(self, owner: str, sandbox_id: str) -> bytes:
+        """A checked archive of the sandbox's /workspace, in memory (for small workspaces)."""
+        await self.manager.get(owner, sandbox_id)
+        out = io.BytesIO()
+        await self._archive(sandbox_id, out)
+        return out.getvalue()
+
+    async def hydrate_bytes(self, owner: str, sandbox_id: str, data: bytes) -> ArchiveSummary:
+        """Restore an archive held in memory into ``owner``'s running sandbox."""
+        await self.manager.get(owner, sandbox_id)
+        return await self._restore(sandbox_id, lambda: io.BytesIO(data))
+
+    async def hydrate_file(self, owner: str, sandbox_id: str, path: str | Path) -> ArchiveSummary:
+        """Restore the archive at ``path`` into ``owner``'s running sandbox. It is copied to
+        a private file first, so that it cannot change between its check and its restore."""
+        await self.manager.get(owner, sandbox_id)
+        with self._private_copy(owner, Path(path)) as copy:
+            return await self._restore(sandbox_id, lambda: open(copy, "rb"))
+
+    # -- memory snapshots ---------------------------------------------------------------------
+
+    async def checkpoint(self, owner: str, sandbox_id: str) -> None:
+        """A memory snapshot of the live kernel: always refused here (see memory.py)."""
+        info = await self.manager.get(owner, sandbox_id)
+        raise memory_snapshot_refusal(sandbox_id, info.runtime)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _private_copy(self, owner: str, source: Path) -> Iterator[Path]:
+        with self.store.new_archive(owner) as (out, temporary):
+            with open(source, "rb") as f:
+                copied = 0
+                while chunk := f.read(1024**2):
+                    copied += len(chunk)
+                    if self.max_archive_bytes and copied > self.max_archive_bytes:
+                        raise SnapshotTooLargeError(
+                            f"{source} is larger than {self.max_archive_bytes} bytes "
+                            "(Snapshots.max_archive_bytes)"
+                        )
+                    out.write(chunk)
+            out.flush()
+            try:
+                yield temporary
+            finally:
+                temporary.unlink(missing_ok=True)
+
+    async def _archive(self, sandbox_id: str, out: IO[bytes]) -> ArchiveSummary:
+        return await archive_workspace(
+            self.manager.backend,
+            sandbox_id,
+            out,
+            limits=self.limits,
+            timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
+        )
+
+    async def _restore(
+        self,
+        sandbox_id: str,
+        open_archive: Callable[[], AbstractContextManager[IO[bytes]]],
+        expected_sha256: str | None = None,
+    ) -> ArchiveSummary:
+        return await hydrate_workspace(
+            self.manager.backend,
+            sandbox_id,
+            open_archive,
+            limits=self.limits,
+            timeout=self.timeout,
+            io_dir=self._io_dir(sandbox_id),
+            expected_sha256=expected_sha256,
+            workspace_bytes=self._workspace_cap(sandbox_id),
+        )
+
+    def _check_quota(self, owner: str) -> None:
+        kept = len(self.store.list(owner))
+        if self.max_snapshots and kept >= self.max_snapshots:
+            raise QuotaExceededError(
+                f"{owner} keeps {kept} snapshots, the most allowed (Snapshots.max_snapshots); "
+                "delete some first"
+            )
+
+    def _io_dir(self, sandbox_id: str) -> Path | None:
+        """The sandbox's host directory when archives pass through it (transport 'host-dir')."""
+        if self.transport != "host-dir":
+            return None
+        return SandboxDirectory(self.manager.settings.state_path, sandbox_id).io
+
+    def _workspace_cap(self, sandbox_id: str) -> int | None:
+        """Bytes /workspace holds when it is a size-capped tmpfs (the sandbox has no launch
+        directory); None when it shows a host directory."""
+        state = self.manager.read_state(sandbox_id)
+        if (state.get("workspace") or {}).get("mode", "none") != "none":
+            return None
+        limits = state.get("limits")
+        if not limits:
+            return None
+        return SandboxLimits.parse(**limits).workspace_bytes
+
+    @staticmethod
+    def _metadata(summary: ArchiveSummary, info: SandboxInfo | None, note: str) -> dict[str, Any]:
+        return {
+            "id": new_snapshot_id(),
+            "kind": "workspace",
+            # Microseconds: listings sort by it, and two snapshots often share a second.
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "source": {
+                "sandbox": info.sandbox_id if info else None,
+                "image": info.image if info else None,
+                "runtime": info.runtime if info else None,
+            },
+            "size": summary.size,
+            "sha256": summary.sha256,
+            "members": summary.members,
+            "file_bytes": summary.file_bytes,
+            "note": note[:200],
+        }

@@ -1,0 +1,170 @@
+"""REST handlers of snapshots (documented in openapi.yaml beside this file).
+
+* ``POST /api/sandboxes/{id}/snapshots``: store a snapshot of the sandbox's /workspace
+  (``{"kind": "memory"}`` is refused with 501 ``memory_snapshot_unsupported``);
+* ``GET /api/snapshots``: the user's snapshots; ``POST /api/snapshots``: import a tar (the
+  request body, plain or gzip), checked like any restore;
+* ``GET`` / ``DELETE /api/snapshots/{id}``; ``GET /api/snapshots/{id}/download``: the tar;
+* ``POST /api/snapshots/{id}/restore``: restore into a running sandbox (``{"sandbox": id}``).
+
+A new sandbox from a snapshot is ``POST /api/sandboxes`` with ``"snapshot": id`` (handlers.py).
+Like every handler, each is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``)
+and another user's snapshot or sandbox is 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from ..sandbox.errors import InvalidRequestError
+from ..sandbox.snapshots.service import KINDS
+from .handlers import _ID, SandboxAPIHandler
+from .requests import json_object
+
+_SNAPSHOT_ID = r"(?P<snapshot_id>[^/]+)"
+# Bytes read from the stored archive per write to the client.
+DOWNLOAD_CHUNK = 1024**2
+
+
+def snapshot_model(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of one snapshot (schema ``Snapshot``): its metadata, no host paths."""
+    keys = ("id", "owner", "kind", "created", "source", "size", "sha256", "members")
+    return {
+        **{key: metadata.get(key) for key in keys},
+        "file_bytes": metadata.get("file_bytes", 0),
+        "note": metadata.get("note", ""),
+    }
+
+
+def _note(data: dict[str, Any]) -> str:
+    note = data.get("note", "")
+    if not isinstance(note, str) or len(note) > 200 or not note.isprintable():
+        raise InvalidRequestError("note must be a printable string of at most 200 characters")
+    return note
+
+
+class SnapshotAPIHandler(SandboxAPIHandler):
+    def created(self, metadata: dict[str, Any]) -> None:
+        location = url_path_join(self.base_url, "api/snapshots", metadata["id"])
+        self.set_header("Location", location)
+        self.write_json(snapshot_model(metadata), 201)
+
+
+class SandboxSnapshotsHandler(SnapshotAPIHandler):
+    """``/api/sandboxes/{id}/snapshots``: snapshot the sandbox's /workspace."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, sandbox_id: str) -> None:
+        data = json_object(self.request.body, allow_empty=True)
+        unknown = sorted(set(data) - {"kind", "note"})
+        if unknown:
+            raise InvalidRequestError(
+                f"unknown field(s) {', '.join(map(repr, unknown))} for a snapshot; known: kind, note"
+            )
+        kind = data.get("kind", "workspace")
+        if kind not in KINDS:
+            raise InvalidRequestError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        metadata = await self.manager.snapshots.persist(
+            self.owner, sandbox_id, kind=kind, note=_note(data)
+        )
+        self.created(metadata)
+
+
+class SnapshotsHandler(SnapshotAPIHandler):
+    """``/api/snapshots``: list the user's snapshots; import a tar (the request body)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        snapshots = self.manager.snapshots.list_snapshots(self.owner)
+        self.write_json([snapshot_model(m) for m in snapshots])
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        if not self.request.body:
+            raise InvalidRequestError("the request body must be a tar archive (plain or gzip)")
+        note = _note({"note": self.get_query_argument("note", "")})
+        metadata = await self.manager.snapshots.import_archive(
+            self.owner, self.request.body, note=note
+        )
+        self.created(metadata)
+
+
+class SnapshotHandler(SnapshotAPIHandler):
+    """``/api/snapshots/{id}``: one snapshot's metadata; delete removes it."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, snapshot_id: str) -> None:
+        self.write_json(snapshot_model(self.manager.snapshots.get(self.owner, snapshot_id)))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, snapshot_id: str) -> None:
+        self.manager.snapshots.delete(self.owner, snapshot_id)
+        self.set_status(204)
+        self.finish()
+
+
+class SnapshotDownloadHandler(SnapshotAPIHandler):
+    """``/api/snapshots/{id}/download``: the stored tar, streamed."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, snapshot_id: str) -> None:
+        path = self.manager.snapshots.archive_path(self.owner, snapshot_id)
+        # Opened before any byte is sent, so that a failure is still a JSON error; read on a
+        # worker thread so that a large download never stalls the server's event loop.
+        archive = await asyncio.to_thread(open, path, "rb")
+        try:
+            # An imported archive is kept as it was uploaded: plain tar, or gzip.
+            gzip = await asyncio.to_thread(archive.read, 2) == b"\x1f\x8b"
+            archive.seek(0)
+            name = f"{snapshot_id}.tar.gz" if gzip else f"{snapshot_id}.tar"
+            self.set_header("Content-Type", "application/gzip" if gzip else "application/x-tar")
+            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.set_header("Content-Length", str(os.fstat(archive.fileno()).st_size))
+            while chunk := await asyncio.to_thread(archive.read, DOWNLOAD_CHUNK):
+                self.write(chunk)
+                await self.flush()
+        finally:
+            archive.close()
+        self.finish()
+
+
+class SnapshotRestoreHandler(SnapshotAPIHandler):
+    """``/api/snapshots/{id}/restore``: restore into a running sandbox of the user's."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, snapshot_id: str) -> None:
+        data = json_object(self.request.body)
+        sandbox_id = data.get("sandbox")
+        if set(data) != {"sandbox"} or not isinstance(sandbox_id, str):
+            raise InvalidRequestError('the body must be {"sandbox": "<sandbox id>"}')
+        summary = await self.manager.snapshots.hydrate(self.owner, snapshot_id, sandbox_id)
+        self.write_json(
+            {
+                "snapshot": snapshot_id,
+                "sandbox": sandbox_id,
+                "members": summary.members,
+                "file_bytes": summary.file_bytes,
+            }
+        )
+
+
+snapshot_handlers = [
+    (rf"/api/sandboxes/{_ID}/snapshots/?", SandboxSnapshotsHandler),
+    (r"/api/snapshots/?", SnapshotsHandler),
+    (rf"/api/snapshots/{_SNAPSHOT_ID}/?", SnapshotHandler),
+    (rf"/api/snapshots/{_SNAPSHOT_ID}/download/?", SnapshotDownloadHandler),
+    (rf"/api/snapshots/{_SNAPSHOT_ID}/restore/?", SnapshotRestoreHandler),
+]

@@ -1,0 +1,67 @@
+"""Test servers on the host's loopback that record every connection they accept."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class RecordingServer(http.server.ThreadingHTTPServer):
+    """Answers GET with ``size`` bytes (default: a short greeting); records connections."""
+
+    daemon_threads = True
+
+    def __init__(self, address: str, size: int = 0) -> None:
+        self.connections = 0
+        self.hosts: list[str] = []
+        self.size = size
+        super().__init__((address, 0), _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        self.connections += 1
+        return super().get_request()
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: RecordingServer
+
+    def do_GET(self) -> None:
+        self.server.hosts.append(self.headers.get("Host", ""))
+        size = self.server.size
+        body = b"hello from the test server\n" if not size else b""
+        self.send_response(200)
+        self.send_header("Content-Length", str(size or len(body)))
+        self.end_headers()
+        if not size:
+            self.wfile.write(body)
+            return
+        chunk = b"x" * (1024 * 1024)
+        sent = 0
+        while sent < size:
+            piece = chunk[: min(len(chunk), size - sent)]
+            self.wfile.write(piece)
+            sent += len(piece)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[RecordingServer]:
+    server = RecordingServer(address, size)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

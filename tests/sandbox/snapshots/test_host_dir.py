@@ -1,0 +1,66 @@
+"""The host-dir transport never follows what the sandbox planted in its own directory."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.snapshots import SnapshotFailedError, SnapshotTooLargeError
+from jupyter_sandbox.sandbox.snapshots.host_dir import HostDirInput, _copy_out
+
+from .workspace_files import OWNER, sh
+
+
+def test_reading_refuses_symlinks_and_fifos(tmp_path: Path) -> None:
+    secret = tmp_path / "host-secret"
+    secret.write_bytes(b"host only")
+    (tmp_path / "link.tar").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.tar")  # opened without O_NONBLOCK this would hang
+    for name in ("link.tar", "fifo.tar"):
+        out = io.BytesIO()
+        with pytest.raises(SnapshotFailedError):
+            _copy_out(tmp_path / name, out, 1024, "0123456789ab")
+        assert out.getvalue() == b""
+
+
+def test_reading_is_capped(tmp_path: Path) -> None:
+    (tmp_path / "big.tar").write_bytes(bytes(5000))
+    with pytest.raises(SnapshotTooLargeError):
+        _copy_out(tmp_path / "big.tar", io.BytesIO(), 4096, "0123456789ab")
+
+
+def test_writing_never_opens_an_existing_name(tmp_path: Path) -> None:
+    staged = HostDirInput(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    staged.path.symlink_to(victim)
+    with pytest.raises(FileExistsError), staged:
+        pass
+    assert victim.read_bytes() == b"untouched"
+    fresh = HostDirInput(tmp_path)
+    with fresh as out:
+        out.write(b"x")
+        assert oct(fresh.path.stat().st_mode & 0o777) == "0o644"
+    assert not fresh.path.exists()
+
+
+@pytest.mark.integration
+@pytest.mark.runc
+async def test_the_cap_holds_inside_the_sandbox(
+    manager: SandboxManager, purpose: str, tmp_path: Path
+) -> None:
+    snapshots = manager.snapshots
+    snapshots.snapshot_dir = str(tmp_path)
+    snapshots.transport = "host-dir"
+    snapshots.max_archive_bytes = 1024**2
+    sandbox = await manager.create(OWNER, runtime="runc", purpose=purpose)
+    await sh(manager, sandbox.sandbox_id, "head -c 3M /dev/urandom > /workspace/f")
+    with pytest.raises(SnapshotTooLargeError):
+        await snapshots.persist(OWNER, sandbox.sandbox_id)
+    io_dir = manager.settings.state_path / sandbox.sandbox_id / "io"
+    assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
+    assert snapshots.list_snapshots(OWNER) == []
