@@ -1,6 +1,7 @@
 """The JupyterLab extension in a real browser (Debian's Chromium, driven by Playwright) against a
 real JupyterLab server and a real sandbox (runc): open Lab, start a Sandboxed Python notebook, run
-a cell, read the status bar, open the details and the panel, pause and resume, stop the sandbox.
+a cell, read the status bar, open the details and the panel, pause and resume, take a snapshot,
+change the network policy, stop the sandbox; and, with no engine, the kernel's refusal.
 
 Screenshots go to test-artifacts/labextension/ (gitignored), one per step, light and dark.
 Chromium is installed by `make browser` (part of `make test`); without it this test fails and
@@ -152,13 +153,43 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
         dialog.get_by_role("button", name="Close").click()
     expect(card.locator(".jp-Sandbox-state")).to_have_text("running")
 
+    # A snapshot from the panel: the details list it (stored in the server's private data dir).
+    card.get_by_role("button", name=f"Snapshot sandbox {sandbox_id}").click()
+    snapshots = details.locator(".jp-SandboxSnapshots li")
+    expect(snapshots).to_have_count(1)
+    code, stored = server.api("GET", "api/snapshots")
+    assert code == 200
+    assert [s["source"]["sandbox"] for s in stored] == [sandbox_id]
+    expect(snapshots.first).to_contain_text(stored[0]["id"])
+
+    # The network policy from the details: an allowlist, then open (marked as weakened).
+    network = details.locator(".jp-SandboxNetwork")
+    network.get_by_label(f"Network policy of sandbox {sandbox_id}", exact=True).select_option(
+        "allowlist"
+    )
+    network.get_by_label(f"Allowed hosts of sandbox {sandbox_id}, one a line").fill(
+        "PyPI.org\n*.pythonhosted.org"
+    )
+    network.get_by_role("button", name=f"Apply the network policy of sandbox {sandbox_id}").click()
+    expect(status).to_contain_text("net allowlist")
+    policy = server.api("GET", f"api/sandboxes/{sandbox_id}/network")[1]
+    assert (policy["mode"], policy["allow"]) == ("allowlist", ["pypi.org", "*.pythonhosted.org"])
+    shot(page, "5-snapshot-and-network")
+    network.get_by_label(f"Network policy of sandbox {sandbox_id}", exact=True).select_option(
+        "open"
+    )
+    network.get_by_role("button", name=f"Apply the network policy of sandbox {sandbox_id}").click()
+    expect(status).to_contain_text("net open")
+    expect(details.locator(".jp-Sandbox-weakBox").first).to_contain_text("network open")
+    assert server.api("GET", f"api/sandboxes/{sandbox_id}/network")[1]["mode"] == "open"
+
     # The same panel in the dark theme.
     page.evaluate(
         "window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
     )
     expect(page.locator("body")).to_have_attribute("data-jp-theme-light", "false")
     expect(card.locator(".jp-Sandbox-state")).to_have_text("running")
-    shot(page, "5-panel-dark")
+    shot(page, "6-panel-dark")
 
     # Stop: confirmed, the notebook's kernel is shut down and the sandbox removed.
     card.get_by_role("button", name=f"Stop sandbox {sandbox_id}").click()
@@ -166,7 +197,7 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     expect(card).to_have_count(0)
     expect(page.locator("#jupyter-sandbox-panel .jp-SandboxPanel-empty")).to_be_visible()
     expect(status).to_be_hidden()
-    shot(page, "6-stopped")
+    shot(page, "7-stopped")
     assert server.api("GET", "api/sandboxes") == (200, [])
     assert server.api("GET", "api/kernels") == (200, [])
     assert (
@@ -207,7 +238,7 @@ def test_without_an_engine_the_kernel_refuses_and_says_why(purpose: str, page: o
         expect(page.locator("#jupyter-sandbox-panel .jp-SandboxPanel-error")).to_contain_text(
             "no Docker engine answers"
         )
-        shot(page, "7-no-engine")
+        shot(page, "8-no-engine")
 
 
 @contextmanager
