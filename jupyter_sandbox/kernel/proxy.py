@@ -36,7 +36,7 @@ from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
-from ..sandbox.network import policy_of_state
+from ..sandbox.network import NetworkPolicy, policy_of_state
 from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
 from .answers import fail_request, publish_status, unavailable_kernel_info
@@ -121,6 +121,7 @@ class SandboxKernel:
                     f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
                     "first, or use another JUPYTER_SANDBOX_CONTEXT"
                 )
+            self._check_network_of(existing.sandbox_id, key)
             sandbox = await self.manager.attach(self.owner, existing.sandbox_id)
             log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
         else:
@@ -144,6 +145,22 @@ class SandboxKernel:
         return sandbox
 
     # -- hooks on the relay -------------------------------------------------------------------
+
+    def _check_network_of(self, sandbox_id: str, context: str) -> None:
+        """A named context asked for with another network policy than its sandbox has is
+        refused, not reused with the wrong network (checklist row 36). An unnamed one is this
+        kernel restarting: the policy it has now (perhaps changed live) is kept."""
+        requested = os.environ.get(NETWORK_ENV_VAR)
+        if not requested or self.context is None:
+            return
+        wanted = NetworkPolicy.from_text(requested)
+        current = policy_of_state(self.manager.read_state(sandbox_id))
+        if wanted != current:
+            raise InvalidSettingError(
+                f"context '{context}' has network policy {current.describe()}, not "
+                f"{wanted.describe()}: change it with PUT /api/sandboxes/{sandbox_id}/network, "
+                "shut the context down first, or use another JUPYTER_SANDBOX_CONTEXT"
+            )
 
     def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":

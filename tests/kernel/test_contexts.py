@@ -116,3 +116,24 @@ def test_the_state_file_records_who_is_attached(env: Path) -> None:
         assert state["kernel_pid"] == km.provisioner.pid  # type: ignore[union-attr]
         assert state["last_activity"] >= state["created"]
         assert state["ephemeral"] is True
+
+
+@pytest.mark.checklist(
+    row=36,
+    attack="reattaching to a named context with another network policy than its sandbox has",
+    expected="refused with a message saying how to change or replace it; the sandbox keeps "
+    "its policy",
+)
+def test_a_context_is_not_reused_with_another_network(
+    env: Path, observe: Callable[..., None]
+) -> None:
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c9", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        run(kc, "x = 1")
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_NETWORK="open", **kernel_env) as (_, kc):
+        out, reply = run(kc, "1")
+    assert reply["status"] == "error"
+    assert "context 'c9' has network policy none, not open" in out
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        assert value_of(kc, "x") == "1"  # the same sandbox, still without network
+    observe("refused: " + out.strip().splitlines()[-1][:160])
