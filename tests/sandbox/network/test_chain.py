@@ -2,7 +2,7 @@
 
 No container: the forwarder's own code runs as a host process on a free port with its socket
 in a temporary sandbox directory, so the proxy's decisions, its token check and its lifetime can
-be tested quickly and exactly. tests/sandbox/network/test_egress.py runs the same chain through
+be tested quickly and exactly. tests/security/test_network_egress.py runs the same chain through
 real sandboxes on both runtimes.
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -102,9 +102,18 @@ def small_disk() -> Iterator[Path]:
         mountpoint.rmdir()
 
 
+@pytest.mark.resilience(
+    scenario="fault: the snapshot disk full (a real 4 MiB tmpfs) while persisting 12 MiB",
+    expected="a clear error naming the disk; no partial snapshot listed or left; the source "
+    "sandbox untouched and running",
+)
 @pytest.mark.parametrize("transport", ["host-dir", "exec"])
 async def test_a_full_snapshot_disk_leaves_the_source_untouched(
-    manager: SandboxManager, purpose: str, small_disk: Path, transport: str
+    manager: SandboxManager,
+    purpose: str,
+    small_disk: Path,
+    transport: str,
+    observe: Callable[..., None],
 ) -> None:
     manager.snapshots.snapshot_dir = str(small_disk)
     manager.snapshots.transport = transport
@@ -118,3 +127,4 @@ async def test_a_full_snapshot_disk_leaves_the_source_untouched(
     assert files_under(small_disk) == []
     assert (await manager.get(OWNER, sandbox.sandbox_id)).running
     assert await manifest(manager, sandbox.sandbox_id) == before
+    observe(f"{transport} transport: {full.value.code}: {full.value.message[:140]}")

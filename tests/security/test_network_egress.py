@@ -29,9 +29,9 @@ from jupyter_sandbox.sandbox.network import proxy_running
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
-from ...conftest import manager_config, purpose_label, remove_everything_under
-from ...kernel_client import execute
-from .servers import RecordingServer, recording_server
+from ..conftest import manager_config, purpose_label, remove_everything_under
+from ..kernel_client import execute
+from ..sandbox.network.servers import RecordingServer, recording_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OWNER = "alice"
