@@ -75,7 +75,21 @@ async def run_exec(
         exit_code = int(code) if code is not None else -1
         return ExecResult(exit_code, out, err, timed_out=exit_code in TIMED_OUT)
 
-    call = asyncio.ensure_future(engine.run(f"exec in {container}", run, timeout=timeout + 10))
+    return await run_watched(engine, container, run, timeout + 10, inspect, sockets)
+
+
+async def run_watched(
+    engine: DockerEngine,
+    container: str,
+    run: Callable[[], ExecResult],
+    limit: float,
+    inspect: Inspect,
+    sockets: list[Any],
+) -> ExecResult:
+    """``run`` (a blocking exec) on the engine's executor, watching the sandbox meanwhile: if it
+    dies the wait ends with SandboxDiedError, and the exec's ``sockets`` are shut so that the
+    worker thread is freed rather than left reading forever."""
+    call = asyncio.ensure_future(engine.run(f"exec in {container}", run, timeout=limit))
     try:
         while not (await asyncio.wait({call}, timeout=WATCH_SECONDS))[0]:
             info = await inspect()

@@ -12,20 +12,17 @@ socket's buffer and both sides would wait for each other until the time limit.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
-import docker.errors
 from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend import ExecResult, Feed, Sink
-from .docker_exec import TIMED_OUT, WATCH_SECONDS, Inspect, _raw
+from .docker_exec import TIMED_OUT, Inspect, _raw, run_watched
 from .engine import DockerEngine
-from .errors import SandboxDiedError, SandboxNotFoundError
 
 # stderr is for error messages: the first MiB is kept.
 MAX_STDERR = 1024**2
@@ -94,22 +91,7 @@ async def stream_exec(
         exit_code = int(code) if code is not None else -1
         return ExecResult(exit_code, bytes(out), bytes(err), timed_out=exit_code in TIMED_OUT)
 
-    call = asyncio.ensure_future(engine.run(f"exec in {container}", run, timeout=timeout + 20))
-    try:
-        while not (await asyncio.wait({call}, timeout=WATCH_SECONDS))[0]:
-            info = await inspect()
-            if not info.running and info.status != "paused":
-                raise SandboxDiedError(
-                    f"sandbox {info.sandbox_id} ended while running a command: {info.death_cause()}"
-                )
-        return call.result()
-    except docker.errors.NotFound:
-        raise SandboxNotFoundError(f"no sandbox container {container}") from None
-    finally:
-        call.cancel()
-        for sock in sockets:
-            with contextlib.suppress(OSError, AttributeError):
-                _raw(sock).shutdown(socket.SHUT_RDWR)
+    return await run_watched(engine, container, run, timeout + 20, inspect, sockets)
 
 
 def _read_output(
