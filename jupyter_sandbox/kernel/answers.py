@@ -34,15 +34,25 @@ def error_content(ename: str, evalue: str) -> dict[str, Any]:
     }
 
 
+def publish_status(relay: Relay, request: WireMessage, state: str) -> None:
+    """iopub status (busy, idle) for ``request``, as a kernel publishes around every request.
+
+    Jupyter Server's websocket waits for an iopub message after its kernel_info "nudge" before
+    it tells Lab the kernel is connected: a reply alone leaves Lab "Connecting" for good.
+    """
+    relay.send_to_frontend(
+        "iopub",
+        relay.frontend_signer.new_message(
+            "status", {"execution_state": state}, parent=request, idents=[b"kernel.sandbox.status"]
+        ),
+    )
+
+
 def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) -> None:
     """Answer one shell request with an error, as the kernel would have: iopub busy, the error,
     the reply, iopub idle."""
     signer = relay.frontend_signer
-    topic = [b"kernel.sandbox.status"]
-    relay.send_to_frontend(
-        "iopub",
-        signer.new_message("status", {"execution_state": "busy"}, parent=request, idents=topic),
-    )
+    publish_status(relay, request, "busy")
     if request.msg_type == "execute_request":
         relay.send_to_frontend(
             "iopub",
@@ -66,24 +76,7 @@ def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) ->
         "shell",
         signer.new_message(reply_type, content, parent=request, idents=request.ident_bytes()),
     )
-    relay.send_to_frontend(
-        "iopub",
-        signer.new_message("status", {"execution_state": "idle"}, parent=request, idents=topic),
-    )
-
-
-def publish_status(relay: Relay, request: WireMessage, state: str) -> None:
-    """iopub status (busy, idle) for ``request``, as a kernel publishes around every request.
-
-    Jupyter Server's websocket waits for an iopub message after its kernel_info "nudge" before
-    it tells Lab the kernel is connected: a reply alone leaves Lab "Connecting" for good.
-    """
-    relay.send_to_frontend(
-        "iopub",
-        relay.frontend_signer.new_message(
-            "status", {"execution_state": state}, parent=request, idents=[b"kernel.sandbox.status"]
-        ),
-    )
+    publish_status(relay, request, "idle")
 
 
 def unavailable_kernel_info(message: str) -> dict[str, Any]:

@@ -193,20 +193,14 @@ class EgressProxy:
             if name is None or name == request.host:
                 return True
             rule = f"TLS server name {name} is not the CONNECT host {request.host}"
-            self.audit.record(
-                host=request.host,
-                port=request.port,
-                method=request.method,
-                allowed=False,
-                rule=rule,
-            )
+            self._record(request, allowed=False, rule=rule)
             log.info("closed a tunnel to %s:%s: %s", request.host, request.port, rule)
             return False
 
         return check
 
     async def _open(self, request: ProxyRequest, client: socket.socket) -> socket.socket | None:
-        host, port, method = request.host, request.port, request.method
+        host, port = request.host, request.port
         decision = self.current_policy().decide(host, port)
         if not decision.allowed:
             await self._deny(client, request, decision.rule)
@@ -214,9 +208,7 @@ class EgressProxy:
         try:
             addresses = await self._resolve(host, port)
         except OSError as exc:
-            self.audit.record(
-                host=host, port=port, method=method, allowed=False, rule=f"lookup failed: {exc}"
-            )
+            self._record(request, allowed=False, rule=f"lookup failed: {exc}")
             await _answer(client, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
             return None
         for address in addresses:
@@ -239,19 +231,10 @@ class EgressProxy:
                 upstream.close()
                 error = exc
                 continue
-            self.audit.record(
-                host=host,
-                port=port,
-                method=method,
-                allowed=True,
-                rule=decision.rule,
-                address=address,
-            )
+            self._record(request, allowed=True, rule=decision.rule, address=address)
             return upstream
-        self.audit.record(
-            host=host,
-            port=port,
-            method=method,
+        self._record(
+            request,
             allowed=False,
             rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
         )
@@ -265,17 +248,23 @@ class EgressProxy:
         rule: str,
         address: str | None = None,
     ) -> None:
+        self._record(request, allowed=False, rule=rule, address=address)
+        log.info("denied %s:%s: %s", request.host, request.port, rule)
+        body = f"jupyter-sandbox network policy: {request.host}:{request.port} denied: {rule}"
+        await _answer(client, 403, "Forbidden", body, rule)
+
+    def _record(
+        self, request: ProxyRequest, *, allowed: bool, rule: str, address: str | None = None
+    ) -> None:
+        """One audit entry for ``request``'s decision."""
         self.audit.record(
             host=request.host,
             port=request.port,
             method=request.method,
-            allowed=False,
+            allowed=allowed,
             rule=rule,
             address=address,
         )
-        log.info("denied %s:%s: %s", request.host, request.port, rule)
-        body = f"jupyter-sandbox network policy: {request.host}:{request.port} denied: {rule}"
-        await _answer(client, 403, "Forbidden", body, rule)
 
     async def _resolve(self, host: str, port: int) -> list[str]:
         """Every address of ``host``, resolved here (the sandbox has no resolver)."""
