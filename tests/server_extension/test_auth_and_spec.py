@@ -96,16 +96,19 @@ class NoSandboxesForMallory(Authorizer):
         return not (user.username == "mallory" and resource == handlers.AUTH_RESOURCE)
 
 
+def with_named_users(config: dict[str, Any]) -> dict[str, Any]:
+    """A server configuration whose tokens name their users (alice, bob, mallory)."""
+    server = {
+        **config["ServerApp"],
+        "identity_provider_class": NamedUsers,
+        "authorizer_class": NoSandboxesForMallory,
+    }
+    return {**config, "ServerApp": server}
+
+
 @pytest.fixture
 def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **jp_server_config,
-        "ServerApp": {
-            **jp_server_config["ServerApp"],
-            "identity_provider_class": NamedUsers,
-            "authorizer_class": NoSandboxesForMallory,
-        },
-    }
+    return with_named_users(jp_server_config)
 
 
 @pytest.mark.integration

@@ -14,18 +14,10 @@ from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 from jupyter_sandbox.server_extension import SandboxExtension
 
-from ..sandbox.network.servers import RecordingServer, recording_server
+from ..sandbox.network.servers import FETCH, RecordingServer, recording_server
 from .conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
-
-FETCH = """
-import sys, urllib.error, urllib.request
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=30).status)
-except urllib.error.HTTPError as e:
-    print(e.code, e.headers.get("X-Jupyter-Sandbox-Denied"))
-"""
 
 
 @pytest.fixture

@@ -9,6 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# Run in a sandbox with a URL: prints the status, or the proxy's refusal and its reason.
+FETCH = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=30).status)
+except urllib.error.HTTPError as e:
+    print(e.code, e.headers.get("X-Jupyter-Sandbox-Denied"))
+"""
+
 
 class RecordingServer(http.server.ThreadingHTTPServer):
     """Answers GET with ``size`` bytes (default: a short greeting); records connections."""

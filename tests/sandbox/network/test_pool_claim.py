@@ -15,17 +15,9 @@ from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 from jupyter_sandbox.sandbox.network import proxy_running
 
 from ...conftest import manager_config, remove_everything_under
-from .servers import RecordingServer, recording_server
+from .servers import FETCH, RecordingServer, recording_server
 
 pytestmark = pytest.mark.integration
-
-FETCH = """
-import sys, urllib.error, urllib.request
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=30).status)
-except urllib.error.HTTPError as e:
-    print(e.code, e.headers.get("X-Jupyter-Sandbox-Denied"))
-"""
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from jupyter_sandbox.server_extension import SandboxExtension
 
 from ...kernel_client import output_of
 from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_auth_and_spec import NamedUsers, NoSandboxesForMallory, routes
+from ...server_extension.test_auth_and_spec import routes, with_named_users
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +27,7 @@ BOB = {"headers": {"Authorization": "token bob"}}
 @pytest.fixture
 def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
     return {
-        **jp_server_config,
-        "ServerApp": {
-            **jp_server_config["ServerApp"],
-            "identity_provider_class": NamedUsers,
-            "authorizer_class": NoSandboxesForMallory,
-        },
+        **with_named_users(jp_server_config),
         "SandboxExtension": {**jp_server_config["SandboxExtension"], "fast_kernel_start": False},
     }
 
