@@ -10,11 +10,17 @@ can answer shutdown_request and then hang (a stuck control thread, a user's atex
 
 Each generation binds new socket paths (kernel-g<N>-<port>): gVisor lets a sandbox create host
 Unix sockets but neither unlink nor bind over them again.
+
+At boot it also runs the isolation probe the host left in ``attestation-probe.py`` (the
+package's attestation/probe.py), in this process while the first kernel imports, and leaves
+the output in ``attestation.json``: cheaper than the host's ``docker exec`` of a second Python.
 """
 
 import contextlib
+import io
 import json
 import os
+import runpy
 import shutil
 import signal
 import subprocess
@@ -26,6 +32,9 @@ IO = "/run/sandbox"
 RESTART = os.path.join(IO, "restart-requested")
 EXIT_RECORD = os.path.join(IO, "kernel-exit.json")
 CONNECTION = os.path.join(IO, "kernel.json")
+BOOT_PROBE = os.path.join(IO, "attestation-probe.py")
+BOOT_PROBE_TAKEN = os.path.join(IO, "attestation-probe.taken")
+BOOT_RESULT = os.path.join(IO, "attestation.json")
 MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
 # Seconds a kernel asked to restart may take to exit (jupyter_client's shutdown_wait_time).
 SHUTDOWN_GRACE = 5.0
@@ -96,6 +105,30 @@ def end_daemons():
             continue  # gone meanwhile, or not ours to end
 
 
+def take_boot_probe():
+    """The probe the host left for this boot, renamed first so that the host, seeing it gone,
+    knows to wait for its output; None when there is none."""
+    try:
+        os.rename(BOOT_PROBE, BOOT_PROBE_TAKEN)
+    except OSError:
+        return None
+    return BOOT_PROBE_TAKEN
+
+
+def run_boot_probe(path):
+    """Run the probe here (it prints one JSON object) and leave its output for the host."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+        text = out.getvalue()
+    except (Exception, SystemExit) as exc:  # the host reports it; the kernel runs on
+        text = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+    with open(BOOT_RESULT + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(BOOT_RESULT + ".tmp", BOOT_RESULT)
+
+
 def seed_matplotlib_cache():
     """Copy the font cache built into the image, so the first plot does not rebuild it."""
     target = os.environ.get("MPLCONFIGDIR")
@@ -116,6 +149,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts reach the kernel as messages
+    probe = take_boot_probe()
     generation = 0
     while True:
         kernel_command = [
@@ -128,6 +162,9 @@ def main() -> int:
         # Its own session: an interrupt (SIGINT to the kernel's group) also reaches the
         # processes a cell started, and they can all be ended together below.
         kernel = subprocess.Popen(kernel_command, start_new_session=True)
+        if probe is not None:  # while the kernel imports: it measures the kernel's process too
+            run_boot_probe(probe)
+            probe = None
         code = wait_for_exit(kernel)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(kernel.pid, signal.SIGKILL)  # background processes of the old kernel

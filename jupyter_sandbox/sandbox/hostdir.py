@@ -8,10 +8,12 @@ Layout (the whole tree is 0700, owned by the host user)::
         io/             bind-mounted at /run/sandbox; owned by the sandbox's uid
             kernel.json     the sandbox's copy of that connection file (its own fresh key)
             kernel-1..5     the kernel's ipc:// sockets, created from inside the sandbox
+            attestation-probe.py, attestation.json   the isolation probe run at boot, its output
 
 The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
-nothing the sandbox can write except the sockets and the exit record: code in the sandbox may
-rewrite its copy of the connection file, and the host never looks at it again.
+nothing the sandbox can write except the sockets, the exit record and, once at start before
+any request of the user, the boot-time probe's output: code in the sandbox may rewrite its copy
+of the connection file, and the host never looks at it again.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 from traitlets.config import LoggingConfigurable
 
 from . import pool
-from .attestation import record_attestation
+from .attestation import read_boot_probe, record_attestation, stage_boot_probe
 from .backend import SandboxBackend, SandboxInfo
 from .container_spec import (
     BASE_ENVIRONMENT,
@@ -203,6 +203,7 @@ class SandboxStarter(LoggingConfigurable):
                 directory.create_overlay(uid)
             connection = new_connection_info(directory.container_socket_prefix())
             directory.write_connection_file(connection, uid)
+            stage_boot_probe(directory)  # run by the sandbox's supervisor as the kernel starts
             now = now_iso()
             state: dict[str, Any] = {
                 "owner": request.owner,
@@ -236,7 +237,9 @@ class SandboxStarter(LoggingConfigurable):
             sandbox = await self._wait_for_kernel(sandbox_id, directory)
             # What the engine said, so that a claim can skip asking again (attach_claimed).
             directory.update_state(container=dataclasses.asdict(sandbox.info))
-            await record_attestation(self, sandbox_id)  # never fails the start; see its report
+            # Never fails the start (see its report); read before any request of the user.
+            probe = await read_boot_probe(directory)
+            await record_attestation(self, sandbox_id, probe=probe)
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise

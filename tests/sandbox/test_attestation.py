@@ -199,6 +199,15 @@ async def test_attestation_of_a_real_sandbox(
     assert result.summary().startswith(
         "attested: " + ("gVisor kernel" if runtime == "runsc" else "host kernel")
     )
+    # Measured at boot by the sandbox's supervisor, with the kernel's process in view.
+    assert result.probe["ran_by"] == "the sandbox's supervisor at boot"
+    assert "no ipykernel process" not in result.measured["processes"].source
+    assert result.value("processes")["privileged"] == []
+    # Asked again, the host probes through docker exec and measures the same.
+    again = await manager.attestation("alice", sandbox_id, refresh=True)
+    assert again.probe["ran_by"] == "docker exec"
+    assert again.ok, again.findings
+    assert again.value("kernel") == result.value("kernel")
 
     # A probe that cannot finish yields a failed report, and the sandbox lives on.
     expected = expected_from_state(
@@ -217,12 +226,18 @@ async def test_attestation_of_a_real_sandbox(
 async def test_a_probe_that_cannot_run_does_not_stop_the_start(
     manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(attestation.run, "PROBE_ARGV", ["no-such-python3", "-"])
+    # At boot: a probe that fails inside the sandbox's supervisor.
+    monkeypatch.setattr(attestation.run, "probe_source", lambda: b"raise OSError('no /proc')\n")
     sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
     result = await manager.attestation("alice", sandbox.sandbox_id)
     assert not result.ok
-    assert "exited with 127" in str(result.error)
+    assert "OSError: no /proc" in str(result.error)
     assert result.summary().startswith("attestation FAILED")
+    # Through docker exec: a probe that cannot start.
+    monkeypatch.setattr(attestation.run, "PROBE_ARGV", ["no-such-python3", "-"])
+    result = await manager.attestation("alice", sandbox.sandbox_id, refresh=True)
+    assert not result.ok
+    assert "exited with 127" in str(result.error)
     monkeypatch.undo()
     assert (await manager.attestation("alice", sandbox.sandbox_id, refresh=True)).ok
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from jupyter_sandbox.sandbox.doctor import MIN_DOCKER, MIN_RUNC, Check, exit_code, version_tuple
+from jupyter_sandbox.sandbox.doctor import (
+    MIN_DOCKER,
+    MIN_RUNC,
+    MIN_RUNSC_RELEASE,
+    Check,
+    exit_code,
+    runsc_release,
+    version_tuple,
+)
 
 
 def test_versions_are_read_from_what_tools_print() -> None:
@@ -23,3 +31,11 @@ def test_any_failure_makes_a_non_zero_exit() -> None:
     assert exit_code([ok, warn]) == 0
     assert exit_code([ok, Check("image", "fail", "missing", "jupyter sandbox build-image")]) == 1
     assert "fix: upgrade" in warn.line()
+
+
+def test_runsc_release_is_read_from_debian_and_upstream_version_lines() -> None:
+    assert runsc_release("runsc version 0.0~20221219.0") == 20221219
+    assert runsc_release("runsc version release-20240729.0") == 20240729
+    assert 20221219 < MIN_RUNSC_RELEASE <= 20240729  # Debian 12's own, and its backports'
+    assert runsc_release("runsc version 0.0~20240729.0-4~bpo12+2") == 20240729
+    assert runsc_release("runsc version unknown") is None

@@ -31,7 +31,15 @@ from .report import (
     human_bytes,
     stored_report,
 )
-from .run import PROBE_TIMEOUT, attest, probe_source, record_attestation, run_probe
+from .run import (
+    PROBE_TIMEOUT,
+    attest,
+    probe_source,
+    read_boot_probe,
+    record_attestation,
+    run_probe,
+    stage_boot_probe,
+)
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -48,7 +56,9 @@ __all__ = [
     "human_bytes",
     "interpret",
     "probe_source",
+    "read_boot_probe",
     "record_attestation",
     "run_probe",
+    "stage_boot_probe",
     "stored_report",
 ]

@@ -31,6 +31,8 @@ EGRESS_TARGETS = (
 DNS_NAME = "example.com"
 CGROUP_ROOT = "/sys/fs/cgroup"
 UNLIMITED_CGROUP = 1 << 62  # cgroup v1 reports "no limit" as a huge page-rounded number
+# Seconds to wait for the kernel's process, which the sandbox's supervisor starts at boot.
+KERNEL_WAIT = 5.0
 PR_GET_SECCOMP = 21
 PR_GET_NO_NEW_PRIVS = 39
 ST_RDONLY = 1
@@ -121,24 +123,44 @@ def probe_privileges() -> None:
         record("seccomp", prctl(PR_GET_SECCOMP), "prctl(PR_GET_SECCOMP) (0 off, 2 filter)")
 
 
-def probe_processes() -> None:
-    """Every process the sandbox can see, with its uid and privileges (the kernel's included)."""
+def visible_processes() -> list[dict[str, Any]]:
     seen = []
     for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
         try:
             status = status_fields(pid)
+            command = read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
         except OSError:
             continue
         seen.append(
             {
                 "pid": int(pid),
                 "name": status.get("Name", ""),
+                "command": command[:200],
                 "uids": [int(u) for u in status.get("Uid", "").split()],
                 "cap_eff": status.get("CapEff"),
                 "no_new_privs": int(status["NoNewPrivs"]) if "NoNewPrivs" in status else None,
             }
         )
-    record("processes", seen, "/proc/<pid>/status of every visible process")
+    return seen
+
+
+def probe_processes() -> None:
+    """Every process the sandbox can see, with its uid and privileges, the kernel's included.
+
+    The host may run this probe while the kernel is still starting (to overlap the two), so it
+    waits up to KERNEL_WAIT seconds for the kernel's process to appear before measuring.
+    """
+    deadline = time.monotonic() + KERNEL_WAIT
+    while True:
+        seen = visible_processes()
+        kernel_seen = any("ipykernel" in p["command"] for p in seen)
+        if kernel_seen or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    source = "/proc/<pid>/status and cmdline of every visible process"
+    if not kernel_seen:
+        source += f" (no ipykernel process appeared within {KERNEL_WAIT:g}s)"
+    record("processes", seen, source)
 
 
 def writable(directory: str) -> dict[str, Any]:
@@ -349,11 +371,11 @@ PROBES = (
     probe_kernel,
     probe_identity,
     probe_privileges,
-    probe_processes,
     probe_filesystems,
     probe_network,
     probe_egress,
     probe_limits,
+    probe_processes,  # last: it may wait for the kernel to appear
 )
 
 
