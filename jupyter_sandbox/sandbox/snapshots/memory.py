@@ -6,7 +6,8 @@ On this project's machines it cannot be done safely, as measured and recorded in
 
 * runsc 20221219 refuses to checkpoint a live ipykernel: its ``ipc://`` sockets are bound host
   sockets ("endpoint with bound host socket"); with TCP inside the sandbox instead, "endpoint
-  still has waiters upon save".
+  still has waiters upon save". runsc 20240729 (bookworm-backports) stops at the same bound
+  host socket (``lisafs.ClientBoundSocketFD``).
 * A failed ``docker checkpoint create`` under runsc **stopped the container**: its whole state
   was lost. So no attempt is ever made on a live kernel "to see if it works".
 * Under runc, Docker's checkpoint uses CRIU, whose dump of a live ipykernel fails as well, and
