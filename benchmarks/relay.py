@@ -248,7 +248,19 @@ def main() -> int:
         parser.error("--rounds, --bulk-runs and --start-runs must be at least 1")
 
     try:
-        with tempfile.TemporaryDirectory(prefix="jsbx-bench-") as cwd:  # the kernels' launch dir
+        with (
+            tempfile.TemporaryDirectory(prefix="jsbx-bench-") as cwd,  # the kernels' launch dir
+            tempfile.TemporaryDirectory(prefix="jsbx-bench-config-") as config_dir,
+        ):
+            # The stream measured is 100 MiB in one cell: above the per-cell output cap that
+            # the proxy applies by default (SandboxSettings.max_cell_output, 20 MB).
+            config = Path(config_dir, "jupyter_sandbox_config.py")
+            config.write_text(
+                f"c.SandboxSettings.max_cell_output = '{4 * EXPECTED[STREAM_CELL]}'\n"
+            )
+            os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+                filter(None, [config_dir, os.environ.get("JUPYTER_CONFIG_PATH")])
+            )
             samples = measure(args, cwd)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
