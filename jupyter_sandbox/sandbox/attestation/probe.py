@@ -147,7 +147,7 @@ def visible_processes() -> list[dict[str, Any]]:
 def probe_processes() -> None:
     """Every process the sandbox can see, with its uid and privileges, the kernel's included.
 
-    The host may run this probe while the kernel is still starting (to overlap the two), so it
+    At boot the sandbox's supervisor runs this probe just after starting the kernel, so it
     waits up to KERNEL_WAIT seconds for the kernel's process to appear before measuring.
     """
     deadline = time.monotonic() + KERNEL_WAIT
