@@ -239,7 +239,8 @@ class SandboxStarter(LoggingConfigurable):
             directory.update_state(container=dataclasses.asdict(sandbox.info))
             # Never fails the start (see its report); read before any request of the user.
             probe = await read_boot_probe(directory)
-            await record_attestation(self, sandbox_id, probe=probe)
+            # The engine was asked about the sandbox once its kernel answered; not again.
+            await record_attestation(self, sandbox_id, probe=probe, info=sandbox.info)
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend import SandboxBackend
+from ..backend import SandboxBackend, SandboxInfo
 from ..errors import SandboxError
 from ..hostdir import SandboxDirectory
 from .checks import build_report
@@ -38,10 +38,9 @@ PROBE_ARGV = ["python3", "-I", "-"]
 # Seconds the probe may take inside the sandbox (measured: ~0.15 s under runc, ~0.3 s under
 # runsc on an idle 2-core host; the egress attempts fail at once when there is no route).
 PROBE_TIMEOUT = 10.0
-# The boot-time probe, as given and once taken, and its output in io/ (names shared with
-# images/python/sandbox-init.py).
+# The boot-time probe and its output in io/ (names shared with images/python/sandbox-init.py,
+# which renames the probe to attestation-probe.taken when it takes it).
 BOOT_PROBE = "attestation-probe.py"
-BOOT_PROBE_TAKEN = "attestation-probe.taken"
 BOOT_RESULT = "attestation.json"
 # Seconds to wait, once the kernel answers, for a boot-time result still being written. The
 # probe (~0.07 s) starts before the kernel's imports (~0.3-1 s), so it is normally there.
@@ -138,9 +137,11 @@ async def attest(
     *,
     timeout: float = PROBE_TIMEOUT,
     probe: dict[str, Any] | None = None,
+    info: SandboxInfo | None = None,
 ) -> AttestationReport:
     """Probe one running sandbox (unless the boot-time ``probe`` output is given) and compare
-    with ``expected``. Never raises SandboxError."""
+    with ``expected``; ``info`` is what the engine just said of it, when the caller asked.
+    Never raises SandboxError."""
     start = time.monotonic()
 
     async def quietly(call: Any) -> Any:
@@ -150,14 +151,14 @@ async def attest(
             log.warning("attestation of sandbox %s: %s", sandbox_id, exc)
             return None
 
-    async def given(output: dict[str, Any]) -> dict[str, Any]:
-        return output
+    async def given(value: Any) -> Any:
+        return value
 
     ran_by = "the sandbox's supervisor at boot" if probe is not None else "docker exec"
-    output, facts, info, stats = await asyncio.gather(
+    output, facts, inspected, stats = await asyncio.gather(
         given(probe) if probe is not None else run_probe(backend, sandbox_id, timeout),
         quietly(backend.engine_facts()),
-        quietly(backend.inspect(sandbox_id)),
+        given(info) if info is not None else quietly(backend.inspect(sandbox_id)),
         quietly(backend.stats(sandbox_id)),
     )
     return build_report(
@@ -166,7 +167,7 @@ async def attest(
         expected,
         duration=time.monotonic() - start,
         engine_facts=facts,
-        info=info,
+        info=inspected,
         engine_stats=stats,
     )
 
@@ -177,12 +178,16 @@ async def record_attestation(
     *,
     timeout: float = PROBE_TIMEOUT,
     probe: dict[str, Any] | None = None,
+    info: SandboxInfo | None = None,
 ) -> AttestationReport:
     """Attest a sandbox of ``manager`` and store the report in its state file; ``probe`` is the
-    boot-time probe's output when there is one (see :func:`read_boot_probe`)."""
+    boot-time probe's output when there is one (see :func:`read_boot_probe`), ``info`` the
+    engine's view when the caller has just asked for it."""
     directory = SandboxDirectory(manager.settings.state_path, sandbox_id)
     expected = expected_from_state(manager, directory.read_state())
-    report = await attest(manager.backend, sandbox_id, expected, timeout=timeout, probe=probe)
+    report = await attest(
+        manager.backend, sandbox_id, expected, timeout=timeout, probe=probe, info=info
+    )
     try:
         manager.update_state(sandbox_id, attestation=report.as_dict())
     except OSError as exc:
