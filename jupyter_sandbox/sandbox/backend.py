@@ -65,6 +65,7 @@ class ContainerSpec:
     memory_bytes: int  # swap is always set equal: no swap
     cpus: float
     pids_limit: int  # the engine's pids cgroup limit
+    cpu_period_us: int = 100_000  # the window cpus is enforced over (SandboxSettings.cpu_period_ms)
     ulimits: dict[str, int] = field(default_factory=dict)  # name -> soft = hard limit
     mounts: list[BindMount] = field(default_factory=list)
     overlays: list[OverlayMount] = field(default_factory=list)

@@ -126,6 +126,7 @@ def build_container_spec(
         environment=dict(request.environment),
         memory_bytes=limits.memory_bytes,
         cpus=limits.cpus,
+        cpu_period_us=settings.cpu_period_ms * 1000,
         pids_limit=pids_limit,
         ulimits=ulimits,
         mounts=mounts,

@@ -78,6 +78,18 @@ class SandboxSettings(LoggingConfigurable):
         config=True,
         help="CPU time a sandbox may use, in cores (0.5 = half a core). At most the host's cores.",
     )
+    cpu_period_ms = Integer(
+        500,
+        min=100,
+        max=1000,
+        config=True,
+        help="""Window over which the cpus limit is enforced, in milliseconds (the kernel's CFS
+        period; Docker's default is 100). In each window a sandbox may use cpus x window of CPU
+        time on any cores, so a longer window lets a short burst use more than one core: a
+        kernel's start, which under runsc also spends gVisor's own CPU, is ~100 ms quicker at
+        500 than at 100. The price: a sandbox that has spent its share waits out the rest of
+        the window (at most window x (1 - cpus / host cores)) before it runs again.""",
+    )
     pids_limit = Integer(
         256,
         config=True,

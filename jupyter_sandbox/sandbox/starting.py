@@ -18,7 +18,12 @@ from typing import Any
 from traitlets.config import LoggingConfigurable
 
 from . import pool
-from .attestation import read_boot_probe, record_attestation, stage_boot_probe
+from .attestation import (
+    read_boot_probe,
+    record_attestation,
+    request_engine_sample,
+    stage_boot_probe,
+)
 from .backend import SandboxBackend, SandboxInfo
 from .container_spec import (
     BASE_ENVIRONMENT,
@@ -234,13 +239,20 @@ class SandboxStarter(LoggingConfigurable):
             spec = build_container_spec(self.settings, spec_request, directory)
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
-            sandbox = await self._wait_for_kernel(sandbox_id, directory)
-            # What the engine said, so that a claim can skip asking again (attach_claimed).
-            directory.update_state(container=dataclasses.asdict(sandbox.info))
-            # Never fails the start (see its report); read before any request of the user.
-            probe = await read_boot_probe(directory)
-            # The engine was asked about the sandbox once its kernel answered; not again.
-            await record_attestation(self, sandbox_id, probe=probe, info=sandbox.info)
+            # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).
+            engine_sample = request_engine_sample(self.backend, sandbox_id)
+            try:
+                sandbox = await self._wait_for_kernel(sandbox_id, directory)
+                # What the engine said, so that a claim can skip asking again (attach_claimed).
+                directory.update_state(container=dataclasses.asdict(sandbox.info))
+                # Never fails the start (see its report); read before any request of the user.
+                probe = await read_boot_probe(directory)
+                # The engine was asked about the sandbox once its kernel answered; not again.
+                await record_attestation(
+                    self, sandbox_id, probe=probe, info=sandbox.info, engine_sample=engine_sample
+                )
+            finally:
+                engine_sample.cancel()  # too late to be used (its thread finishes on its own)
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from typing import Any
@@ -16,6 +17,7 @@ from jupyter_sandbox.sandbox.attestation import (
     build_report,
     cap_names,
     expected_from_state,
+    request_engine_sample,
 )
 from jupyter_sandbox.sandbox.backend import EngineFacts, EngineStats
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
@@ -179,7 +181,7 @@ async def test_attestation_of_a_real_sandbox(
     manager: SandboxManager, runtime: str, purpose: str
 ) -> None:
     sandbox = await manager.create(
-        "alice", runtime=runtime, purpose=purpose, limits={"memory": "512m"}
+        "alice", runtime=runtime, purpose=purpose, limits={"memory": "512m", "cpus": 0.5}
     )
     sandbox_id = sandbox.sandbox_id
     stored = SandboxDirectory(manager.settings.state_path, sandbox_id).read_state()["attestation"]
@@ -194,6 +196,12 @@ async def test_attestation_of_a_real_sandbox(
     assert result.value("interfaces") == ["lo"]
     assert result.value("egress_blocked") is True
     assert result.value("memory_bytes") == 512 * MIB
+    # Half a core over a 500 ms window; gVisor shows no CPU cgroup inside, runc does.
+    host_config = manager.backend.engine.client.api.inspect_container(  # type: ignore[attr-defined]
+        f"jupyter-sandbox-{sandbox_id}"
+    )["HostConfig"]
+    assert (host_config["CpuPeriod"], host_config["CpuQuota"]) == (500_000, 250_000)
+    assert result.value("cpus") == (None if runtime == "runsc" else 0.5)
     assert result.value("image_id").startswith("sha256:")
     assert "engine" in result.measured["image_id"].source
     assert result.summary().startswith(
@@ -209,10 +217,21 @@ async def test_attestation_of_a_real_sandbox(
     assert again.ok, again.findings
     assert again.value("kernel") == result.value("kernel")
 
-    # A probe that cannot finish yields a failed report, and the sandbox lives on.
     expected = expected_from_state(
         manager, SandboxDirectory(manager.settings.state_path, sandbox_id).read_state()
     )
+    # The engine's cgroup sample is taken when it has answered, and never waited for.
+    answered = request_engine_sample(manager.backend, sandbox_id)
+    await answered
+    with_sample = await attest(manager.backend, sandbox_id, expected, engine_sample=answered)
+    assert with_sample.value("host_cgroup")["memory_limit"] == 512 * MIB
+    unanswered: asyncio.Future[EngineStats | None] = asyncio.get_running_loop().create_future()
+    without = await attest(manager.backend, sandbox_id, expected, engine_sample=unanswered)
+    assert "host_cgroup" not in without.measured
+    assert any("no sample of it yet" in note for note in without.notes)
+    assert without.ok, without.findings
+
+    # A probe that cannot finish yields a failed report, and the sandbox lives on.
     failed = await attest(manager.backend, sandbox_id, expected, timeout=0.001)
     assert not failed.ok
     assert "did not finish" in str(failed.error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from traitlets import TraitError
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxSettings, labels
@@ -14,6 +15,7 @@ from jupyter_sandbox.sandbox.container_spec import (
     build_container_spec,
     check_environment,
 )
+from jupyter_sandbox.sandbox.docker_container_config import host_config_arguments
 from jupyter_sandbox.sandbox.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 
@@ -72,6 +74,16 @@ def test_runc_bounds_processes_with_the_pids_cgroup(tmp_path: Path) -> None:
     spec = spec_for("runc", tmp_path, pids_limit=100)
     assert spec.pids_limit == 100
     assert "nproc" not in spec.ulimits  # RLIMIT_NPROC would count every sandbox of the uid
+
+
+def test_the_cpu_limit_is_a_quota_per_window(tmp_path: Path) -> None:
+    assert spec_for("runc", tmp_path).cpu_period_us == 500_000
+    spec = spec_for("runsc", tmp_path, cpus=0.5, cpu_period_ms=200)
+    arguments = host_config_arguments(spec, "runsc")
+    assert (arguments["cpu_period"], arguments["cpu_quota"]) == (200_000, 100_000)
+    assert "nano_cpus" not in arguments  # the engine refuses both; nano_cpus's window is 100 ms
+    with pytest.raises(TraitError):
+        spec_for("runc", tmp_path, cpu_period_ms=50)  # shorter than Docker's own default
 
 
 def test_relaxing_the_read_only_root_is_explicit(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from .run import (
     probe_source,
     read_boot_probe,
     record_attestation,
+    request_engine_sample,
     run_probe,
     stage_boot_probe,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "probe_source",
     "read_boot_probe",
     "record_attestation",
+    "request_engine_sample",
     "run_probe",
     "stage_boot_probe",
     "stored_report",

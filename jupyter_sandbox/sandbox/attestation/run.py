@@ -7,6 +7,11 @@ first answers (:func:`read_boot_probe`), which saves a ``docker exec`` and a sec
 on every start (~0.4 s under gVisor). Later, or for an image whose supervisor does not do this,
 ``docker exec`` pipes the probe into the sandbox's Python (:func:`run_probe`).
 
+The engine's view of the host cgroup comes from its stats, which Docker samples once a second:
+a request waits up to a second for the next sample. At start the request is made as the
+container starts (:func:`request_engine_sample`) and taken only if it has arrived when the kernel answers,
+so that wait never delays a start; a report made without it says so.
+
 Never raises for a probe that fails: an unverified sandbox gets a report saying so, and starting
 the sandbox goes on (the report, not an exception, tells the user).
 """
@@ -14,6 +19,7 @@ the sandbox goes on (the report, not an exception, tells the user).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -22,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend import SandboxBackend, SandboxInfo
+from ..backend import EngineStats, SandboxBackend, SandboxInfo
 from ..errors import SandboxError
 from ..hostdir import SandboxDirectory
 from .checks import build_report
@@ -138,9 +144,12 @@ async def attest(
     timeout: float = PROBE_TIMEOUT,
     probe: dict[str, Any] | None = None,
     info: SandboxInfo | None = None,
+    engine_sample: asyncio.Future[EngineStats | None] | None = None,
 ) -> AttestationReport:
     """Probe one running sandbox (unless the boot-time ``probe`` output is given) and compare
-    with ``expected``; ``info`` is what the engine just said of it, when the caller asked.
+    with ``expected``; ``info`` is what the engine just said of it, when the caller asked, and
+    ``engine_sample`` a stats request made earlier (:func:`request_engine_sample`), used only if
+    it has answered.
     Never raises SandboxError."""
     start = time.monotonic()
 
@@ -159,9 +168,11 @@ async def attest(
         given(probe) if probe is not None else run_probe(backend, sandbox_id, timeout),
         quietly(backend.engine_facts()),
         given(info) if info is not None else quietly(backend.inspect(sandbox_id)),
-        quietly(backend.stats(sandbox_id)),
+        given(arrived(engine_sample))
+        if engine_sample is not None
+        else quietly(backend.stats(sandbox_id)),
     )
-    return build_report(
+    report = build_report(
         sandbox_id,
         {**output, "ran_by": ran_by},
         expected,
@@ -170,6 +181,34 @@ async def attest(
         info=inspected,
         engine_stats=stats,
     )
+    if stats is None and engine_sample is not None and not engine_sample.done():
+        note = (
+            "host cgroup: the engine had no sample of it yet when the kernel answered (Docker "
+            "samples once a second); asking for the attestation again with refresh measures it"
+        )
+        report = dataclasses.replace(report, notes=[*report.notes, note])
+    return report
+
+
+def request_engine_sample(
+    backend: SandboxBackend, sandbox_id: str
+) -> asyncio.Future[EngineStats | None]:
+    """Ask the engine for a sandbox's stats now, for :func:`attest` to take later if it has
+    answered by then; the request never fails (None, with a warning)."""
+
+    async def sample() -> EngineStats | None:
+        try:
+            return await backend.stats(sandbox_id)
+        except Exception as exc:
+            log.warning("attestation of sandbox %s: %s", sandbox_id, exc)
+            return None
+
+    return asyncio.ensure_future(sample())
+
+
+def arrived(sample: asyncio.Future[EngineStats | None]) -> EngineStats | None:
+    """What an engine sample request answered, if it has answered by now."""
+    return sample.result() if sample.done() and not sample.cancelled() else None
 
 
 async def record_attestation(
@@ -179,14 +218,22 @@ async def record_attestation(
     timeout: float = PROBE_TIMEOUT,
     probe: dict[str, Any] | None = None,
     info: SandboxInfo | None = None,
+    engine_sample: asyncio.Future[EngineStats | None] | None = None,
 ) -> AttestationReport:
     """Attest a sandbox of ``manager`` and store the report in its state file; ``probe`` is the
     boot-time probe's output when there is one (see :func:`read_boot_probe`), ``info`` the
-    engine's view when the caller has just asked for it."""
+    engine's view when the caller has just asked for it, ``engine_sample`` as :func:`attest`
+    takes it."""
     directory = SandboxDirectory(manager.settings.state_path, sandbox_id)
     expected = expected_from_state(manager, directory.read_state())
     report = await attest(
-        manager.backend, sandbox_id, expected, timeout=timeout, probe=probe, info=info
+        manager.backend,
+        sandbox_id,
+        expected,
+        timeout=timeout,
+        probe=probe,
+        info=info,
+        engine_sample=engine_sample,
     )
     try:
         manager.update_state(sandbox_id, attestation=report.as_dict())
