@@ -10,7 +10,7 @@ from .backend import ContainerSpec, ExecResult, SandboxBackend, SandboxInfo
 from .errors import SandboxError
 from .limits import SandboxLimits
 from .manager import Sandbox, SandboxManager, SandboxRequest
-from .pool import WarmPool
+from .pool_filler import WarmPool
 from .settings import SandboxSettings
 
 __all__ = [
