@@ -242,6 +242,20 @@ async def test_attestation_of_a_real_sandbox(
 
 
 @pytest.mark.integration
+async def test_an_image_whose_supervisor_runs_no_probe_is_attested_through_exec(
+    manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As with an image built before the boot-time probe (or a custom supervisor): nothing in the
+    # sandbox takes the probe the host leaves, so the host runs it through docker exec.
+    monkeypatch.setattr(attestation.run, "BOOT_PROBE", "attestation-probe-unknown-to-the-image.py")
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    result = await manager.attestation("alice", sandbox.sandbox_id)
+    assert result.probe["ran_by"] == "docker exec"
+    assert result.ok, result.findings
+    assert result.value("processes")["privileged"] == []
+
+
+@pytest.mark.integration
 async def test_a_probe_that_cannot_run_does_not_stop_the_start(
     manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
