@@ -9,8 +9,8 @@ on every start (~0.4 s under gVisor). Later, or for an image whose supervisor do
 
 The engine's view of the host cgroup comes from its stats, which Docker samples once a second:
 a request waits up to a second for the next sample. At start the request is made as the
-container starts (:func:`request_engine_sample`) and taken only if it has arrived when the kernel answers,
-so that wait never delays a start; a report made without it says so.
+container starts (:func:`request_engine_sample`) and taken only if it has answered by the time
+the kernel does, so that wait never delays a start; a report made without it says so.
 
 Never raises for a probe that fails: an unverified sandbox gets a report saying so, and starting
 the sandbox goes on (the report, not an exception, tells the user).
