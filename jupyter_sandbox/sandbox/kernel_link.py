@@ -65,7 +65,7 @@ async def wait_until_ready(
         reply = await _first_reply(client, deadline, still_running)
         # The reply proves shell works; iopub may still be joining (ZMQ's slow-joiner): ask
         # again until a status message arrives on it.
-        while not await _iopub_message(client):
+        while not await _iopub_message(client, deadline):
             await _check(deadline, still_running, timeout)
             client.kernel_info()
         return reply
@@ -82,7 +82,7 @@ async def _first_reply(
     client.kernel_info()
     while True:
         try:
-            msg = await client.get_shell_msg(timeout=POLL_SECONDS)
+            msg = await client.get_shell_msg(timeout=_wait(deadline))
         except queue.Empty:  # nothing yet
             pass
         else:
@@ -91,12 +91,18 @@ async def _first_reply(
         await _check(deadline, still_running, deadline - time.monotonic())
 
 
-async def _iopub_message(client: AsyncKernelClient) -> bool:
+async def _iopub_message(client: AsyncKernelClient, deadline: float) -> bool:
     try:
-        await client.get_iopub_msg(timeout=POLL_SECONDS)
+        await client.get_iopub_msg(timeout=_wait(deadline))
     except queue.Empty:
         return False
     return True
+
+
+def _wait(deadline: float) -> float:
+    """Seconds to wait for the next message: a poll's worth, but never past ``deadline`` (a
+    reply after it must not count, however short the start timeout)."""
+    return max(0.0, min(POLL_SECONDS, deadline - time.monotonic()))
 
 
 async def _check(
