@@ -137,7 +137,7 @@ async def shut_kernel_down(
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                reply = await client.control_channel.get_msg(timeout=POLL_SECONDS)
+                reply = await client.control_channel.get_msg(timeout=_wait(deadline))
             except queue.Empty:
                 continue
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:

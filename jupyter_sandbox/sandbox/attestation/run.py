@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,24 +154,17 @@ async def attest(
     Never raises SandboxError."""
     start = time.monotonic()
 
-    async def quietly(call: Any) -> Any:
-        try:
-            return await call
-        except Exception as exc:
-            log.warning("attestation of sandbox %s: %s", sandbox_id, exc)
-            return None
-
     async def given(value: Any) -> Any:
         return value
 
     ran_by = "the sandbox's supervisor at boot" if probe is not None else "docker exec"
     output, facts, inspected, stats = await asyncio.gather(
         given(probe) if probe is not None else run_probe(backend, sandbox_id, timeout),
-        quietly(backend.engine_facts()),
-        given(info) if info is not None else quietly(backend.inspect(sandbox_id)),
+        quietly(sandbox_id, backend.engine_facts()),
+        given(info) if info is not None else quietly(sandbox_id, backend.inspect(sandbox_id)),
         given(arrived(engine_sample))
         if engine_sample is not None
-        else quietly(backend.stats(sandbox_id)),
+        else quietly(sandbox_id, backend.stats(sandbox_id)),
     )
     report = build_report(
         sandbox_id,
@@ -195,15 +189,17 @@ def request_engine_sample(
 ) -> asyncio.Future[EngineStats | None]:
     """Ask the engine for a sandbox's stats now, for :func:`attest` to take later if it has
     answered by then; the request never fails (None, with a warning)."""
+    return asyncio.ensure_future(quietly(sandbox_id, backend.stats(sandbox_id)))
 
-    async def sample() -> EngineStats | None:
-        try:
-            return await backend.stats(sandbox_id)
-        except Exception as exc:
-            log.warning("attestation of sandbox %s: %s", sandbox_id, exc)
-            return None
 
-    return asyncio.ensure_future(sample())
+async def quietly(sandbox_id: str, call: Awaitable[Any]) -> Any:
+    """What an engine call for the attestation of ``sandbox_id`` returns, or None (with a
+    warning) when it fails: one missing fact must not stop the report."""
+    try:
+        return await call
+    except Exception as exc:
+        log.warning("attestation of sandbox %s: %s", sandbox_id, exc)
+        return None
 
 
 def arrived(sample: asyncio.Future[EngineStats | None]) -> EngineStats | None:
