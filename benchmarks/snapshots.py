@@ -13,11 +13,16 @@ times each (median reported):
 - ``tar -c`` / ``tar -x``: plain GNU tar of the same bytes in a directory on the host, to and
   from a file on the same disk as the snapshots (the target: persist and hydrate <= 1.5x).
 
-Memory snapshots are refused on this host (see docs/snapshots.md); the table says so rather
-than time them. Needs the Docker engine and the sandbox image. From the checkout:
+The workspace sandboxes are made without the kernel bridge, so their "memory" column says a
+memory snapshot is refused. ``--memory MB`` (repeatable) times memory snapshots instead: a runsc
+sandbox made for them (``SandboxSettings.memory_snapshots``) whose kernel holds MB of random
+bytes is checkpointed (the sandbox stops) and restored, ``--runs`` times; reported: the
+checkpoint, the restore up to the kernel answering again, and the size of the engine's image.
+Needs the Docker engine (in experimental mode for ``--memory``) and the sandbox image:
 
     .venv/bin/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200 \
         [--transport exec --transport host-dir] [--runs 3]
+    .venv/bin/python benchmarks/snapshots.py --memory 10 --memory 500 --runs 3
 """
 
 from __future__ import annotations
@@ -105,7 +110,7 @@ async def measure(
             await timed(lambda: snapshots.hydrate(OWNER, made["id"], target.sandbox_id))  # noqa: B023
         )
         await manager.remove(OWNER, target.sandbox_id)
-        snapshots.delete(OWNER, made["id"])
+        await snapshots.delete(OWNER, made["id"])
     try:
         await snapshots.checkpoint(OWNER, source.sandbox_id)
         memory = "taken"
@@ -127,11 +132,50 @@ async def measure(
     }
 
 
+async def measure_memory(manager: SandboxManager, megabytes: int, runs: int) -> dict[str, Any]:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    sandbox = await manager.create(OWNER, runtime="runsc", purpose=PURPOSE)
+    client = AsyncKernelClient()
+    client.load_connection_info(sandbox.connection_info)
+    client.start_channels()
+    reply = await client.execute_interactive(f"import os; data = os.urandom({megabytes} << 20)")
+    client.stop_channels()
+    assert reply["content"]["status"] == "ok", reply
+    checkpoint, restore, sizes = [], [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        made = await manager.snapshots.checkpoint(OWNER, sandbox.sandbox_id)
+        checkpoint.append(time.perf_counter() - started)
+        sizes.append((made["size"] or 0) / 1024**2)
+        started = time.perf_counter()
+        await manager.snapshots.restore_memory(OWNER, made["id"])
+        restore.append(time.perf_counter() - started)
+        await manager.snapshots.delete(OWNER, made["id"])
+    await manager.remove(OWNER, sandbox.sandbox_id)
+    return {
+        "kernel holds MiB": megabytes,
+        "checkpoint s": statistics.median(checkpoint),
+        "restore s": statistics.median(restore),
+        "image MiB": statistics.median(sizes),
+    }
+
+
 async def _persist(made: dict[str, Any], snapshots: Any, sandbox_id: str) -> None:
     made.update(await snapshots.persist(OWNER, sandbox_id))
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        if "kernel holds MiB" in r:
+            print(
+                f"memory snapshot (runsc): kernel holds {r['kernel holds MiB']} MiB: checkpoint "
+                f"{r['checkpoint s']:.2f} s, restore {r['restore s']:.2f} s, image "
+                f"{r['image MiB']:.0f} MiB"
+            )
+    rows = [r for r in rows if "kernel holds MiB" not in r]
+    if not rows:
+        return
     print(
         f"{'runtime':7} {'transport':9} {'MiB':>5} {'persist s':>9} {'MB/s':>6} "
         f"{'hydrate s':>9} {'MB/s':>6} {'tar -c s':>8} {'tar -x s':>8} "
@@ -155,16 +199,20 @@ async def main() -> None:
     parser.add_argument("--transport", action="append", choices=["exec", "host-dir"])
     parser.add_argument("--size", action="append", type=int, help="workspace MiB (repeatable)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--memory", action="append", type=int, help="kernel MiB (repeatable)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jsbx-bench-", dir="/tmp"))
     config = Config()
     config.SandboxSettings.state_dir = str(work / "state")
     config.Snapshots.snapshot_dir = str(work / "snapshots")
     config.WarmPool.size = 0
+    config.SandboxSettings.memory_snapshots = bool(args.memory)
     manager = SandboxManager.from_config(config)
     rows = []
     try:
-        for runtime in args.runtime or ["runc", "runsc"]:
+        for megabytes in args.memory or []:
+            rows.append(await measure_memory(manager, megabytes, args.runs))
+        for runtime in [] if args.memory else args.runtime or ["runc", "runsc"]:
             for transport in args.transport or ["exec", "host-dir"]:
                 for megabytes in args.size or [10, 200]:
                     rows.append(

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Awaitable
 
 from jupyter_core.application import JupyterApp
-from traitlets import Unicode
+from traitlets import Bool, Enum, Unicode
 
 from ._version import __version__
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
@@ -62,14 +62,26 @@ def _aliases(cls: str) -> dict[str, str]:
 
 class CreateApp(_SnapshotCommand):
     name = "jupyter-sandbox-snapshot-create"
-    description = "Store a snapshot of a sandbox's /workspace; prints its id."
-    usage = "create SANDBOX_ID [--note=TEXT]"
+    description = (
+        "Store a snapshot of a sandbox's /workspace, or with --kind=memory checkpoint its live "
+        "kernel (runsc; the sandbox stops unless --leave-running); prints its id."
+    )
+    usage = "create SANDBOX_ID [--note=TEXT] [--kind=workspace|memory] [--leave-running]"
     note = Unicode("", config=True, help="A note stored with the snapshot (at most 200 chars).")
-    aliases = {**_aliases("CreateApp"), "note": "CreateApp.note"}
+    kind = Enum(["workspace", "memory"], "workspace", config=True, help="What to snapshot.")
+    leave_running = Bool(
+        False, config=True, help="A memory snapshot leaves the sandbox running (default: stops)."
+    )
+    aliases = {**_aliases("CreateApp"), "note": "CreateApp.note", "kind": "CreateApp.kind"}
+    flags = {
+        "leave-running": ({"CreateApp": {"leave_running": True}}, leave_running.help),
+    }
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id = self.argument("SANDBOX_ID")
-        made = await manager.snapshots.persist(owner, sandbox_id, note=self.note)
+        made = await manager.snapshots.persist(
+            owner, sandbox_id, note=self.note, kind=self.kind, leave_running=self.leave_running
+        )
         print(made["id"])
         return 0
 
@@ -80,12 +92,13 @@ class ListApp(_SnapshotCommand):
     aliases = _aliases("ListApp")
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  NOTE")
+        print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  KIND  NOTE")
         for item in manager.snapshots.list_snapshots(owner):
             source = item.get("source", {}).get("sandbox") or "(imported)"
+            size = "?" if item.get("size") is None else item["size"]
             print(
-                f"{item['id']:16}  {item['created']:32}  {item['size']:>12}  {source:12}  "
-                f"{item.get('note', '')}"
+                f"{item['id']:16}  {item['created']:32}  {size:>12}  {source:12}  "
+                f"{item.get('kind', 'workspace')}  {item.get('note', '')}"
             )
         return 0
 
@@ -93,8 +106,8 @@ class ListApp(_SnapshotCommand):
 class RestoreApp(_SnapshotCommand):
     name = "jupyter-sandbox-snapshot-restore"
     description = (
-        "Restore a snapshot into a running sandbox (--sandbox) or into a new one; prints the "
-        "sandbox's id."
+        "Restore a snapshot into a running sandbox (--sandbox) or into a new one, or a memory "
+        "snapshot into its own sandbox; prints the sandbox's id."
     )
     usage = "restore SNAPSHOT_ID [--sandbox=SANDBOX_ID] [--runtime=runsc|runc]"
     sandbox = Unicode(
@@ -109,6 +122,9 @@ class RestoreApp(_SnapshotCommand):
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         snapshot_id = self.argument("SNAPSHOT_ID")
+        if manager.snapshots.get(owner, snapshot_id)["kind"] == "memory":
+            print((await manager.snapshots.restore_memory(owner, snapshot_id)).sandbox_id)
+            return 0
         if self.sandbox:
             await manager.snapshots.hydrate(owner, snapshot_id, self.sandbox)
             print(self.sandbox)
@@ -131,7 +147,7 @@ class DeleteApp(_SnapshotCommand):
     aliases = _aliases("DeleteApp")
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        manager.snapshots.delete(owner, self.argument("SNAPSHOT_ID"))
+        await manager.snapshots.delete(owner, self.argument("SNAPSHOT_ID"))
         return 0
 
 

@@ -3,7 +3,8 @@
 #
 # Idempotent: when an engine already answers and runsc is registered, it changes nothing.
 # Otherwise, as root on Debian/Ubuntu, it installs docker.io, runsc and debootstrap (on Debian 12,
-# runsc from bookworm-backports, also replacing an older one), registers runsc in
+# runsc from bookworm-backports, also replacing an older one), registers runsc and turns on the
+# daemon's experimental mode (Docker's checkpoints, for memory snapshots, need it) in
 # /etc/docker/daemon.json (keeping every other key the file holds), starts dockerd in the
 # background with a log file when there is no systemd, and waits until it answers.
 # It prints each thing it did. Called by the Makefile, the README and .ci/run.
@@ -18,9 +19,20 @@ MIN_RUNSC_RELEASE=20240101
 say() { printf 'engine-bootstrap: %s\n' "$*"; }
 engine_answers() { docker info >/dev/null 2>&1; }
 runsc_registered() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+experimental() { [ "$(docker info --format '{{.ExperimentalBuild}}' 2>/dev/null)" = true ]; }
+start_dockerd() {
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    say "starting docker with systemctl"
+    systemctl start docker
+  else
+    say "starting dockerd in the background (log: $DOCKERD_LOG)"
+    nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 "$WAIT_SECONDS"); do engine_answers && break; sleep 1; done
+}
 am_root() { [ "$(id -u)" -eq 0 ]; }
 
-if engine_answers && runsc_registered; then
+if engine_answers && runsc_registered && experimental; then
   if command -v debootstrap >/dev/null 2>&1 || ! am_root; then
     say "Docker engine answers and the runsc runtime is registered; nothing to do."
     exit 0
@@ -77,21 +89,33 @@ mkdir -p "$(dirname "$DAEMON_JSON")"
 changed=$(python3 "$(dirname "$0")/register-runsc.py" "$DAEMON_JSON" "$runsc_path")
 [ "$changed" = changed ] && say "registered runsc ($runsc_path) in $DAEMON_JSON"
 
+[ "$changed" = restart ] && say "turned on the daemon's experimental mode in $DAEMON_JSON (memory snapshots)"
+
 if engine_answers; then
-  if [ "$changed" = changed ]; then
-    say "reloading dockerd so it reads the new runtime"
+  if [ "$changed" != unchanged ]; then
+    say "reloading dockerd so it reads $DAEMON_JSON"
     pkill -HUP -x dockerd || true
     for _ in $(seq 1 "$WAIT_SECONDS"); do runsc_registered && break; sleep 1; done
   fi
-else
-  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-    say "starting docker with systemctl"
-    systemctl start docker
-  else
-    say "starting dockerd in the background (log: $DOCKERD_LOG)"
-    nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  # Experimental mode is read only at start, and a restart stops every container (there is no
+  # live-restore here): done only when none runs.
+  if ! experimental; then
+    if [ -n "$(docker ps -q)" ]; then
+      say "dockerd must restart to turn on experimental mode (memory snapshots), but containers"
+      say "are running; restart it when they are done, and run $0 again."
+    else
+      say "restarting dockerd (no container runs) so that it reads experimental mode"
+      if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl stop docker
+      else
+        pkill -x dockerd || true
+        for _ in $(seq 1 "$WAIT_SECONDS"); do pgrep -x dockerd >/dev/null || break; sleep 1; done
+      fi
+      start_dockerd
+    fi
   fi
-  for _ in $(seq 1 "$WAIT_SECONDS"); do engine_answers && break; sleep 1; done
+else
+  start_dockerd
 fi
 
 if ! engine_answers; then

@@ -2,7 +2,9 @@
 """Register gVisor's runsc in a Docker daemon.json, keeping everything else the file holds.
 
 Usage: register-runsc.py DAEMON_JSON RUNSC_PATH
-Prints "changed" when it wrote the file, "unchanged" when runsc was registered as wanted.
+Prints "unchanged" when the file was as wanted, "changed" when it registered runsc (a reload of
+dockerd reads it), "restart" when it also turned on the daemon's experimental mode, which
+Docker's checkpoints (memory snapshots) need and which dockerd reads only when it starts.
 The runtime flags are fixed here; nothing user-controlled reaches them:
   --network=none     the sandbox gets loopback only (containers also run with --network none)
   --host-uds=create  the in-sandbox kernel may create its ipc:// sockets in the bind-mounted
@@ -18,7 +20,7 @@ import sys
 RUNSC_ARGS = ["--network=none", "--host-uds=create"]
 
 
-def register(path: str, runsc: str) -> bool:
+def register(path: str, runsc: str) -> str:
     try:
         with open(path) as f:
             config = json.load(f)
@@ -28,18 +30,24 @@ def register(path: str, runsc: str) -> bool:
         raise SystemExit(f"{path} does not hold a JSON object; fix it by hand")
     wanted = {"path": runsc, "runtimeArgs": RUNSC_ARGS}
     runtimes = config.setdefault("runtimes", {})
-    if runtimes.get("runsc") == wanted:
-        return False
-    runtimes["runsc"] = wanted
+    outcome = "unchanged"
+    if runtimes.get("runsc") != wanted:
+        runtimes["runsc"] = wanted
+        outcome = "changed"
+    if config.get("experimental") is not True:
+        config["experimental"] = True
+        outcome = "restart"
+    if outcome == "unchanged":
+        return outcome
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
     os.replace(tmp, path)
-    return True
+    return outcome
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
-    print("changed" if register(sys.argv[1], sys.argv[2]) else "unchanged")
+    print(register(sys.argv[1], sys.argv[2]))

@@ -9,7 +9,9 @@ seconds to exit on its own and is then killed, as jupyter_client's KernelManager
 can answer shutdown_request and then hang (a stuck control thread, a user's atexit handler).
 
 Each generation binds new socket paths (kernel-g<N>-<port>): gVisor lets a sandbox create host
-Unix sockets but neither unlink nor bind over them again.
+Unix sockets but neither unlink nor bind over them again. A sandbox made for memory snapshots
+gets a TCP connection file instead (``bridge_port_offset`` in it): its kernel listens on
+loopback and the bridge (sandbox_bridge.py) owns the host-facing sockets at the same paths.
 
 At boot it also runs the isolation probe the host left in ``attestation-probe.py`` (the
 package's attestation/probe.py), in this process while the first kernel imports, and leaves
@@ -42,9 +44,10 @@ SHUTDOWN_GRACE = 5.0
 RESTART_POLL = 0.5
 
 
-def connection_file(generation):
-    """The connection file of a kernel generation: the first is the host's own."""
-    if generation == 0:
+def connection_file(generation, bridged):
+    """The connection file of a kernel generation: the first is the host's own. A bridged
+    kernel keeps its TCP ports; the bridge gives each generation its new paths."""
+    if generation == 0 or bridged:
         return CONNECTION
     with open(CONNECTION) as f:
         info = json.load(f)
@@ -136,8 +139,22 @@ def seed_matplotlib_cache():
         shutil.copytree(MATPLOTLIB_CACHE, target)
 
 
+def start_bridge():
+    """The bridge, serving the host's requests, when the connection file asks for one."""
+    with open(CONNECTION) as f:
+        info = json.load(f)
+    if info.get("transport") != "tcp" or "bridge_port_offset" not in info:
+        return None
+    from sandbox_bridge import Bridge  # imports zmq: only for the sandboxes that need it
+
+    bridge = Bridge(IO, info)
+    threading.Thread(target=bridge.serve_requests, daemon=True).start()
+    return bridge
+
+
 def main() -> int:
     seed_matplotlib_cache()
+    bridge = start_bridge()
     stopping = False
     kernel = None
 
@@ -157,11 +174,15 @@ def main() -> int:
             "-m",
             "ipykernel_launcher",
             "-f",
-            connection_file(generation),
+            connection_file(generation, bridge is not None),
         ]
         # Its own session: an interrupt (SIGINT to the kernel's group) also reaches the
         # processes a cell started, and they can all be ended together below.
         kernel = subprocess.Popen(kernel_command, start_new_session=True)
+        if bridge is not None:
+            following = threading.Thread(target=bridge.follow_kernel, args=(generation, kernel))
+            following.daemon = True
+            following.start()
         if probe is not None:  # while the kernel imports: it measures the kernel's process too
             run_boot_probe(probe)
             probe = None

@@ -144,6 +144,8 @@ class EngineFacts:
     cgroup_version: str
     swap_limit: bool  # whether memory+swap limits are enforced
     kernel_version: str = ""  # the engine host's kernel release (uname -r)
+    experimental: bool = False  # the daemon's experimental mode (checkpoints need it)
+    root_dir: str = ""  # the engine's data directory (where it keeps checkpoints)
 
 
 @dataclass(frozen=True)
@@ -284,6 +286,20 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     async def resume(self, sandbox_id: str) -> None:
         """Thaw a paused sandbox."""
+
+    @abc.abstractmethod
+    async def checkpoint(self, sandbox_id: str, name: str, *, leave_running: bool) -> None:
+        """Save the running sandbox's memory and processes as checkpoint ``name``; it exits
+        unless ``leave_running``. Called by snapshots/memory.py only once the sandbox holds no
+        host socket (the engine's runtime may stop a sandbox whose checkpoint fails)."""
+
+    @abc.abstractmethod
+    async def start_from_checkpoint(self, sandbox_id: str, name: str) -> None:
+        """Start the stopped sandbox from checkpoint ``name`` instead of afresh."""
+
+    @abc.abstractmethod
+    async def remove_checkpoint(self, sandbox_id: str, name: str) -> None:
+        """Delete checkpoint ``name``; a missing one (or sandbox) is fine."""
 
     @abc.abstractmethod
     async def logs(self, sandbox_id: str, tail: int = 50) -> str:

@@ -20,6 +20,8 @@ def facts_from_info(info: dict[str, Any]) -> EngineFacts:
         cgroup_version=str(info.get("CgroupVersion", "?")),
         swap_limit=bool(info.get("SwapLimit", True)),
         kernel_version=str(info.get("KernelVersion", "")),
+        experimental=bool(info.get("ExperimentalBuild", False)),
+        root_dir=str(info.get("DockerRootDir", "")),
     )
 
 

@@ -74,7 +74,7 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
         if name in registered:
             detail = f"registered as '{name}'"
             if runtime == "runsc":
-                detail += f" ({_command_version(['runsc', '--version']) or 'version unknown'})"
+                detail += f" ({command_version(['runsc', '--version']) or 'version unknown'})"
             checks.append(Check(f"runtime {runtime}", "ok", detail))
             usable.append(runtime)
         else:
@@ -134,7 +134,7 @@ def outdated_runtimes(docker_version: str) -> list[Check]:
                 "upgrade Docker to 26.0.0 or later (or 25.0.4 / 23.0.11)",
             )
         )
-    runc = _command_version(["runc", "--version"])
+    runc = command_version(["runc", "--version"])
     if runc and version_tuple(runc) < MIN_RUNC:
         found.append(
             Check(
@@ -144,7 +144,7 @@ def outdated_runtimes(docker_version: str) -> list[Check]:
                 "upgrade runc to 1.2.8 or later; gVisor (runsc) does not depend on it for isolation",
             )
         )
-    release = runsc_release(_command_version(["runsc", "--version"]))
+    release = runsc_release(command_version(["runsc", "--version"]))
     if release and release < MIN_RUNSC_RELEASE:
         found.append(
             Check(
@@ -180,7 +180,7 @@ async def _smoke(manager: SandboxManager, runtime: str) -> Check:
         await manager.remove("doctor", sandbox.sandbox_id)
 
 
-def _command_version(argv: list[str]) -> str:
+def command_version(argv: list[str]) -> str:
     if shutil.which(argv[0]) is None:
         return ""
     try:

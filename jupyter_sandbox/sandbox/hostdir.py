@@ -8,6 +8,8 @@ Layout (the whole tree is 0700, owned by the host user)::
         io/             bind-mounted at /run/sandbox; owned by the sandbox's uid
             kernel.json     the sandbox's copy of that connection file (its own fresh key)
             kernel-1..5     the kernel's ipc:// sockets, created from inside the sandbox
+                            (by the bridge, for a sandbox made for memory snapshots)
+            bridge-request, bridge-state   the host's requests to that bridge, its answers
             attestation-probe.py, attestation.json   the isolation probe run at boot, its output
 
 The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
@@ -21,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -96,8 +99,25 @@ class SandboxDirectory:
 
     def request_restart(self, generation: int) -> None:
         """Tell the sandbox's supervisor to start kernel ``generation`` when this one exits."""
-        self.restart_flag.write_text(str(generation))
-        self.restart_flag.chmod(0o644)
+        self.write_for_sandbox(self.restart_flag.name, str(generation))
+
+    def write_for_sandbox(self, name: str, text: str) -> None:
+        """Put a file ``name`` in ``io/`` for the running sandbox to read, atomically.
+
+        ``io/`` is writable from inside, so nothing there is followed: the text goes to a new
+        file of a random name (``O_EXCL | O_NOFOLLOW``, mode set on the descriptor), which is
+        then renamed over ``name``; whatever the sandbox put at either name is replaced, never
+        written through. World-readable: the sandbox's uid may not be the host's.
+        """
+        staging = self.io / f".{name}.{secrets.token_hex(6)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(staging, flags, 0o600)
+        try:
+            os.fchmod(fd, 0o644)
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.replace(staging, self.io / name)
 
     def update_state(self, **changes: Any) -> dict[str, Any]:
         """Merge ``changes`` into the state file, atomically for readers and writers alike.
@@ -115,9 +135,13 @@ class SandboxDirectory:
             os.close(fd)  # releases the lock
         return state
 
-    def write_connection_file(self, info: dict[str, Any], uid: int) -> None:
+    def write_connection_file(
+        self, info: dict[str, Any], uid: int, sandbox_copy: dict[str, Any] | None = None
+    ) -> None:
+        """The host's copy is ``info``; the sandbox's is ``sandbox_copy`` when it differs (a
+        bridged kernel listens on TCP inside, see kernel_link.bridged_connection_info)."""
         write_json_atomic(self.host_connection_file, info, mode=0o600)
-        write_json_atomic(self.connection_file, info, mode=0o600)
+        write_json_atomic(self.connection_file, sandbox_copy or info, mode=0o600)
         self._give(self.connection_file, uid)
 
     def write_state(self, state: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from .errors import SandboxStartError, SandboxStartTimeoutError
 
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+# A bridged kernel (see bridged_connection_info) listens on these TCP ports plus the offset.
+BRIDGE_PORT_OFFSET = 50000
 # How often a not-yet-connected ipc:// socket retries; also the poll of the container's state.
 RECONNECT_MS = 20
 POLL_SECONDS = 0.25
@@ -36,6 +38,23 @@ def new_connection_info(socket_prefix: str) -> dict[str, Any]:
         "key": secrets.token_hex(32),
         "signature_scheme": "hmac-sha256",
         "kernel_name": "python3",
+    }
+
+
+def bridged_connection_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox's copy of ``info`` for a kernel behind the bridge (memory snapshots).
+
+    The kernel listens on loopback TCP inside the sandbox; the supervisor's bridge
+    (images/python/sandbox_bridge.py) listens at the ``ipc://`` paths the host connects to and
+    copies bytes to port ``n + bridge_port_offset``, so the host's side does not change.
+    """
+    ports = {name: info[name] + BRIDGE_PORT_OFFSET for name in PORTS}
+    return {
+        **info,
+        **ports,
+        "transport": "tcp",
+        "ip": "127.0.0.1",
+        "bridge_port_offset": BRIDGE_PORT_OFFSET,
     }
 
 

@@ -115,7 +115,8 @@ class SandboxManager(SandboxStarter):
     async def find_context(self, owner: str, context: str) -> SandboxInfo | None:
         """``owner``'s running sandbox for ``context``, if there is one.
 
-        A sandbox of that context that is no longer running is removed on the way.
+        A sandbox of that context stopped by a memory snapshot is restored from it (the kernel
+        that asks resumes where it was); one that is no longer running otherwise is removed.
         """
         check_context(context)
         state_dir = self.settings.state_path
@@ -135,6 +136,9 @@ class SandboxManager(SandboxStarter):
                 continue
             if info.running:
                 return info
+            if state.get("checkpointed"):
+                restored = await self.snapshots.restore_memory(owner, state["checkpointed"])
+                return restored.info
             await self._discard(info.sandbox_id, directory)
         return None
 

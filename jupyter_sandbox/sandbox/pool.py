@@ -79,6 +79,7 @@ def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
         "workspace": [request.workspace.mode, request.workspace.source, request.workspace.note],
         "uid": settings.effective_uid,
         "read_only_root": settings.read_only_root,
+        "memory_snapshots": settings.memory_snapshots,
         "runsc_host_pids_limit": settings.runsc_host_pids_limit,
         "stop_timeout": settings.stop_timeout,
         "log_max_size": settings.log_max_size,

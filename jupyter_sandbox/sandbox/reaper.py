@@ -3,7 +3,8 @@
 "Ours" means a labelled container whose host directory lies under this manager's state
 directory, so two host users sharing one engine never reap each other's sandboxes. The engine is
 the truth for existence: a host directory without a container is stale, and a container without
-its host directory (or whose kernel has exited) is an orphan. Warm pool members waiting with a
+its host directory (or whose kernel has exited, unless a memory snapshot stopped it) is an
+orphan. Warm pool members waiting with a
 ticket are left alone; one that lost its claimer (see pool.is_stale_member) is reaped.
 """
 
@@ -53,7 +54,11 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
         directory = SandboxDirectory(state_dir, info.sandbox_id)
         young = _age(directory.root) < grace
         orphan = not directory.exists() and not young
-        failed = info.status in DEAD_STATES or (info.status == "created" and not young)
+        # A sandbox stopped by its memory snapshot is kept until it is restored or removed.
+        checkpointed = bool(directory.read_state().get("checkpointed"))
+        failed = (info.status in DEAD_STATES and not checkpointed) or (
+            info.status == "created" and not young
+        )
         abandoned = _abandoned(directory, info.owner, grace)
         stale_member = pool.is_stale_member(state_dir, directory, grace)
         if orphan or failed or abandoned or stale_member:

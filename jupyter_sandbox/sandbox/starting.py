@@ -36,7 +36,12 @@ from .contexts import check_context
 from .errors import InvalidSettingError, SandboxNotFoundError, SandboxStartError
 from .hostdir import SandboxDirectory
 from .identity import check_owner, check_sandbox_id
-from .kernel_link import new_connection_info, wait_until_ready, with_socket_prefix
+from .kernel_link import (
+    bridged_connection_info,
+    new_connection_info,
+    wait_until_ready,
+    with_socket_prefix,
+)
 from .limits import SandboxLimits
 from .network import NetworkSettings, apply_policy, stop_proxy
 from .quotas import SandboxQuotas, usage_of
@@ -207,7 +212,10 @@ class SandboxStarter(LoggingConfigurable):
             if workspace.mode == "copy-on-write":
                 directory.create_overlay(uid)
             connection = new_connection_info(directory.container_socket_prefix())
-            directory.write_connection_file(connection, uid)
+            # Only runsc can checkpoint a kernel, and only one behind the bridge (settings).
+            bridged = self.settings.memory_snapshots and request.runtime == "runsc"
+            sandbox_copy = bridged_connection_info(connection) if bridged else None
+            directory.write_connection_file(connection, uid, sandbox_copy)
             stage_boot_probe(directory)  # run by the sandbox's supervisor as the kernel starts
             now = now_iso()
             state: dict[str, Any] = {
@@ -220,6 +228,7 @@ class SandboxStarter(LoggingConfigurable):
                 "limits": request.limits.as_settings(),
                 "workspace": {"mode": workspace.mode, "note": workspace.note},
                 "notebook": notebook,
+                "bridged": bridged,
             }
             if pool_key is not None:
                 state["pool"] = pool_key

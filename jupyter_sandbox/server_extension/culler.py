@@ -110,6 +110,9 @@ class SandboxCuller(LoggingConfigurable):
         idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
         if self.ttl and age >= self.ttl:
             return f"older than its time to live ({self.ttl:g} s)"
+        # Stopped by a memory snapshot, it holds no memory or CPU: only its time to live counts.
+        if state.get("checkpointed"):
+            return None
         if self.idle_timeout and idle >= self.idle_timeout and (self.cull_attached or not attached):
             return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout:g} s)"
         return None

@@ -1,11 +1,13 @@
 """REST handlers of snapshots (documented in openapi.yaml beside this file).
 
 * ``POST /api/sandboxes/{id}/snapshots``: store a snapshot of the sandbox's /workspace
-  (``{"kind": "memory"}`` is refused with 501 ``memory_snapshot_unsupported``);
+  or, with ``{"kind": "memory"}``, checkpoint its live kernel (501 ``memory_snapshot_unsupported``
+  where that cannot work; ``"leave_running": true`` keeps the sandbox running);
 * ``GET /api/snapshots``: the user's snapshots; ``POST /api/snapshots``: import a tar (the
   request body, plain or gzip), checked like any restore;
 * ``GET`` / ``DELETE /api/snapshots/{id}``; ``GET /api/snapshots/{id}/download``: the tar;
-* ``POST /api/snapshots/{id}/restore``: restore into a running sandbox (``{"sandbox": id}``).
+* ``POST /api/snapshots/{id}/restore``: restore into a running sandbox (``{"sandbox": id}``);
+  a memory snapshot restores its own sandbox (no body).
 
 A new sandbox from a snapshot is ``POST /api/sandboxes`` with ``"snapshot": id`` (handlers.py).
 Like every handler, each is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``)
@@ -34,7 +36,18 @@ DOWNLOAD_CHUNK = 1024**2
 
 def snapshot_model(metadata: dict[str, Any]) -> dict[str, Any]:
     """The JSON of one snapshot (schema ``Snapshot``): its metadata, no host paths."""
-    keys = ("id", "owner", "kind", "created", "source", "size", "sha256", "members")
+    keys: tuple[str, ...] = (
+        "id",
+        "owner",
+        "kind",
+        "created",
+        "source",
+        "size",
+        "sha256",
+        "members",
+    )
+    if metadata.get("kind") == "memory":
+        keys += ("checkpoint_seconds", "left_running")
     return {
         **{key: metadata.get(key) for key in keys},
         "file_bytes": metadata.get("file_bytes", 0),
@@ -63,16 +76,20 @@ class SandboxSnapshotsHandler(SnapshotAPIHandler):
     @authorized
     async def post(self, sandbox_id: str) -> None:
         data = json_object(self.request.body, allow_empty=True)
-        unknown = sorted(set(data) - {"kind", "note"})
+        unknown = sorted(set(data) - {"kind", "note", "leave_running"})
         if unknown:
             raise InvalidRequestError(
-                f"unknown field(s) {', '.join(map(repr, unknown))} for a snapshot; known: kind, note"
+                f"unknown field(s) {', '.join(map(repr, unknown))} for a snapshot; known: kind, "
+                "note, leave_running"
             )
         kind = data.get("kind", "workspace")
         if kind not in KINDS:
             raise InvalidRequestError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        leave_running = data.get("leave_running", False)
+        if not isinstance(leave_running, bool) or (leave_running and kind != "memory"):
+            raise InvalidRequestError("leave_running is true or false, for kind 'memory' only")
         metadata = await self.manager.snapshots.persist(
-            self.owner, sandbox_id, kind=kind, note=_note(data)
+            self.owner, sandbox_id, kind=kind, note=_note(data), leave_running=leave_running
         )
         self.created(metadata)
 
@@ -109,7 +126,7 @@ class SnapshotHandler(SnapshotAPIHandler):
     @web.authenticated
     @authorized
     async def delete(self, snapshot_id: str) -> None:
-        self.manager.snapshots.delete(self.owner, snapshot_id)
+        await self.manager.snapshots.delete(self.owner, snapshot_id)
         self.set_status(204)
         self.finish()
 
@@ -141,12 +158,17 @@ class SnapshotDownloadHandler(SnapshotAPIHandler):
 
 
 class SnapshotRestoreHandler(SnapshotAPIHandler):
-    """``/api/snapshots/{id}/restore``: restore into a running sandbox of the user's."""
+    """``/api/snapshots/{id}/restore``: restore into a running sandbox of the user's; a memory
+    snapshot restores its own sandbox (no body, or its id)."""
 
     @web.authenticated
     @authorized
     async def post(self, snapshot_id: str) -> None:
-        data = json_object(self.request.body)
+        snapshots = self.manager.snapshots
+        data = json_object(self.request.body, allow_empty=True)
+        if snapshots.get(self.owner, snapshot_id)["kind"] == "memory":
+            await self._restore_memory(snapshot_id, data)
+            return
         sandbox_id = data.get("sandbox")
         if set(data) != {"sandbox"} or not isinstance(sandbox_id, str):
             raise InvalidRequestError('the body must be {"sandbox": "<sandbox id>"}')
@@ -159,6 +181,16 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
                 "file_bytes": summary.file_bytes,
             }
         )
+
+    async def _restore_memory(self, snapshot_id: str, data: dict[str, Any]) -> None:
+        own = self.manager.snapshots.get(self.owner, snapshot_id)["source"]["sandbox"]
+        if set(data) - {"sandbox"} or data.get("sandbox", own) != own:
+            raise InvalidRequestError(
+                f"memory snapshot {snapshot_id} restores only into its own sandbox {own}: send "
+                'no body, or {"sandbox": "' + own + '"}'
+            )
+        sandbox = await self.manager.snapshots.restore_memory(self.owner, snapshot_id)
+        self.write_json({"snapshot": snapshot_id, "sandbox": sandbox.sandbox_id})
 
 
 snapshot_handlers = [

@@ -25,10 +25,11 @@ def register(daemon_json: Path) -> str:
 def test_registration_keeps_other_settings_and_is_idempotent(tmp_path: Path) -> None:
     daemon_json = tmp_path / "daemon.json"
     daemon_json.write_text(json.dumps({"log-level": "warn", "runtimes": {"kata": {"path": "/k"}}}))
-    assert register(daemon_json) == "changed"
+    assert register(daemon_json) == "restart"  # experimental mode is new: dockerd must restart
     assert register(daemon_json) == "unchanged"
     config = json.loads(daemon_json.read_text())
     assert config["log-level"] == "warn"
+    assert config["experimental"] is True
     assert config["runtimes"]["kata"] == {"path": "/k"}
     assert config["runtimes"]["runsc"] == {
         "path": "/usr/bin/runsc",
@@ -38,8 +39,14 @@ def test_registration_keeps_other_settings_and_is_idempotent(tmp_path: Path) -> 
 
 def test_registration_creates_a_missing_file(tmp_path: Path) -> None:
     daemon_json = tmp_path / "daemon.json"
-    assert register(daemon_json) == "changed"
+    assert register(daemon_json) == "restart"
     assert "runsc" in json.loads(daemon_json.read_text())["runtimes"]
+
+
+def test_a_new_runtime_path_needs_only_a_reload(tmp_path: Path) -> None:
+    daemon_json = tmp_path / "daemon.json"
+    daemon_json.write_text(json.dumps({"experimental": True}))
+    assert register(daemon_json) == "changed"
 
 
 @pytest.mark.integration

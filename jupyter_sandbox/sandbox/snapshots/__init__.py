@@ -1,9 +1,9 @@
-"""Workspace snapshots: persist a sandbox's /workspace, restore it safely, and the honest
-refusal of memory snapshots. The entry point is :class:`Snapshots` (``manager.snapshots``).
+"""Snapshots: persist a sandbox's /workspace and restore it safely; checkpoint a live runsc
+kernel and restore it (memory snapshots). The entry point is :class:`Snapshots` (``manager.snapshots``).
 
 Modules: archive_rules (what a member may be), archive_scan (reading an archive within caps,
 writing the clean one a sandbox unpacks), storage (one directory per owner, atomic writes),
-persist and hydrate (the tar inside the sandbox), memory (why memory snapshots are refused),
+persist and hydrate (the tar inside the sandbox), memory and kernel_bridge (memory snapshots),
 settings (the traitlets), service (owner checks and the API), errors.
 """
 

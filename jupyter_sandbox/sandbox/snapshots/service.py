@@ -5,8 +5,9 @@ Every method takes the ``owner`` first and checks it: another owner's sandbox or
 :meth:`Snapshots.import_archive`, restored by :meth:`Snapshots.hydrate` (into a running sandbox,
 the same one or another) or :meth:`Snapshots.create_sandbox` (into a new one). Agent code that
 keeps archives itself uses :meth:`Snapshots.persist_to_file` / :meth:`Snapshots.persist_bytes`
-and :meth:`Snapshots.hydrate_file` / :meth:`Snapshots.hydrate_bytes`. Memory snapshots are
-refused up front (memory.py).
+and :meth:`Snapshots.hydrate_file` / :meth:`Snapshots.hydrate_bytes`. Memory snapshots
+(:meth:`Snapshots.checkpoint`, :meth:`Snapshots.restore_memory`) are kept by the engine with
+their sandbox (memory.py); listing, getting and deleting cover both kinds.
 
 Usage (agent code)::
 
@@ -30,14 +31,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..backend import SandboxInfo
-from ..errors import QuotaExceededError
+from ..errors import InvalidRequestError, QuotaExceededError
 from ..hostdir import SandboxDirectory
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
 from .archive_scan import ArchiveSummary, scan_archive
-from .errors import SnapshotTooLargeError
+from .errors import SnapshotNotFoundError, SnapshotTooLargeError
 from .hydrate import hydrate_workspace
-from .memory import memory_snapshot_refusal
+from .memory import MemorySnapshots
 from .persist import archive_workspace
 from .settings import SnapshotSettings
 from .storage import new_snapshot_id
@@ -54,20 +55,26 @@ class Snapshots(SnapshotSettings):
     def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
+        self.memory = MemorySnapshots(manager)
 
     # -- stored snapshots ---------------------------------------------------------------------
 
     async def persist(
-        self, owner: str, sandbox_id: str, *, kind: str = "workspace", note: str = ""
+        self,
+        owner: str,
+        sandbox_id: str,
+        *,
+        kind: str = "workspace",
+        note: str = "",
+        leave_running: bool = False,
     ) -> dict[str, Any]:
         """Store a snapshot of ``owner``'s sandbox; returns its metadata.
 
-        ``kind`` 'memory' (the live kernel) is refused with MemorySnapshotUnsupportedError,
-        before the sandbox is touched.
+        ``kind`` 'memory' is :meth:`checkpoint` (``leave_running`` is its option).
         """
-        info = await self.manager.get(owner, sandbox_id)
         if kind == "memory":
-            raise memory_snapshot_refusal(sandbox_id, info.runtime)
+            return await self.checkpoint(owner, sandbox_id, leave_running=leave_running, note=note)
+        info = await self.manager.get(owner, sandbox_id)
         self._check_quota(owner)
         store = self.store
         with store.new_archive(owner) as (out, temporary):
@@ -97,24 +104,32 @@ class Snapshots(SnapshotSettings):
             return store.commit(owner, temporary, self._metadata(summary, None, note))
 
     def list_snapshots(self, owner: str) -> list[dict[str, Any]]:
-        return self.store.list(owner)
+        """Both kinds, oldest first."""
+        found = self.store.list(owner) + self.memory.list_for(owner)
+        return sorted(found, key=lambda metadata: str(metadata.get("created")))
 
     def get(self, owner: str, snapshot_id: str) -> dict[str, Any]:
-        return self.store.metadata(owner, snapshot_id)
+        try:
+            return self.store.metadata(owner, snapshot_id)
+        except SnapshotNotFoundError:
+            return self.memory.find(owner, snapshot_id)[1]
 
     def archive_path(self, owner: str, snapshot_id: str) -> Path:
         """The stored archive (for a download); SnapshotNotFoundError for another owner's."""
-        return self.store.archive_path(owner, snapshot_id)
+        return self.store.archive_path(owner, self._workspace_snapshot(owner, snapshot_id))
 
-    def delete(self, owner: str, snapshot_id: str) -> None:
-        self.store.delete(owner, snapshot_id)
+    async def delete(self, owner: str, snapshot_id: str) -> None:
+        if self.get(owner, snapshot_id)["kind"] == "memory":
+            await self.memory.delete(owner, snapshot_id)
+        else:
+            self.store.delete(owner, snapshot_id)
 
     async def hydrate(self, owner: str, snapshot_id: str, sandbox_id: str) -> ArchiveSummary:
         """Restore ``owner``'s snapshot into ``owner``'s running sandbox (its own or another).
 
         Files of the snapshot are written over the sandbox's; other files stay.
         """
-        metadata = self.get(owner, snapshot_id)
+        metadata = self.get(owner, self._workspace_snapshot(owner, snapshot_id))
         path = self.store.archive_path(owner, snapshot_id)
         await self.manager.get(owner, sandbox_id)
         return await self._restore(sandbox_id, lambda: open(path, "rb"), metadata["sha256"])
@@ -122,7 +137,8 @@ class Snapshots(SnapshotSettings):
     async def create_sandbox(self, owner: str, snapshot_id: str, **create: Any) -> Sandbox:
         """A new sandbox for ``owner`` (``create``: SandboxManager.create's keywords) whose
         /workspace holds the snapshot. If the restore fails, the new sandbox is removed."""
-        self.get(owner, snapshot_id)  # a missing snapshot fails before anything starts
+        # A missing (or memory) snapshot fails before anything starts.
+        self._workspace_snapshot(owner, snapshot_id)
         sandbox = await self.manager.create(owner, **create)
         try:
             await self.hydrate(owner, snapshot_id, sandbox.sandbox_id)
@@ -171,12 +187,30 @@ class Snapshots(SnapshotSettings):
 
     # -- memory snapshots ---------------------------------------------------------------------
 
-    async def checkpoint(self, owner: str, sandbox_id: str) -> None:
-        """A memory snapshot of the live kernel: always refused here (see memory.py)."""
-        info = await self.manager.get(owner, sandbox_id)
-        raise memory_snapshot_refusal(sandbox_id, info.runtime)
+    async def checkpoint(
+        self, owner: str, sandbox_id: str, *, leave_running: bool = False, note: str = ""
+    ) -> dict[str, Any]:
+        """A memory snapshot of the live kernel (memory.py); the sandbox stops unless
+        ``leave_running``. Refused with MemorySnapshotUnsupportedError where it cannot work."""
+        return await self.memory.checkpoint(
+            owner, sandbox_id, leave_running=leave_running, note=note
+        )
+
+    async def restore_memory(self, owner: str, snapshot_id: str) -> Sandbox:
+        """Bring a memory snapshot's sandbox back to that moment; returns it, kernel answering."""
+        return await self.memory.restore(owner, snapshot_id)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _workspace_snapshot(self, owner: str, snapshot_id: str) -> str:
+        """``snapshot_id`` when it names a workspace snapshot; a memory one has no archive."""
+        if self.get(owner, snapshot_id)["kind"] == "memory":
+            raise InvalidRequestError(
+                f"snapshot {snapshot_id} is a memory snapshot: it has no archive and restores "
+                "only into its own sandbox (POST /api/snapshots/<id>/restore with no sandbox, "
+                "or Snapshots.restore_memory)"
+            )
+        return snapshot_id
 
     @contextlib.contextmanager
     def _private_copy(self, owner: str, source: Path) -> Iterator[Path]:
