@@ -31,6 +31,7 @@ from typing import Any
 
 from .backend import SANDBOX_IO_DIR
 from .errors import InvalidSettingError
+from .identity import is_sandbox_id
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
 MAX_SOCKET_PATH = 100
@@ -50,10 +51,23 @@ def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> No
         raise
 
 
+def sandbox_directories(state_dir: Path) -> list[SandboxDirectory]:
+    """Every sandbox's host directory under ``state_dir``, in name order; the state
+    directory's other entries (pool/, locks/, the zygote's socket...) are skipped."""
+    if not state_dir.is_dir():
+        return []
+    return [
+        SandboxDirectory(state_dir, entry.name)
+        for entry in sorted(state_dir.iterdir())
+        if is_sandbox_id(entry.name)
+    ]
+
+
 class SandboxDirectory:
     """Creates, fills and removes one sandbox's host directory."""
 
     def __init__(self, state_dir: Path, sandbox_id: str) -> None:
+        self.sandbox_id = sandbox_id
         self.root = state_dir / sandbox_id
         self.io = self.root / "io"
         self.state_file = self.root / "state.json"
@@ -96,6 +110,12 @@ class SandboxDirectory:
         self.overlay_upper.mkdir(mode=0o700, parents=True)
         self.overlay_work.mkdir(mode=0o700)
         self._give(self.overlay_upper, uid)
+
+    def next_generation(self) -> int:
+        """Record the next kernel generation (each binds new socket paths) and return it."""
+        generation = int(self.read_state().get("generation", 0)) + 1
+        self.update_state(generation=generation)
+        return generation
 
     def request_restart(self, generation: int) -> None:
         """Tell the sandbox's supervisor to start kernel ``generation`` when this one exits."""

@@ -26,7 +26,7 @@ from .attestation import AttestationReport, record_attestation, stored_report
 from .backend import ExecResult, SandboxBackend, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
-from .hostdir import SandboxDirectory
+from .hostdir import SandboxDirectory, sandbox_directories
 from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
 from .kernel_link import shut_kernel_down, with_socket_prefix
 from .network import NetworkPolicy, NetworkSettings, apply_policy, policy_of_state, read_audit
@@ -119,18 +119,12 @@ class SandboxManager(SandboxStarter):
         that asks resumes where it was); one that is no longer running otherwise is removed.
         """
         check_context(context)
-        state_dir = self.settings.state_path
-        if not state_dir.is_dir():
-            return None
-        for entry in sorted(state_dir.iterdir()):
-            if not is_sandbox_id(entry.name):
-                continue
-            directory = SandboxDirectory(state_dir, entry.name)
+        for directory in sandbox_directories(self.settings.state_path):
             state = directory.read_state()
             if state.get("owner") != owner or state.get("context") != context:
                 continue
             try:
-                info = await self.get(owner, entry.name)
+                info = await self.get(owner, directory.sandbox_id)
             except SandboxNotFoundError:
                 directory.remove()
                 continue
@@ -149,9 +143,7 @@ class SandboxManager(SandboxStarter):
         kernel's generation is recorded host-side first, so whoever attaches next finds it.
         """
         directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
-        generation = int(directory.read_state().get("generation", 0)) + 1
-        directory.update_state(generation=generation)
-        directory.request_restart(generation)
+        directory.request_restart(directory.next_generation())
 
     async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
         """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that

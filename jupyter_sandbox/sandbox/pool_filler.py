@@ -21,8 +21,7 @@ from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
 from .errors import SandboxError
-from .hostdir import SandboxDirectory
-from .identity import is_sandbox_id
+from .hostdir import sandbox_directories
 from .pool import MAX_WANTED, PoolDirectory, pool_key, take, unclaimed_member
 from .process_lock import ProcessLock
 
@@ -239,25 +238,22 @@ class WarmPool(LoggingConfigurable):
                 if info.running
             }
         removed = []
-        for entry in sorted(state_dir.iterdir()) if state_dir.is_dir() else []:
-            if not is_sandbox_id(entry.name):  # pool/, locks/, the zygote's socket...
-                continue
-            directory = SandboxDirectory(state_dir, entry.name)
+        for directory in sandbox_directories(state_dir):
             state = directory.read_state()
             key = state.get("pool")
             if state.get("owner") != self.owner or not unclaimed_member(state):
                 continue
             if not isinstance(key, str) or not drop(key):
                 continue
-            has_ticket = self.directory.has_ticket(key, entry.name)
-            if dead_only and (entry.name in (running or set()) or not has_ticket):
+            has_ticket = self.directory.has_ticket(key, directory.sandbox_id)
+            if dead_only and (directory.sandbox_id in (running or set()) or not has_ticket):
                 continue
             if not take(directory, "pool"):
                 continue
-            self.directory.remove_ticket(key, entry.name)
-            await self.manager.remove(self.owner, entry.name)
+            self.directory.remove_ticket(key, directory.sandbox_id)
+            await self.manager.remove(self.owner, directory.sandbox_id)
             directory.remove()
-            removed.append(entry.name)
+            removed.append(directory.sandbox_id)
         if removed:
             log.info("warm pool: removed %d member(s): %s", len(removed), ", ".join(removed))
         return removed

@@ -17,8 +17,7 @@ from traitlets import Float, Integer, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
 from .errors import QuotaExceededError
-from .hostdir import SandboxDirectory
-from .identity import is_sandbox_id
+from .hostdir import sandbox_directories
 from .limits import SandboxLimits, format_size, parse_size
 from .pool import unclaimed_member
 
@@ -49,12 +48,8 @@ def counts_toward_quota(state: dict[str, Any]) -> bool:
 def usage_of(state_dir: Path, owner: str) -> Usage:
     """Sum the reservations of ``owner``'s sandboxes from their state files."""
     sandboxes, memory, cpus = 0, 0, 0.0
-    if not state_dir.is_dir():
-        return Usage()
-    for entry in state_dir.iterdir():
-        if not is_sandbox_id(entry.name):  # pool/, locks/, the zygote's socket...
-            continue
-        state = SandboxDirectory(state_dir, entry.name).read_state()
+    for directory in sandbox_directories(state_dir):
+        state = directory.read_state()
         if state.get("owner") != owner or not counts_toward_quota(state):
             continue
         limits = state.get("limits") or {}

@@ -39,8 +39,7 @@ from ..backend import EngineFacts, SandboxInfo
 from ..container_spec import now_iso
 from ..contexts import kernel_attached
 from ..errors import SandboxConflictError, SandboxError
-from ..hostdir import SandboxDirectory
-from ..identity import is_sandbox_id
+from ..hostdir import SandboxDirectory, sandbox_directories
 from ..sandbox_types import Sandbox
 from .errors import MemorySnapshotUnsupportedError, SnapshotFailedError, SnapshotNotFoundError
 from .kernel_bridge import close_bridge, open_bridge
@@ -207,7 +206,7 @@ class MemorySnapshots:
     def list_for(self, owner: str) -> list[dict[str, Any]]:
         """``owner``'s memory snapshots, from the state of each of their sandboxes."""
         found: list[dict[str, Any]] = []
-        for directory in self._directories():
+        for directory in sandbox_directories(self.manager.settings.state_path):
             state = directory.read_state()
             if state.get("owner") == owner:
                 found.extend((state.get("memory_snapshots") or {}).values())
@@ -216,11 +215,11 @@ class MemorySnapshots:
     def find(self, owner: str, snapshot_id: str) -> tuple[str, dict[str, Any]]:
         """(sandbox id, metadata) of ``owner``'s memory snapshot; SnapshotNotFoundError."""
         check_snapshot_id(snapshot_id)
-        for directory in self._directories():
+        for directory in sandbox_directories(self.manager.settings.state_path):
             state = directory.read_state()
             snapshots = state.get("memory_snapshots") or {}
             if state.get("owner") == owner and snapshot_id in snapshots:
-                return directory.root.name, snapshots[snapshot_id]
+                return directory.sandbox_id, snapshots[snapshot_id]
         raise SnapshotNotFoundError(f"no snapshot {snapshot_id}")
 
     async def delete(self, owner: str, snapshot_id: str) -> None:
@@ -241,9 +240,7 @@ class MemorySnapshots:
     async def _reattach(self, owner: str, sandbox_id: str, directory: SandboxDirectory) -> Sandbox:
         """New host sockets for the kernel (a new generation, as a restart makes), then the
         usual wait for its answer."""
-        generation = int(directory.read_state().get("generation", 0)) + 1
-        directory.update_state(generation=generation)
-        await open_bridge(directory, generation)
+        await open_bridge(directory, directory.next_generation())
         return await self.manager.attach(owner, sandbox_id)
 
     async def _recover(
@@ -265,16 +262,6 @@ class MemorySnapshots:
 
     def _directory(self, sandbox_id: str) -> SandboxDirectory:
         return SandboxDirectory(self.manager.settings.state_path, sandbox_id)
-
-    def _directories(self) -> list[SandboxDirectory]:
-        state_dir = self.manager.settings.state_path
-        if not state_dir.is_dir():
-            return []
-        return [
-            SandboxDirectory(state_dir, entry.name)
-            for entry in sorted(state_dir.iterdir())
-            if is_sandbox_id(entry.name)
-        ]
 
 
 def checkpoint_bytes(facts: EngineFacts, info: SandboxInfo, name: str) -> int | None:
