@@ -166,8 +166,9 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
     async def post(self, snapshot_id: str) -> None:
         snapshots = self.manager.snapshots
         data = json_object(self.request.body, allow_empty=True)
-        if snapshots.get(self.owner, snapshot_id)["kind"] == "memory":
-            await self._restore_memory(snapshot_id, data)
+        metadata = snapshots.get(self.owner, snapshot_id)
+        if metadata["kind"] == "memory":
+            await self._restore_memory(metadata, data)
             return
         sandbox_id = data.get("sandbox")
         if set(data) != {"sandbox"} or not isinstance(sandbox_id, str):
@@ -182,8 +183,8 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
             }
         )
 
-    async def _restore_memory(self, snapshot_id: str, data: dict[str, Any]) -> None:
-        own = self.manager.snapshots.get(self.owner, snapshot_id)["source"]["sandbox"]
+    async def _restore_memory(self, metadata: dict[str, Any], data: dict[str, Any]) -> None:
+        snapshot_id, own = metadata["id"], metadata["source"]["sandbox"]
         if set(data) - {"sandbox"} or data.get("sandbox", own) != own:
             raise InvalidRequestError(
                 f"memory snapshot {snapshot_id} restores only into its own sandbox {own}: send "
