@@ -1,24 +1,35 @@
 """Reading a workspace archive on the host, within caps, without extracting anything.
 
-:func:`scan_archive` reads a tar stream once (plain, or gzip/bzip2/xz compressed), checks every
+:func:`scan_archive` reads a tar file (plain, or gzip/bzip2/xz compressed) once, checks every
 member against :class:`~.archive_rules.ArchiveRules` and the caps of :class:`ArchiveLimits`, and
-hashes the raw bytes. :func:`write_clean_archive` reads the same stream again and writes a new,
-plain tar of exactly the admitted members with canonical names, owners dropped and modes
-stripped of setuid/setgid/sticky/write-for-others bits. That clean archive is the only thing a
-sandbox ever unpacks: GNU tar in the sandbox never parses bytes this module did not write, so
-differences between Python's and GNU tar's readings of odd headers (the class of
-CVE-2025-4517) cannot be reached.
+hashes the raw bytes. :func:`write_clean_archive` does the same and also writes a new, plain tar
+of exactly the admitted members with canonical names, owners dropped and modes stripped of
+setuid/setgid/sticky/write-for-others bits. That clean archive is the only thing a sandbox ever
+unpacks: GNU tar in the sandbox never parses bytes this module did not write, so differences
+between Python's and GNU tar's readings of odd headers (the class of CVE-2025-4517) cannot be
+reached.
 
-The caps bound the work: the raw bytes read, the member count, and the bytes the members
-declare (checked from each header before its data is read), and for compressed input the
-ratio of those to the raw bytes.
+Archives are seekable files (a stored snapshot, a private copy, bytes in memory): tarfile reads
+the headers and seeks over the data, and the sha256 of the raw bytes is computed on a second
+thread with ``pread`` (hashlib releases the GIL), so a scan costs about one hash of the file.
+tarfile's stream mode, which this replaced, read everything in 10 KiB pieces and copied each
+several times: three times slower on a 200 MiB workspace (benchmarks/snapshots.py).
+
+The caps bound the work: the raw size (known before anything is parsed), the member count, and
+the bytes the members declare (checked from each header before its data is read), and for
+compressed input the ratio of those to the raw size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import os
 import tarfile
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -56,114 +67,169 @@ class ArchiveSummary:
     directories: list[str] = field(default_factory=list)  # every directory the archive makes
 
 
-class _CountingReader:
-    """The raw stream as tarfile reads it: hashed, counted and cut off at the byte cap."""
+def scan_archive(
+    raw: IO[bytes], limits: ArchiveLimits, *, sha256: str | None = None
+) -> ArchiveSummary:
+    """Check every member of the seekable archive ``raw`` (UnsafeArchiveError if any fails).
 
-    def __init__(self, raw: IO[bytes], max_bytes: int) -> None:
-        self.raw = raw
-        self.max_bytes = max_bytes
-        self.hash = hashlib.sha256()
-        self.count = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.raw.read(size if size >= 0 else CHUNK)
-        self.count += len(data)
-        if self.max_bytes and self.count > self.max_bytes:
-            raise ArchiveTooLargeError(
-                "", "archive-bytes", f"the archive is larger than {self.max_bytes} bytes"
-            )
-        self.hash.update(data)
-        return data
-
-    def drain(self) -> None:
-        """Read to the end (bytes after the tar's end marker count and are hashed too)."""
-        while self.read(CHUNK):
-            pass
+    ``sha256``: the raw bytes' hash when the caller computed it as it wrote them (persist
+    does, while copying them out of the sandbox); then only the headers are read here.
+    """
+    return _read(raw, limits, None, sha256)
 
 
-def _members(
-    reader: _CountingReader, limits: ArchiveLimits, summary: ArchiveSummary
-) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo, str, str]]:
-    """Each admitted member with its canonical name and kind, in archive order."""
+def write_clean_archive(raw: IO[bytes], out: Any, limits: ArchiveLimits) -> ArchiveSummary:
+    """Check ``raw`` as :func:`scan_archive` does and write its clean archive to ``out`` (any
+    object with ``write``) in the same reading; returns that reading's summary.
+
+    A member that fails has had the members before it written already: unpack ``out`` only
+    after this returned (and its sha256 is the one expected), or after a scan passed.
+    """
+    return _read(raw, limits, out)
+
+
+def _read(
+    raw: IO[bytes], limits: ArchiveLimits, out: Any, sha256: str | None = None
+) -> ArchiveSummary:
+    summary = ArchiveSummary(size=_size(raw))
+    if limits.max_bytes and summary.size > limits.max_bytes:
+        raise ArchiveTooLargeError(
+            "", "archive-bytes", f"the archive is larger than {limits.max_bytes} bytes"
+        )
+    if sha256 is not None:
+        _check_and_copy(raw, limits, summary, out)
+        summary.sha256 = sha256
+        return summary
+    stop = threading.Event()  # a refused archive need not be hashed to its end
+    with ThreadPoolExecutor(1, thread_name_prefix="archive-sha256") as pool:
+        digest = pool.submit(_sha256, raw, summary.size, stop)
+        try:
+            _check_and_copy(raw, limits, summary, out)
+        except BaseException:
+            stop.set()
+            raise
+        summary.sha256 = _result(digest)
+    return summary
+
+
+def _check_and_copy(
+    raw: IO[bytes], limits: ArchiveLimits, summary: ArchiveSummary, out: Any
+) -> None:
     rules = ArchiveRules(allow_external_links=limits.allow_external_links)
     try:
-        with tarfile.open(fileobj=cast(Any, reader), mode="r|*") as tar:
-            for info in tar:
-                _check_caps(info, reader, limits, summary)
+        with contextlib.ExitStack() as stack:
+            clean = None
+            if out is not None:
+                # Closed (end-of-archive blocks written) only when every member passed.
+                writer = cast(Any, _Counted(out))
+                clean = stack.enter_context(
+                    tarfile.TarFile(
+                        fileobj=writer, mode="w", format=tarfile.PAX_FORMAT, copybufsize=CHUNK
+                    )
+                )
+            tar = stack.enter_context(tarfile.open(fileobj=raw, mode="r:*"))
+            for info in _members(tar, limits, summary):
                 name, kind = rules.admit(info)
                 if kind == "file":
                     summary.file_bytes += info.size
-                yield tar, info, name, kind
+                if clean is not None and name != ROOT:  # /workspace keeps its owner and mode
+                    clean.addfile(*_clean_member(tar, info, name, kind))
+            rules.finish()
+    except _OutputFailed as failed:  # the writing side's error is the caller's to report
+        raise failed.error from None
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise UnsafeArchiveError("", "not-a-tar", f"not a readable tar archive ({exc})") from None
-    _check_ratio(reader, limits, summary)
-    rules.finish()
-    reader.drain()
-    summary.sha256 = reader.hash.hexdigest()
-    summary.size = reader.count
     summary.directories = sorted(d for d in rules.implied_dirs | _dirs(rules) if d != ROOT)
+
+
+def _members(
+    tar: tarfile.TarFile, limits: ArchiveLimits, summary: ArchiveSummary
+) -> Iterator[tarfile.TarInfo]:
+    """Each member in archive order, its caps checked from its header."""
+    while (info := tar.next()) is not None:
+        summary.members += 1
+        if limits.max_members and summary.members > limits.max_members:
+            raise ArchiveTooLargeError(
+                info.name, "member-count", f"the archive has more than {limits.max_members} members"
+            )
+        summary.expanded_bytes += info.size + HEADER_BYTES
+        if limits.max_expanded_bytes and summary.expanded_bytes > limits.max_expanded_bytes:
+            raise ArchiveTooLargeError(
+                info.name,
+                "expanded-bytes",
+                f"the members declare more than {limits.max_expanded_bytes} bytes in all",
+            )
+        expanded = summary.expanded_bytes
+        if expanded > RATIO_FLOOR and expanded > MAX_RATIO * max(summary.size, 1):
+            raise ArchiveTooLargeError(
+                info.name,
+                "compression-ratio",
+                f"the archive expands more than {MAX_RATIO} times ({summary.size} bytes "
+                f"declare {expanded})",
+            )
+        yield info
+
+
+def _size(raw: IO[bytes]) -> int:
+    raw.seek(0, io.SEEK_END)
+    size = raw.tell()
+    raw.seek(0)
+    return size
+
+
+def _sha256(raw: IO[bytes], size: int, stop: threading.Event) -> str:
+    """The sha256 of ``raw``'s first ``size`` bytes, without moving its position (the other
+    thread is reading it): pread on a file, the buffer of bytes in memory."""
+    digest = hashlib.sha256()
+    if isinstance(raw, io.BytesIO):
+        digest.update(raw.getbuffer()[:size])
+        return digest.hexdigest()
+    fd = raw.fileno()
+    offset = 0
+    while offset < size and not stop.is_set():
+        chunk = os.pread(fd, min(CHUNK, size - offset), offset)
+        if not chunk:
+            raise UnsafeArchiveError("", "not-a-tar", "the archive shrank while it was read")
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
+
+
+def _result(digest: Future[str]) -> str:
+    try:
+        return digest.result()
+    except OSError as exc:
+        raise UnsafeArchiveError("", "not-a-tar", f"the archive is unreadable ({exc})") from None
 
 
 def _dirs(rules: ArchiveRules) -> set[str]:
     return {name for name, kind in rules.kinds.items() if kind == "dir"}
 
 
-def _check_caps(
-    info: tarfile.TarInfo, reader: _CountingReader, limits: ArchiveLimits, summary: ArchiveSummary
-) -> None:
-    # The members before this one are read by now: their expansion is known.
-    _check_ratio(reader, limits, summary)
-    summary.members += 1
-    if limits.max_members and summary.members > limits.max_members:
-        raise ArchiveTooLargeError(
-            info.name, "member-count", f"the archive has more than {limits.max_members} members"
-        )
-    summary.expanded_bytes += info.size + HEADER_BYTES
-    if limits.max_expanded_bytes and summary.expanded_bytes > limits.max_expanded_bytes:
-        raise ArchiveTooLargeError(
-            info.name,
-            "expanded-bytes",
-            f"the members declare more than {limits.max_expanded_bytes} bytes in all",
-        )
+class _OutputFailed(Exception):
+    """Writing the clean archive failed (a full disk, tar gone): not the archive's fault."""
+
+    def __init__(self, error: OSError) -> None:
+        self.error = error
 
 
-def _check_ratio(reader: _CountingReader, limits: ArchiveLimits, summary: ArchiveSummary) -> None:
-    expanded = summary.expanded_bytes
-    if expanded > RATIO_FLOOR and expanded > MAX_RATIO * max(reader.count, 1):
-        raise ArchiveTooLargeError(
-            "",
-            "compression-ratio",
-            f"the archive expands more than {MAX_RATIO} times ({reader.count} bytes declare "
-            f"{expanded})",
-        )
+class _Counted:
+    """``out`` as tarfile's writer wants it (``tell`` too), whatever ``out`` is."""
 
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.offset = 0
 
-def scan_archive(raw: IO[bytes], limits: ArchiveLimits) -> ArchiveSummary:
-    """Check every member of the archive read from ``raw`` (UnsafeArchiveError if any fails)."""
-    summary = ArchiveSummary()
-    reader = _CountingReader(raw, limits.max_bytes)
-    for _tar, _info, _name, _kind in _members(reader, limits, summary):
-        pass  # tarfile skips each member's data as the next header is read
-    return summary
+    def write(self, data: bytes) -> int:
+        try:
+            self.out.write(data)
+        except OSError as exc:
+            raise _OutputFailed(exc) from exc
+        self.offset += len(data)
+        return len(data)
 
-
-def write_clean_archive(
-    raw: IO[bytes], out: Any, limits: ArchiveLimits, on_summary: Callable[[ArchiveSummary], None]
-) -> None:
-    """Write to ``out`` a plain tar of the admitted members of ``raw``, cleaned (see above).
-
-    Call it on an archive :func:`scan_archive` passed: a member that fails here has had the
-    members before it written already. ``on_summary`` gets the second reading's summary, so
-    the caller can check that its sha256 is the one the scan saw.
-    """
-    summary = ArchiveSummary()
-    reader = _CountingReader(raw, limits.max_bytes)
-    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as clean:
-        for tar, info, name, kind in _members(reader, limits, summary):
-            if name == ROOT:
-                continue  # /workspace itself keeps its own owner and mode
-            clean.addfile(*_clean_member(tar, info, name, kind))
-    on_summary(summary)
+    def tell(self) -> int:
+        return self.offset
 
 
 def _clean_member(

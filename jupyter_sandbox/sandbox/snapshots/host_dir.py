@@ -10,7 +10,8 @@ The directory is the sandbox's: its code can plant a symlink, a FIFO or a direct
 name there, or keep writing to a file it opened. So the host:
 
 * reads with ``O_NOFOLLOW | O_NONBLOCK`` and accepts only a regular file (fstat), copying at
-  most the byte cap into its own private file, which is all it then scans and stores;
+  most the byte cap into its own private file, which is all it then scans and stores (what
+  the sandbox writes to its file later, or to another file of the same name, is never read);
 * creates what the sandbox will read with ``O_CREAT | O_EXCL | O_NOFOLLOW`` under a fresh random
   name (never opening anything the sandbox made), mode 0644 so the sandbox's user can read it;
 * removes its file afterwards, whatever happened.
@@ -27,16 +28,20 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shlex
 import stat
+import threading
+import time
 from pathlib import Path
 from typing import IO
 
-from ..backend import SANDBOX_IO_DIR, WORKSPACE_DIR, ExecResult, SandboxBackend
+from ..backend import SANDBOX_IO_DIR, ExecResult, SandboxBackend, Writable
 from .errors import SnapshotFailedError, SnapshotTooLargeError
 
 # tar killed by SIGXFSZ (25), as ``timeout`` reports it.
 FILE_TOO_LARGE = 128 + 25
 CHUNK = 1024**2
+FOLLOW_SECONDS = 0.002  # how often a copy looks again for bytes tar has not written yet
 
 
 def _name() -> str:
@@ -47,43 +52,92 @@ async def archive_to_host_dir(
     backend: SandboxBackend,
     sandbox_id: str,
     io_dir: Path,
-    out: IO[bytes],
+    out: Writable,
     *,
+    tar: list[str],
     max_bytes: int,
     timeout: float,
 ) -> ExecResult:
-    """Have tar in the sandbox write /workspace's archive into ``io_dir``; copy it to ``out``."""
+    """Have ``tar`` (a command writing the archive to "-") run in the sandbox, writing into
+    ``io_dir`` instead; copy what it writes to ``out``.
+
+    The copy follows the archive as tar writes it (as ``tail -f`` would), so the host's copying
+    and hashing overlap the sandbox's archiving instead of waiting for it.
+    """
     name = _name()
     limit = f"ulimit -f {max_bytes // 512 + 1} && " if max_bytes else ""
-    script = f"{limit}exec tar -c -f {SANDBOX_IO_DIR}/{name} --numeric-owner -C {WORKSPACE_DIR} ."
+    command = [f"{SANDBOX_IO_DIR}/{name}" if arg == "-" else arg for arg in tar]
+    script = f"{limit}exec {shlex.join(command)}"
+    finished = threading.Event()
+    copying = asyncio.ensure_future(
+        asyncio.to_thread(_copy_out, io_dir / name, out, max_bytes, sandbox_id, finished)
+    )
     try:
-        result = await backend.exec(sandbox_id, ["sh", "-c", script], timeout=timeout)
+        try:
+            result = await backend.exec(sandbox_id, ["sh", "-c", script], timeout=timeout)
+        finally:
+            finished.set()
         if result.exit_code == FILE_TOO_LARGE:
             raise _too_large(sandbox_id, max_bytes)
-        if result.exit_code == 0:
-            await asyncio.to_thread(_copy_out, io_dir / name, out, max_bytes, sandbox_id)
+        try:
+            await copying
+        except SnapshotFailedError:
+            if result.exit_code == 0:
+                raise
+            # tar failed, maybe before making the file: its own status says why
         return result
     finally:
+        finished.set()
+        # The copy ends at the file's end now; it must not write to ``out`` after we return.
+        await asyncio.gather(copying, return_exceptions=True)
         with contextlib.suppress(OSError):
             os.unlink(io_dir / name)
 
 
-def _copy_out(path: Path, out: IO[bytes], max_bytes: int, sandbox_id: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SnapshotFailedError(
-            f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
-        ) from None
-    with os.fdopen(fd, "rb") as archive:
+def _copy_out(
+    path: Path,
+    out: Writable,
+    max_bytes: int,
+    sandbox_id: str,
+    finished: threading.Event | None = None,
+) -> None:
+    """Copy the regular file at ``path`` to ``out``, at most ``max_bytes`` of it. Until
+    ``finished`` is set (tar is done), wait for the file to appear and to grow."""
+    fd = _open_when_made(path, finished, sandbox_id)
+    with os.fdopen(fd, "rb", buffering=0) as archive:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SnapshotFailedError(f"sandbox {sandbox_id} replaced its archive by a non-file")
         copied = 0
-        while chunk := archive.read(CHUNK):
-            copied += len(chunk)
-            if max_bytes and copied > max_bytes:
-                raise _too_large(sandbox_id, max_bytes)
-            out.write(chunk)
+        while True:
+            done = finished is None or finished.is_set()  # before the read: no end is missed
+            chunk = archive.read(CHUNK)
+            if chunk:
+                copied += len(chunk)
+                if max_bytes and copied > max_bytes:
+                    raise _too_large(sandbox_id, max_bytes)
+                out.write(chunk)
+            elif done:
+                return
+            else:
+                time.sleep(FOLLOW_SECONDS)
+
+
+def _open_when_made(path: Path, finished: threading.Event | None, sandbox_id: str) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    while True:
+        done = finished is None or finished.is_set()
+        try:
+            return os.open(path, flags)
+        except FileNotFoundError:
+            if done:
+                raise SnapshotFailedError(
+                    f"sandbox {sandbox_id} wrote no archive (the file is missing)"
+                ) from None
+            time.sleep(FOLLOW_SECONDS)
+        except OSError as exc:
+            raise SnapshotFailedError(
+                f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
+            ) from None
 
 
 def _too_large(sandbox_id: str, max_bytes: int) -> SnapshotTooLargeError:

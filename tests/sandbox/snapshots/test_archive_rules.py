@@ -188,9 +188,8 @@ def test_clean_archive_drops_setuid_owners_and_the_root() -> None:
         Member("./private", data=b"p", mode=0o600),
     )
     out = io.BytesIO()
-    seen = []
-    write_clean_archive(io.BytesIO(data), out, LIMITS, seen.append)
-    assert seen[0].sha256 == scan_archive(io.BytesIO(data), LIMITS).sha256
+    summary = write_clean_archive(io.BytesIO(data), out, LIMITS)
+    assert summary.sha256 == scan_archive(io.BytesIO(data), LIMITS).sha256
     out.seek(0)
     with tarfile.open(fileobj=out) as clean:
         modes = {m.name: (m.mode, m.uid, m.uname) for m in clean.getmembers()}

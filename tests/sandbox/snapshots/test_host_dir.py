@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,34 @@ def test_reading_is_capped(tmp_path: Path) -> None:
     (tmp_path / "big.tar").write_bytes(bytes(5000))
     with pytest.raises(SnapshotTooLargeError):
         _copy_out(tmp_path / "big.tar", io.BytesIO(), 4096, "0123456789ab")
+
+
+def test_reading_follows_the_file_while_tar_writes_it(tmp_path: Path) -> None:
+    # The copy starts before the file exists and ends only once tar is done and all is read.
+    path = tmp_path / "growing.tar"
+    finished = threading.Event()
+    pieces = [os.urandom(300_000) for _ in range(5)]
+
+    def write_slowly() -> None:
+        with open(path, "wb", buffering=0) as f:
+            for piece in pieces:
+                time.sleep(0.02)
+                f.write(piece)
+        finished.set()
+
+    writer = threading.Thread(target=write_slowly)
+    writer.start()
+    out = io.BytesIO()
+    _copy_out(path, out, 0, "0123456789ab", finished)
+    writer.join()
+    assert out.getvalue() == b"".join(pieces)
+
+
+def test_reading_a_file_tar_never_made_fails(tmp_path: Path) -> None:
+    finished = threading.Event()
+    threading.Timer(0.05, finished.set).start()
+    with pytest.raises(SnapshotFailedError, match="wrote no archive"):
+        _copy_out(tmp_path / "missing.tar", io.BytesIO(), 0, "0123456789ab", finished)
 
 
 def test_writing_never_opens_an_existing_name(tmp_path: Path) -> None:

@@ -111,6 +111,9 @@ async def test_a_changed_snapshot_is_not_restored(
     with pytest.raises(SnapshotIntegrityError):
         await snapshots.hydrate(OWNER, snapshot["id"], source.sandbox_id)
     assert await manifest(manager, source.sandbox_id) == {}
+    # The clean archive staged while the archive was read (host-dir) is gone, never unpacked.
+    io_dir = manager.settings.state_path / source.sandbox_id / "io"
+    assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
 
 
 @pytest.mark.runc
