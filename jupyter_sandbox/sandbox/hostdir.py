@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,16 +141,21 @@ class SandboxDirectory:
         os.replace(staging, self.io / name)
 
     def update_state(self, **changes: Any) -> dict[str, Any]:
-        """Merge ``changes`` into the state file, atomically for readers and writers alike.
+        """Merge ``changes`` into the state file, atomically for readers and writers alike."""
+        return self.modify_state(lambda state: {**state, **changes})
+
+    def modify_state(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        """Replace the state by ``change(state)``, read and written under the state's lock.
 
         Several processes write it (the proxy kernel: busy, activity; the server: REST actions,
         claims), so the read-modify-write holds an exclusive ``flock`` on ``state.lock``: no
         writer's change is lost to another's stale copy. Readers never wait (atomic replace).
+        ``change`` must be quick and must not take the lock itself.
         """
         fd = os.open(self.state_lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            state = {**self.read_state(), **changes}
+            state = change(self.read_state())
             self.write_state(state)
         finally:
             os.close(fd)  # releases the lock

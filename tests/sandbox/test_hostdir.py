@@ -81,3 +81,29 @@ def test_concurrent_writers_lose_no_change(tmp_path: Path) -> None:
     for writer in writers:
         writer.join(60)
     assert len(directory.read_state()) == 200
+
+
+def _add_nested(state_dir: str, prefix: str) -> None:
+    directory = SandboxDirectory(Path(state_dir), "0123456789ab")
+    for i in range(100):
+        # As memory snapshots keep their metadata: one key of the state holds a mapping.
+        directory.modify_state(
+            lambda state, i=i: {**state, "nested": {**state.get("nested", {}), f"{prefix}{i}": i}}
+        )
+
+
+def test_concurrent_changes_inside_one_key_lose_nothing(tmp_path: Path) -> None:
+    directory = SandboxDirectory(tmp_path, "0123456789ab")
+    directory.create(os.getuid())
+    directory.write_state({"kept": True})
+    writers = [
+        multiprocessing.get_context("spawn").Process(target=_add_nested, args=(str(tmp_path), p))
+        for p in ("a", "b")
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    state = directory.read_state()
+    assert state["kept"] is True
+    assert len(state["nested"]) == 200

@@ -162,8 +162,7 @@ class MemorySnapshots:
             "left_running": leave_running,
             "note": note[:200],
         }
-        kept = {**(directory.read_state().get("memory_snapshots") or {}), snapshot_id: metadata}
-        directory.update_state(memory_snapshots=kept)
+        directory.modify_state(lambda state: _with_snapshots(state, {snapshot_id: metadata}))
         log.info("memory snapshot %s of sandbox %s took %.2f s", snapshot_id, sandbox_id, seconds)
         if leave_running:
             await self._reattach(owner, sandbox_id, directory)
@@ -231,9 +230,7 @@ class MemorySnapshots:
                 "first, or remove the sandbox (which removes its snapshots)"
             )
         await self.manager.backend.remove_checkpoint(sandbox_id, snapshot_id)
-        kept = dict(directory.read_state().get("memory_snapshots") or {})
-        kept.pop(snapshot_id, None)
-        directory.update_state(memory_snapshots=kept)
+        directory.modify_state(lambda state: _with_snapshots(state, {}, drop=snapshot_id))
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -282,3 +279,13 @@ def local_runsc_release() -> int | None:
     from ..doctor import command_version, runsc_release
 
     return runsc_release(command_version(["runsc", "--version"]))
+
+
+def _with_snapshots(
+    state: dict[str, Any], added: dict[str, Any], *, drop: str | None = None
+) -> dict[str, Any]:
+    """``state`` with its memory snapshots' metadata changed (run under the state's lock, so
+    two checkpoints of one sandbox, or a checkpoint and a delete, never lose each other's)."""
+    kept = {**(state.get("memory_snapshots") or {}), **added}
+    kept.pop(drop or "", None)
+    return {**state, "memory_snapshots": kept}
