@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,14 +73,7 @@ def test_concurrent_writers_lose_no_change(tmp_path: Path) -> None:
     directory = SandboxDirectory(tmp_path, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({})
-    writers = [
-        multiprocessing.get_context("spawn").Process(target=_write_many, args=(str(tmp_path), p))
-        for p in ("a", "b")
-    ]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(60)
+    _two_writers(_write_many, tmp_path)
     assert len(directory.read_state()) == 200
 
 
@@ -96,14 +90,17 @@ def test_concurrent_changes_inside_one_key_lose_nothing(tmp_path: Path) -> None:
     directory = SandboxDirectory(tmp_path, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({"kept": True})
-    writers = [
-        multiprocessing.get_context("spawn").Process(target=_add_nested, args=(str(tmp_path), p))
-        for p in ("a", "b")
-    ]
+    _two_writers(_add_nested, tmp_path)
+    state = directory.read_state()
+    assert state["kept"] is True
+    assert len(state["nested"]) == 200
+
+
+def _two_writers(target: Callable[[str, str], None], state_dir: Path) -> None:
+    """Run ``target(state_dir, prefix)`` in two processes at once, prefixes "a" and "b"."""
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=target, args=(str(state_dir), p)) for p in ("a", "b")]
     for writer in writers:
         writer.start()
     for writer in writers:
         writer.join(60)
-    state = directory.read_state()
-    assert state["kept"] is True
-    assert len(state["nested"]) == 200
