@@ -42,6 +42,14 @@ class SnapshotTooLargeError(SandboxError):
     code = "snapshot_too_large"
     http_status = 413
 
+    @classmethod
+    def over_cap(cls, sandbox_id: str, max_bytes: int) -> SnapshotTooLargeError:
+        """The error for a /workspace archive past ``max_bytes``, whichever transport saw it."""
+        return cls(
+            f"the archive of sandbox {sandbox_id}'s /workspace exceeds the snapshot cap of "
+            f"{max_bytes} bytes (Snapshots.max_archive_bytes); nothing was stored"
+        )
+
 
 class SnapshotIntegrityError(SandboxError):
     """A stored snapshot's bytes no longer match the sha256 recorded when it was made."""

@@ -78,7 +78,7 @@ async def archive_to_host_dir(
         finally:
             finished.set()
         if result.exit_code == FILE_TOO_LARGE:
-            raise _too_large(sandbox_id, max_bytes)
+            raise SnapshotTooLargeError.over_cap(sandbox_id, max_bytes)
         try:
             await copying
         except SnapshotFailedError:
@@ -87,8 +87,8 @@ async def archive_to_host_dir(
             # tar failed, maybe before making the file: its own status says why
         return result
     finally:
-        finished.set()
-        # The copy ends at the file's end now; it must not write to ``out`` after we return.
+        # finished is set: the copy ends at the file's end; it must not write to ``out`` after
+        # we return.
         await asyncio.gather(copying, return_exceptions=True)
         with contextlib.suppress(OSError):
             os.unlink(io_dir / name)
@@ -114,7 +114,7 @@ def _copy_out(
             if chunk:
                 copied += len(chunk)
                 if max_bytes and copied > max_bytes:
-                    raise _too_large(sandbox_id, max_bytes)
+                    raise SnapshotTooLargeError.over_cap(sandbox_id, max_bytes)
                 out.write(chunk)
             elif done:
                 return
@@ -138,13 +138,6 @@ def _open_when_made(path: Path, finished: threading.Event | None, sandbox_id: st
             raise SnapshotFailedError(
                 f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
             ) from None
-
-
-def _too_large(sandbox_id: str, max_bytes: int) -> SnapshotTooLargeError:
-    return SnapshotTooLargeError(
-        f"the archive of sandbox {sandbox_id}'s /workspace exceeds the snapshot cap of "
-        f"{max_bytes} bytes (Snapshots.max_archive_bytes); nothing was stored"
-    )
 
 
 class HostDirInput:

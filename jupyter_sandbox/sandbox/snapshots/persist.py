@@ -70,10 +70,7 @@ async def archive_workspace(
         nonlocal written
         written += len(data)
         if limits.max_bytes and written > limits.max_bytes:
-            raise SnapshotTooLargeError(
-                f"the archive of sandbox {sandbox_id}'s /workspace exceeds the snapshot cap of "
-                f"{limits.max_bytes} bytes (Snapshots.max_archive_bytes); nothing was stored"
-            )
+            raise SnapshotTooLargeError.over_cap(sandbox_id, limits.max_bytes)
         hashed.write(data)
 
     try:
