@@ -1,4 +1,5 @@
-"""Messages the proxy answers itself: for a sandbox that died, or one that never started.
+"""Messages the proxy answers itself (for a sandbox that died, or one that never started), and
+the one it amends: kernel_info_reply, whose banner states the isolation.
 
 A frontend must always learn what happened in its own terms: a cell that was running gets an
 error naming the cause and an execute_reply, and a kernel whose sandbox could not start answers
@@ -8,9 +9,15 @@ code alike) instead of vanishing.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from ..sandbox import Sandbox
+from ..sandbox.attestation import banner_line
+from ..sandbox.network import policy_of_state
 from .relay import Relay
 from .wire import WireMessage
 
@@ -23,6 +30,7 @@ LANGUAGE_INFO = {
     "codemirror_mode": {"name": "ipython", "version": 3},
     "nbconvert_exporter": "python",
 }
+RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
 def error_content(ename: str, evalue: str) -> dict[str, Any]:
@@ -51,12 +59,11 @@ def publish_status(relay: Relay, request: WireMessage, state: str) -> None:
 def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) -> None:
     """Answer one shell request with an error, as the kernel would have: iopub busy, the error,
     the reply, iopub idle."""
-    signer = relay.frontend_signer
     publish_status(relay, request, "busy")
     if request.msg_type == "execute_request":
         relay.send_to_frontend(
             "iopub",
-            signer.new_message(
+            relay.frontend_signer.new_message(
                 "error",
                 error_content(ename, evalue),
                 parent=request,
@@ -71,12 +78,44 @@ def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) ->
         }
     else:
         content = error_content(ename, evalue)
-    reply_type = request.msg_type.replace("_request", "_reply")
-    relay.send_to_frontend(
-        "shell",
-        signer.new_message(reply_type, content, parent=request, idents=request.ident_bytes()),
-    )
+    reply(relay, "shell", request, content)
     publish_status(relay, request, "idle")
+
+
+def reply(
+    relay: Relay, channel: str, request: WireMessage, content: dict[str, Any], msg_type: str = ""
+) -> None:
+    """Send ``request``'s reply (``<name>_reply`` unless ``msg_type`` says) to whoever asked."""
+    relay.send_to_frontend(
+        channel,
+        relay.frontend_signer.new_message(
+            msg_type or request.msg_type.replace("_request", "_reply"),
+            content,
+            parent=request,
+            idents=request.ident_bytes(),
+        ),
+    )
+
+
+def serve_unavailable(relay: Relay, reason: str, stop: Callable[[int], None]) -> None:
+    """Answer every request of a kernel whose sandbox could not start: kernel_info with the
+    reason in its banner, cells with an error naming the reason (and so the fix), shutdown by
+    stopping (``stop(0)``); anything else with an empty ok reply."""
+
+    def answer(channel: str, message: WireMessage) -> None:
+        if message.msg_type == "kernel_info_request":
+            publish_status(relay, message, "busy")
+            reply(relay, channel, message, unavailable_kernel_info(reason))
+            publish_status(relay, message, "idle")
+        elif message.msg_type == "shutdown_request":
+            reply(relay, channel, message, {"status": "ok", "restart": False})
+            asyncio.get_running_loop().call_soon(stop, 0)  # after the reply is sent
+        elif channel == "shell":
+            fail_request(relay, message, "SandboxUnavailable", reason)
+        else:
+            reply(relay, channel, message, {"status": "ok"})
+
+    relay.serve(answer)
 
 
 def unavailable_kernel_info(message: str) -> dict[str, Any]:
@@ -90,3 +129,22 @@ def unavailable_kernel_info(message: str) -> dict[str, Any]:
         "banner": f"Sandboxed Python is not running: {message}\n",
         "help_links": [],
     }
+
+
+def with_isolation_banner(
+    message: WireMessage, sandbox: Sandbox, state: dict[str, Any]
+) -> WireMessage:
+    """``message`` (a kernel_info_reply) with the isolation stated above the kernel's banner:
+    runtime, network policy, limits, /workspace mode and the attestation's verdict."""
+    runtime = RUNTIME_NAMES.get(sandbox.info.runtime, sandbox.info.runtime)
+    workspace = sandbox.workspace
+    lines = [
+        f"Sandboxed Python on {runtime}, sandbox {sandbox.sandbox_id}",
+        f"network: {policy_of_state(state).describe()}; {sandbox.limits.describe()}",
+        f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
+        banner_line(state),
+    ]
+    content = message.content_dict()
+    content["banner"] = "\n".join(lines) + "\n\n" + str(content.get("banner", ""))
+    message.content = json.dumps(content).encode()
+    return message

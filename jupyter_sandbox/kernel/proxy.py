@@ -30,7 +30,6 @@ from pathlib import Path
 from traitlets.config import Config
 
 from ..sandbox import Sandbox, SandboxError, SandboxManager
-from ..sandbox.attestation import banner_line
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
@@ -39,7 +38,7 @@ from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from ..sandbox.network import NetworkPolicy, policy_of_state
 from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
-from .answers import fail_request, publish_status, unavailable_kernel_info
+from .answers import fail_request, reply, serve_unavailable, with_isolation_banner
 from .output_cap import OutputCap
 from .relay import Relay
 from .wire import WireMessage, as_bytes
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
 UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
-RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
 class SandboxKernel:
@@ -187,15 +185,7 @@ class SandboxKernel:
             self.remove_on_exit = True
             return message
         # A named context: its interpreter outlives this kernel process. Answer for it.
-        self.relay.send_to_frontend(
-            "control",
-            self.relay.frontend_signer.new_message(
-                "shutdown_reply",
-                {"status": "ok", "restart": False},
-                parent=message,
-                idents=message.ident_bytes(),
-            ),
-        )
+        reply(self.relay, "control", message, {"status": "ok", "restart": False})
         self._stop(0)
         return None
 
@@ -235,23 +225,8 @@ class SandboxKernel:
 
     def _with_banner(self, message: WireMessage) -> WireMessage:
         assert self.sandbox is not None
-        content = message.content_dict()
-        content["banner"] = self.isolation_summary() + "\n" + str(content.get("banner", ""))
-        message.content = json.dumps(content).encode()
-        return message
-
-    def isolation_summary(self) -> str:
-        assert self.sandbox is not None
-        runtime = RUNTIME_NAMES.get(self.sandbox.info.runtime, self.sandbox.info.runtime)
-        workspace = self.sandbox.workspace
         state = self.manager.read_state(self.sandbox.sandbox_id)
-        lines = [
-            f"Sandboxed Python on {runtime}, sandbox {self.sandbox.sandbox_id}",
-            f"network: {policy_of_state(state).describe()}; {self.sandbox.limits.describe()}",
-            f"/workspace: {workspace.mode}" + (f" ({workspace.note})" if workspace.note else ""),
-            banner_line(state),
-        ]
-        return "\n".join(lines) + "\n"
+        return with_isolation_banner(message, self.sandbox, state)
 
     # -- the sandbox's life -------------------------------------------------------------------
 
@@ -289,45 +264,7 @@ class SandboxKernel:
         self._stop(1)
 
     def _serve_unavailable(self, reason: str) -> None:
-        def answer(channel: str, message: WireMessage) -> None:
-            signer = self.relay.frontend_signer
-            if message.msg_type == "kernel_info_request":
-                publish_status(self.relay, message, "busy")
-                self.relay.send_to_frontend(
-                    channel,
-                    signer.new_message(
-                        "kernel_info_reply",
-                        unavailable_kernel_info(reason),
-                        parent=message,
-                        idents=message.ident_bytes(),
-                    ),
-                )
-                publish_status(self.relay, message, "idle")
-            elif message.msg_type == "shutdown_request":
-                self.relay.send_to_frontend(
-                    channel,
-                    signer.new_message(
-                        "shutdown_reply",
-                        {"status": "ok", "restart": False},
-                        parent=message,
-                        idents=message.ident_bytes(),
-                    ),
-                )
-                asyncio.get_running_loop().call_soon(self._stop, 0)
-            elif channel == "shell":
-                fail_request(self.relay, message, "SandboxUnavailable", reason)
-            else:
-                self.relay.send_to_frontend(
-                    channel,
-                    signer.new_message(
-                        message.msg_type.replace("_request", "_reply"),
-                        {"status": "ok"},
-                        parent=message,
-                        idents=message.ident_bytes(),
-                    ),
-                )
-
-        self.relay.serve(answer)
+        serve_unavailable(self.relay, reason, self._stop)
         asyncio.get_running_loop().call_later(UNAVAILABLE_SECONDS, self._stop, 1)
 
     def _terminated(self) -> None:

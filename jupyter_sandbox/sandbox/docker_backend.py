@@ -4,20 +4,18 @@ Every call goes through :class:`DockerEngine` (one executor, a time limit each).
 named ``jupyter-sandbox-<id>`` and carry the project's labels; a container without them is never
 touched, even when asked for by name. What a spec becomes in docker-py's arguments is in
 docker_container_config.py, how the engine's answers become records in docker_records.py, and
-exec and archives in docker_exec.py; this module holds the calls and their error handling.
+exec and archives in docker_exec.py (streamed: docker_stream.py), removal in docker_removal.py
+and checkpoints in docker_checkpoints.py; this module holds the other calls and their errors.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
 from typing import Any
 
 import docker.errors
 
-from . import labels
+from . import docker_checkpoints, labels
 from .backend import (
     ContainerSpec,
     EngineFacts,
@@ -31,6 +29,7 @@ from .backend import (
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
+from .docker_removal import remove_container
 from .docker_stream import stream_exec
 from .engine import DockerEngine
 from .errors import (
@@ -49,8 +48,6 @@ log = logging.getLogger(__name__)
 ARCHIVE_TIMEOUT = 600.0
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
-# What the engine answers (409) to a removal asked for while an earlier one still runs.
-REMOVAL_IN_PROGRESS = "already in progress"
 BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
 
 
@@ -135,75 +132,18 @@ class DockerBackend(SandboxBackend):
         await self._on_container("unpause", sandbox_id)
 
     async def remove(self, sandbox_id: str) -> None:
-        name = labels.container_name(sandbox_id)
-        remove = self._api_call("remove_container", name, force=True, v=True)
-        try:
-            await self.engine.run(
-                f"remove sandbox {sandbox_id}", remove, timeout=self.engine.timeout / 3
-            )
-            return
-        except docker.errors.NotFound:
-            return
-        except (EngineTimeoutError, SandboxError) as exc:
-            # A hung runsc start blocks `docker rm -f` until its processes are gone.
-            log.warning(
-                "removing sandbox %s failed (%s); ending its runtime processes", sandbox_id, exc
-            )
-        await self._kill_runtime_processes(name)
-        # The first `docker rm -f` may still be running inside the engine (it outlives our time
-        # limit): asking again then answers "already in progress"; wait for it to finish.
-        deadline = time.monotonic() + self.engine.timeout
-        while True:
-            try:
-                await self.engine.run(f"remove sandbox {sandbox_id}", remove)
-                return
-            except docker.errors.NotFound:
-                return
-            except SandboxError as exc:
-                if REMOVAL_IN_PROGRESS not in str(exc) or time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(0.5)
+        await remove_container(self.engine, sandbox_id)
 
-    async def _kill_runtime_processes(self, name: str) -> None:
-        try:
-            raw = await self.engine.run(
-                f"inspect {name}", self._api_call("inspect_container", name)
-            )
-        except docker.errors.NotFound:
-            return
-        kill_runsc_processes({raw["Id"]})
-
-    # -- checkpoints (docker-py has no calls for them: the engine's HTTP API directly) -------
+    # -- checkpoints --------------------------------------------------------------------------
 
     async def checkpoint(self, sandbox_id: str, name: str, *, leave_running: bool) -> None:
-        body = {"CheckpointID": name, "Exit": not leave_running}
-        await self._checkpoint_call(sandbox_id, "checkpoint", "post", "/checkpoints", json=body)
+        await docker_checkpoints.checkpoint(self.engine, sandbox_id, name, leave_running)
 
     async def start_from_checkpoint(self, sandbox_id: str, name: str) -> None:
-        params = {"checkpoint": name}
-        await self._checkpoint_call(sandbox_id, "restore", "post", "/start", params=params)
+        await docker_checkpoints.start_from_checkpoint(self.engine, sandbox_id, name)
 
     async def remove_checkpoint(self, sandbox_id: str, name: str) -> None:
-        with contextlib.suppress(SandboxNotFoundError):
-            await self._checkpoint_call(
-                sandbox_id, "remove checkpoint of", "delete", f"/checkpoints/{name}"
-            )
-
-    async def _checkpoint_call(
-        self, sandbox_id: str, what: str, method: str, path: str, **kwargs: Any
-    ) -> None:
-        def call() -> None:
-            api = self.engine.client.api
-            container = labels.container_name(sandbox_id)
-            url = api._url("/containers/{0}" + path, container)  # type: ignore[attr-defined]
-            response = getattr(api, f"_{method}")(url, **kwargs)
-            api._raise_for_status(response)  # type: ignore[attr-defined]
-
-        try:
-            # Saving or loading a kernel's memory takes ~30 ms per MB here: past engine_timeout.
-            await self.engine.run(f"{what} sandbox {sandbox_id}", call, timeout=ARCHIVE_TIMEOUT)
-        except docker.errors.NotFound:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id} (or no such checkpoint)") from None
+        await docker_checkpoints.remove_checkpoint(self.engine, sandbox_id, name)
 
     # -- state --------------------------------------------------------------------------------
 

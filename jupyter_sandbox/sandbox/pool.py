@@ -199,15 +199,17 @@ def unclaimed_member(state: dict[str, Any]) -> bool:
     return bool(state.get("pool")) and not state.get("claimed")
 
 
-def is_stale_member(state_dir: Path, directory: SandboxDirectory, grace: float) -> bool:
-    """Whether ``directory`` is an unclaimed pool member that nobody will ever claim.
+def is_stale_member(
+    state_dir: Path, directory: SandboxDirectory, state: dict[str, Any], grace: float
+) -> bool:
+    """Whether ``directory`` (whose state is ``state``) is an unclaimed pool member that nobody
+    will ever claim.
 
     A member with a ticket waits for its claimer and is never stale. A taken member whose claim
     was not recorded within ``grace`` seconds lost its claimer (the process died between taking
     it and updating its state). A member without ticket or claim marker is stale once its state
     is ``grace`` seconds old (a member being started gets its ticket within start_timeout).
     """
-    state = directory.read_state()
     key = state.get("pool")
     if not unclaimed_member(state) or not isinstance(key, str):
         return False

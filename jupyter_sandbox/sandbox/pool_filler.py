@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable
 
 from .errors import SandboxError
 from .hostdir import sandbox_directories
+from .periodic import repeat
 from .pool import MAX_WANTED, PoolDirectory, pool_key, take, unclaimed_member
 from .process_lock import ProcessLock
 
@@ -128,14 +129,7 @@ class WarmPool(LoggingConfigurable):
             self._refill_lock.release()
 
     async def _run(self) -> None:
-        while True:
-            try:
-                await self.refill()
-            except SandboxError as exc:
-                log.warning("warm pool: %s", exc.message)
-            except Exception:
-                log.exception("warm pool refill failed")
-            await asyncio.sleep(self.refill_interval)
+        await repeat(self.refill, lambda: self.refill_interval, "warm pool refill", log)
 
     # -- one refill pass ----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import pool
 from .contexts import ContextLock, lock_path
@@ -54,13 +55,15 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
         directory = SandboxDirectory(state_dir, info.sandbox_id)
         young = _age(directory.root) < grace
         orphan = not directory.exists() and not young
+        # One reading of the state for every decision below (and the pool's clean-up).
+        state = directory.read_state()
         # A sandbox stopped by its memory snapshot is kept until it is restored or removed.
-        checkpointed = bool(directory.read_state().get("checkpointed"))
+        checkpointed = bool(state.get("checkpointed"))
         failed = (info.status in DEAD_STATES and not checkpointed) or (
             info.status == "created" and not young
         )
-        abandoned = _abandoned(directory, info.owner, grace)
-        stale_member = pool.is_stale_member(state_dir, directory, grace)
+        abandoned = _abandoned(directory, state, info.owner, grace)
+        stale_member = pool.is_stale_member(state_dir, directory, state, grace)
         if orphan or failed or abandoned or stale_member:
             log.info(
                 "reaping sandbox %s (%s, host directory %s)",
@@ -68,7 +71,6 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
                 info.status,
                 "present" if directory.exists() else "gone",
             )
-            state = directory.read_state()
             await manager.backend.remove(info.sandbox_id)
             pool.forget_member(state_dir, info.sandbox_id, state)
             directory.remove()
@@ -89,11 +91,12 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     return report
 
 
-def _abandoned(directory: SandboxDirectory, owner: str, grace: float) -> bool:
+def _abandoned(
+    directory: SandboxDirectory, state: dict[str, Any], owner: str, grace: float
+) -> bool:
     """An ephemeral sandbox whose kernel process is gone (its context lock is free) and that
     has seen no activity for ``grace`` seconds: a proxy kernel was killed without shutdown.
     A restarting kernel re-takes the lock well within the grace period."""
-    state = directory.read_state()
     context = state.get("context")
     if not state.get("ephemeral") or not context:
         return False

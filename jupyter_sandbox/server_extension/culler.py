@@ -14,7 +14,6 @@ orphans (reaper.py). What counts, read from each sandbox's state file:
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 from typing import Any
@@ -22,8 +21,9 @@ from typing import Any
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
-from ..sandbox import SandboxError, SandboxManager
+from ..sandbox import SandboxManager
 from ..sandbox.contexts import kernel_attached
+from ..sandbox.periodic import repeat
 from ..sandbox.quotas import counts_toward_quota
 from ..sandbox.reaper import reap_orphans
 
@@ -72,14 +72,7 @@ class SandboxCuller(LoggingConfigurable):
 
     async def run(self) -> None:
         """Cull and reap until cancelled (the extension cancels it when the server stops)."""
-        while True:
-            try:
-                await self.cull_once()
-            except SandboxError as exc:
-                log.warning("culling pass failed: %s", exc.message)
-            except Exception:
-                log.exception("culling pass failed")
-            await asyncio.sleep(self.interval)
+        await repeat(self.cull_once, lambda: self.interval, "culling pass", log)
 
     async def cull_once(self) -> list[str]:
         """One pass: reap orphans, then remove what is idle or expired. Returns the ids culled."""

@@ -84,12 +84,12 @@ def test_a_member_with_a_ticket_is_never_stale(state_dir: Path) -> None:
     directory.root.mkdir(parents=True)
     directory.write_state({"owner": "alice", "pool": "0" * 16})
     PoolDirectory(state_dir).add_ticket("0" * 16, "0123456789ab")
-    assert not is_stale_member(state_dir, directory, grace=0)
+    assert not is_stale_member(state_dir, directory, directory.read_state(), grace=0)
     PoolDirectory(state_dir).remove_ticket("0" * 16, "0123456789ab")
-    assert is_stale_member(state_dir, directory, grace=0)
-    assert not is_stale_member(state_dir, directory, grace=3600)
+    assert is_stale_member(state_dir, directory, directory.read_state(), grace=0)
+    assert not is_stale_member(state_dir, directory, directory.read_state(), grace=3600)
     directory.update_state(claimed="now")
-    assert not is_stale_member(state_dir, directory, grace=0)
+    assert not is_stale_member(state_dir, directory, directory.read_state(), grace=0)
 
 
 def test_misses_are_recorded_only_while_a_refiller_runs(

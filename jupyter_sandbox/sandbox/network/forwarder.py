@@ -1,8 +1,9 @@
 """The forwarder: runs INSIDE the sandbox, between its programs and the host proxy.
 
-The host imports only its constants: control.py runs this source with the image's Python
-(``python -c``, a detached engine exec, as the sandbox's user; its parent is outside the
-sandbox, so the kernel supervisor's clean-up at a restart spares it). Standard library only,
+The host imports only its constants and its byte mover (``pipe``, shared with the host
+proxy's relay): control.py runs this source with the image's Python (``python -c``, a detached
+engine exec, as the sandbox's user; its parent is outside the sandbox, so the kernel
+supervisor's clean-up at a restart spares it). Standard library only,
 threads only (no asyncio import to pay under gVisor).
 
 It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has no other
@@ -77,17 +78,26 @@ def _alive(sock: socket.socket) -> bool:
     return False
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    """``src`` -> ``dst`` until end of file (then half-close) or an error (then shut both)."""
+def pipe(src: socket.socket, dst: socket.socket) -> None:
+    """``src`` -> ``dst`` until end of file (then half-close) or an error (then shut both).
+
+    The host proxy's relay (relay.py) moves its bytes with this too: one byte mover for both
+    ends of a tunnel.
+    """
     try:
         _splice(src, dst)
     except OSError:
-        for sock in (src, dst):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        shut_both(src, dst)
         return
     with contextlib.suppress(OSError):
         dst.shutdown(socket.SHUT_WR)
+
+
+def shut_both(src: socket.socket, dst: socket.socket) -> None:
+    """End both directions of both sockets, so no thread waits on a peer that is gone."""
+    for sock in (src, dst):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _splice(src: socket.socket, dst: socket.socket) -> None:
@@ -150,9 +160,9 @@ def _serve_client(
         if tunnel is None:
             _refuse(client)
             return
-        back = threading.Thread(target=_pipe, args=(tunnel, client), daemon=True)
+        back = threading.Thread(target=pipe, args=(tunnel, client), daemon=True)
         back.start()
-        _pipe(client, tunnel)
+        pipe(client, tunnel)
         back.join()
         tunnel.close()
     finally:

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import fcntl
-import os
 import socket
 import threading
 from collections.abc import Callable
 
+from .forwarder import pipe, shut_both
 from .sni import read_first_record
-
-CHUNK = 1024 * 1024
-_F_SETPIPE_SZ = 1031
 
 
 async def relay(
@@ -81,40 +76,7 @@ def pump(
                 raise ConnectionAbortedError("refused by the first bytes' check")
         if received:
             dst.sendall(received)
-        _splice(src, dst)
     except OSError:
-        for sock in (src, dst):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        shut_both(src, dst)
         return
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
-
-
-def _splice(src: socket.socket, dst: socket.socket) -> None:
-    read_end, write_end = os.pipe()
-    try:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(write_end, _F_SETPIPE_SZ, CHUNK)
-        while True:
-            try:
-                n = os.splice(src.fileno(), write_end, CHUNK)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    raise
-                _copy(src, dst)  # a socket splice cannot read: copy through Python instead
-                return
-            if n == 0:
-                return
-            while n:
-                n -= os.splice(read_end, dst.fileno(), n)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
-
-
-def _copy(src: socket.socket, dst: socket.socket) -> None:
-    buffer = bytearray(CHUNK)
-    view = memoryview(buffer)
-    while n := src.recv_into(buffer):
-        dst.sendall(view[:n])
+    pipe(src, dst)  # the forwarder's byte mover: splice inside the kernel where it can

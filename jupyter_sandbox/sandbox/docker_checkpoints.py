@@ -1,0 +1,54 @@
+"""Checkpoints of a sandbox's memory (runsc only), through the engine's HTTP API directly.
+
+docker-py has no calls for checkpoints, so these build the engine's URLs themselves, with
+docker-py's own client (its session, its socket, its error translation). Docker needs its
+``experimental`` mode for them; engine-bootstrap.sh turns it on. Saving or loading a kernel's
+memory takes ~30 ms per MB here, longer than an ordinary engine call may, so each call gets
+CHECKPOINT_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import docker.errors
+
+from . import labels
+from .engine import DockerEngine
+from .errors import SandboxNotFoundError
+
+CHECKPOINT_TIMEOUT = 600.0  # seconds one checkpoint, restore or removal may take
+
+
+async def checkpoint(engine: DockerEngine, sandbox_id: str, name: str, leave_running: bool) -> None:
+    """Save the sandbox's memory as checkpoint ``name``; it exits unless ``leave_running``."""
+    body = {"CheckpointID": name, "Exit": not leave_running}
+    await _call(engine, sandbox_id, "checkpoint", "post", "/checkpoints", json=body)
+
+
+async def start_from_checkpoint(engine: DockerEngine, sandbox_id: str, name: str) -> None:
+    """Start the (stopped) sandbox from checkpoint ``name``."""
+    await _call(engine, sandbox_id, "restore", "post", "/start", params={"checkpoint": name})
+
+
+async def remove_checkpoint(engine: DockerEngine, sandbox_id: str, name: str) -> None:
+    """Delete checkpoint ``name``; one that is gone already is no error."""
+    with contextlib.suppress(SandboxNotFoundError):
+        await _call(engine, sandbox_id, "remove checkpoint of", "delete", f"/checkpoints/{name}")
+
+
+async def _call(
+    engine: DockerEngine, sandbox_id: str, what: str, method: str, path: str, **kwargs: Any
+) -> None:
+    def call() -> None:
+        api = engine.client.api
+        container = labels.container_name(sandbox_id)
+        url = api._url("/containers/{0}" + path, container)  # type: ignore[attr-defined]
+        response = getattr(api, f"_{method}")(url, **kwargs)
+        api._raise_for_status(response)  # type: ignore[attr-defined]
+
+    try:
+        await engine.run(f"{what} sandbox {sandbox_id}", call, timeout=CHECKPOINT_TIMEOUT)
+    except docker.errors.NotFound:
+        raise SandboxNotFoundError(f"no sandbox {sandbox_id} (or no such checkpoint)") from None

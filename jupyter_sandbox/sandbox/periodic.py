@@ -1,0 +1,34 @@
+"""Housekeeping that repeats until cancelled: the warm pool's refill, the culler's pass.
+
+One shape for both, so both fail the same way: a SandboxError (the engine is down, a quota is
+reached) is one warning line and the next pass tries again; anything else is a bug, logged with
+its traceback, and still does not stop the loop, since a pool that stops refilling or a culler
+that stops culling fails silently. Only cancellation (the owner stopping it) ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .errors import SandboxError
+
+
+async def repeat(
+    step: Callable[[], Awaitable[Any]],
+    interval: Callable[[], float],
+    what: str,
+    log: logging.Logger,
+) -> None:
+    """Await ``step()``, then sleep ``interval()`` seconds (read anew each time, so a changed
+    setting applies from the next pass), forever; ``what`` names the step in log lines."""
+    while True:
+        try:
+            await step()
+        except SandboxError as exc:
+            log.warning("%s: %s", what, exc.message)
+        except Exception:
+            log.exception("%s failed", what)
+        await asyncio.sleep(interval())
