@@ -11,108 +11,39 @@ Each request is decided in three steps, and every decision is written to the aud
 
 Refusals are ``403`` answers from the proxy, with the reason in the body and in the
 ``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
-set to the URI's authority (no smuggled Host) and ``Connection: close``. TLS is not terminated;
-a CONNECT to a name whose client then asks TLS for another server name (SNI) is closed before
-any byte of it is passed on (sni.py), but domain fronting through an allowed CDN name (the
-fronted name is inside the encryption) is not prevented: a documented limitation.
+set to the URI's authority (no smuggled Host) and ``Connection: close`` (request_head.py).
+TLS is not terminated; a CONNECT to a name whose client then asks TLS for another server name
+(SNI) is closed before any byte of it is passed on (sni.py), but domain fronting through an
+allowed CDN name (the fronted name is inside the encryption) is not prevented: a documented
+limitation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
 import json
 import logging
 import os
-import re
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from .addresses import AddressGuard
 from .audit import AuditLog
-from .policy import NO_NETWORK, NetworkPolicy, normalize_host, policy_of_state
+from .policy import NO_NETWORK, NetworkPolicy, policy_of_state
 from .relay import relay
+from .request_head import (
+    BadRequest,
+    ClientClosed,
+    ProxyRequest,
+    answer,
+    is_address,
+    parse_head,
+    read_head,
+)
 from .sni import Incomplete, is_tls, server_name
 
 log = logging.getLogger(__name__)
-
-MAX_HEAD = 64 * 1024
-HEAD_TIMEOUT = 30.0
-BUFFER = 256 * 1024
-_HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})$")
-_DROPPED = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
-
-
-class BadRequest(Exception):
-    """A request the proxy cannot parse; answered with 400."""
-
-
-@dataclass(frozen=True)
-class ProxyRequest:
-    method: str
-    host: str
-    port: int
-    head: bytes  # for plain HTTP: the rewritten head to send upstream; empty for CONNECT
-
-
-def parse_head(head: bytes) -> ProxyRequest:
-    """The target of a proxy request head (request line and headers, up to the blank line)."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise BadRequest("malformed request line")
-    method, target, version = parts
-    if method == "CONNECT":
-        host, sep, port_text = target.rpartition(":")
-        if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise BadRequest("CONNECT needs host:port")
-        return ProxyRequest(method, _check_host(host), int(port_text), b"")
-    url = urlsplit(target)
-    if url.scheme.lower() != "http" or not url.hostname:
-        raise BadRequest("send an absolute http:// URI to the proxy (https goes through CONNECT)")
-    try:
-        port = url.port or 80
-    except ValueError:
-        raise BadRequest("invalid port in the URI") from None
-    host = _check_host(url.hostname)
-    path = url.path or "/"
-    if url.query:
-        path += "?" + url.query
-    authority = f"[{host}]" if ":" in host else host
-    if port != 80:
-        authority += f":{port}"
-    headers = [f"{method} {path} {version}", f"Host: {authority}"]
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, _value = line.partition(":")
-        if not sep or name != name.strip():
-            raise BadRequest("malformed header line")
-        if name.lower() not in _DROPPED:
-            headers.append(line)
-    headers.append("Connection: close")
-    return ProxyRequest(method, host, port, ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_host(host: str) -> str:
-    host = normalize_host(host)
-    if ":" in host:  # an IPv6 literal: ipaddress decides in the guard
-        return host
-    if not _HOST.match(host):
-        raise BadRequest("invalid host name")
-    return host
 
 
 class EgressProxy:
@@ -156,12 +87,12 @@ class EgressProxy:
         """One client on a tunnel (non-blocking socket; ``received``: bytes already read from
         it): waits, idle, for the request, serves it, then moves the bytes both ways."""
         try:
-            head, rest = await self._read_head(client, received, started)
+            head, rest = await read_head(client, received, started)
             request = parse_head(head)
-        except _Closed:
+        except ClientClosed:
             return
         except (BadRequest, asyncio.TimeoutError) as exc:
-            await _answer(client, 400, "Bad Request", f"bad proxy request: {exc}")
+            await answer(client, 400, "Bad Request", f"bad proxy request: {exc}")
             return
         upstream = await self._open(request, client)
         if upstream is None:
@@ -180,7 +111,7 @@ class EgressProxy:
 
     def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
         """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""
-        if _is_address(request.host):
+        if is_address(request.host):
             return None
 
         def check(first: bytes) -> bool:  # runs on the relay's thread
@@ -209,7 +140,7 @@ class EgressProxy:
             addresses = await self._resolve(host, port)
         except OSError as exc:
             self._record(request, allowed=False, rule=f"lookup failed: {exc}")
-            await _answer(client, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
+            await answer(client, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
             return None
         for address in addresses:
             why = self.guard.refusal(address)
@@ -238,7 +169,7 @@ class EgressProxy:
             allowed=False,
             rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
         )
-        await _answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
+        await answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
         return None
 
     async def _deny(
@@ -251,7 +182,7 @@ class EgressProxy:
         self._record(request, allowed=False, rule=rule, address=address)
         log.info("denied %s:%s: %s", request.host, request.port, rule)
         body = f"jupyter-sandbox network policy: {request.host}:{request.port} denied: {rule}"
-        await _answer(client, 403, "Forbidden", body, rule)
+        await answer(client, 403, "Forbidden", body, rule)
 
     def _record(
         self, request: ProxyRequest, *, allowed: bool, rule: str, address: str | None = None
@@ -281,45 +212,3 @@ class EgressProxy:
         if not found:
             raise OSError(f"no address for {host}")
         return found
-
-    async def _read_head(
-        self, client: socket.socket, received: bytes, started: Callable[[], None]
-    ) -> tuple[bytes, bytes]:
-        loop = asyncio.get_running_loop()
-        data = bytearray(received)
-        if not data:
-            first = await loop.sock_recv(client, BUFFER)  # an idle tunnel waits here
-            if not first:
-                raise _Closed()
-            data += first
-        started()
-        deadline = loop.time() + HEAD_TIMEOUT
-        while b"\r\n\r\n" not in data:
-            if len(data) > MAX_HEAD:
-                raise BadRequest("request head too large")
-            chunk = await asyncio.wait_for(loop.sock_recv(client, BUFFER), deadline - loop.time())
-            if not chunk:
-                raise _Closed()
-            data += chunk
-        end = data.index(b"\r\n\r\n") + 4
-        return bytes(data[:end]), bytes(data[end:])
-
-
-class _Closed(BadRequest):
-    """The client went away before sending a request: nothing to answer."""
-
-
-async def _answer(
-    client: socket.socket, status: int, reason: str, body: str, denied: str = ""
-) -> None:
-    payload = (body + "\n").encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n"
-    )
-    if denied:
-        head += f"X-Jupyter-Sandbox-Denied: {denied[:200]}\r\n"
-    with contextlib.suppress(OSError):
-        await asyncio.get_running_loop().sock_sendall(
-            client, head.encode("latin-1", "replace") + b"\r\n" + payload
-        )
