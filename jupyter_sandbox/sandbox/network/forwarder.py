@@ -20,13 +20,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
+import queue
 import socket
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 
 HELLO = b"JSB-EGRESS 1 "
 # Its configuration (token, port, socket path) comes in this variable, never on the command
@@ -35,10 +37,60 @@ CONFIG_VARIABLE = "JUPYTER_SANDBOX_EGRESS"
 TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there is no network
 BUFFER = 1024 * 1024
 MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
+IDLE_THREAD_SECONDS = 30.0  # how long a thread with nothing to do waits for the next client
 NO_PROXY_BODY = (
     b"jupyter-sandbox: no network: this sandbox's network policy is none, or its host proxy "
     b"is not running (setting the policy again starts it)\n"
 )
+
+
+class Workers:
+    """Threads that serve one task after another, and end after IDLE_THREAD_SECONDS without one.
+
+    Under gVisor starting a thread costs ~0.9 ms (0.1 ms under runc) and each client needs two,
+    one per direction, so back-to-back requests reuse them. Unlike a ThreadPoolExecutor, idle
+    threads end: the sandbox's process limit (256 by default) counts them, and a burst of
+    clients must not keep its threads from the sandbox's own programs for good.
+    """
+
+    def __init__(self, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:
+        self.idle_seconds = idle_seconds
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a task and not yet promised one
+
+    @property
+    def idle(self) -> int:
+        """Threads waiting for a task (none promised to one already)."""
+        with self._lock:
+            return self._idle
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on a waiting thread, or on a new one when none waits."""
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # promised: that thread will not end before taking a task
+        self._tasks.put(task)
+        if start:
+            threading.Thread(target=self._work, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                task = self._tasks.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # not promised to a task: end
+                        self._idle -= 1
+                        return
+                continue  # promised: the task is on its way
+            try:
+                task()
+            except Exception as exc:  # a bug in one client's task must not end the forwarder
+                print(f"forwarder: a client failed: {exc!r}", file=sys.stderr)
+            with self._lock:
+                self._idle += 1
 
 
 class Tunnels:
@@ -157,16 +209,24 @@ def _serve_client(
     client: socket.socket,
     tunnels: Tunnels,
     slots: threading.BoundedSemaphore,
-    workers: ThreadPoolExecutor,
+    workers: Workers,
 ) -> None:
     try:
         tunnel = tunnels.take(TUNNEL_WAIT)
         if tunnel is None:
             _refuse(client)
             return
-        back = workers.submit(pipe, tunnel, client)
+        back_done = threading.Event()
+
+        def back() -> None:
+            try:
+                pipe(tunnel, client)
+            finally:
+                back_done.set()
+
+        workers.submit(back)
         pipe(client, tunnel)
-        back.result()
+        back_done.wait()
         tunnel.close()
     finally:
         client.close()
@@ -205,14 +265,11 @@ def main() -> None:
         target=_serve_tunnels, args=(tunnel_listener, hello, tunnels), daemon=True
     ).start()
     slots = threading.BoundedSemaphore(MAX_CLIENTS)
-    # Threads are reused: under gVisor starting one costs ~1 ms, and each client needs two (one
-    # per direction), which a new connection would otherwise wait for. A client's two tasks
-    # never wait for a worker: at most MAX_CLIENTS clients hold at most 2 * MAX_CLIENTS.
-    workers = ThreadPoolExecutor(max_workers=2 * MAX_CLIENTS, thread_name_prefix="forward")
+    workers = Workers()
     while True:
         slots.acquire()  # at most MAX_CLIENTS at a time; the rest wait in the listen queue
         client, _ = clients.accept()
-        workers.submit(_serve_client, client, tunnels, slots, workers)
+        workers.submit(functools.partial(_serve_client, client, tunnels, slots, workers))
 
 
 if __name__ == "__main__":
