@@ -61,8 +61,9 @@ TARGET_PLANTED = 3  # TARGET_CHECK's exit status when it found a link or file in
 # Reads NUL-separated relative directory paths (from the file argv[1], or standard input);
 # prints those that exist in /workspace as anything but a real directory (a symlink, a file)
 # and exits 3. Otherwise, given a command after the file, becomes it: the unpacking tar, so a
-# restore through the host directory costs one engine exec, not two. Run with python -I: no
-# site, no environment.
+# restore through the host directory costs one engine exec, not two. Run with python -I -S:
+# no environment, no user site, and no site module at all (it needs only os, stat and sys;
+# -S saves ~20 ms of interpreter start under gVisor).
 TARGET_CHECK = r"""
 import os, stat, sys
 root = b"/workspace/"
@@ -168,7 +169,7 @@ async def _hydrate_from_host_dir(
             if summary.directories:  # the target check first, in the same exec
                 directories.write(b"\0".join(d.encode() for d in summary.directories))
                 directories.flush()
-                command = ["python3", "-I", "-c", TARGET_CHECK, listing.in_sandbox, *command]
+                command = ["python3", "-I", "-S", "-c", TARGET_CHECK, listing.in_sandbox, *command]
             result = await backend.exec(sandbox_id, command, timeout=timeout)
     except OSError as exc:
         raise SnapshotFailedError(
@@ -220,7 +221,7 @@ async def _check_target(
         out.write(listing)
 
     result = await backend.exec_stream(
-        sandbox_id, ["python3", "-I", "-c", TARGET_CHECK], timeout=timeout, feed=feed
+        sandbox_id, ["python3", "-I", "-S", "-c", TARGET_CHECK], timeout=timeout, feed=feed
     )
     _refuse_planted_target(result, sandbox_id)
     if result.exit_code != 0:
