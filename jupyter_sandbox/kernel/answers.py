@@ -82,14 +82,13 @@ def fail_request(relay: Relay, request: WireMessage, ename: str, evalue: str) ->
     publish_status(relay, request, "idle")
 
 
-def reply(
-    relay: Relay, channel: str, request: WireMessage, content: dict[str, Any], msg_type: str = ""
-) -> None:
-    """Send ``request``'s reply (``<name>_reply`` unless ``msg_type`` says) to whoever asked."""
+def reply(relay: Relay, channel: str, request: WireMessage, content: dict[str, Any]) -> None:
+    """Send ``request``'s reply (``<name>_request`` is answered by ``<name>_reply``) to whoever
+    asked, on ``channel``."""
     relay.send_to_frontend(
         channel,
         relay.frontend_signer.new_message(
-            msg_type or request.msg_type.replace("_request", "_reply"),
+            request.msg_type.replace("_request", "_reply"),
             content,
             parent=request,
             idents=request.ident_bytes(),

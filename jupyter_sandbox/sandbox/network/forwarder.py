@@ -3,8 +3,8 @@
 The host imports only its constants and its byte mover (``pipe``, shared with the host
 proxy's relay): control.py runs this source with the image's Python (``python -c``, a detached
 engine exec, as the sandbox's user; its parent is outside the sandbox, so the kernel
-supervisor's clean-up at a restart spares it). Standard library only,
-threads only (no asyncio import to pay under gVisor).
+supervisor's clean-up at a restart spares it). Standard library only, threads only (no asyncio
+import to pay under gVisor), and the threads are reused (``Workers``).
 
 It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has no other
 interface) and on the Unix socket ``/run/sandbox/egress.sock``, where the host proxy connects
