@@ -47,10 +47,11 @@ NO_PROXY_BODY = (
 class Workers:
     """Threads that serve one task after another, and end after IDLE_THREAD_SECONDS without one.
 
-    Under gVisor starting a thread costs ~0.9 ms (0.1 ms under runc) and each client needs two,
-    one per direction, so back-to-back requests reuse them. Unlike a ThreadPoolExecutor, idle
-    threads end: the sandbox's process limit (256 by default) counts them, and a burst of
-    clients must not keep its threads from the sandbox's own programs for good.
+    Under gVisor starting a thread costs ~0.9 ms (0.1 ms under runc or on the host) and each
+    client needs two, one per direction, so back-to-back requests reuse them; the host proxy's
+    relay uses them too. Unlike a ThreadPoolExecutor's, idle threads end: the sandbox's process
+    limit (256 by default) counts them, and a burst of clients must not keep its threads from
+    the sandbox's own programs for good.
     """
 
     def __init__(self, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:

@@ -2,8 +2,8 @@
 
 Once the proxy has decided and connected, nothing more is parsed, so the bytes need not pass
 through Python: ``os.splice`` moves them socket -> pipe -> socket inside the kernel. Each
-direction runs on its own thread with blocking sockets (the event loop only waits for both to
-end). An end of file is passed on as a half-close; an error ends both directions, so neither
+direction runs on a thread of its own with blocking sockets (threads are reused from one
+connection to the next: forwarder.Workers; the event loop only waits for both to end). An end of file is passed on as a half-close; an error ends both directions, so neither
 thread can be left waiting on a peer that is gone.
 """
 
@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
-import threading
 from collections.abc import Callable
 
-from .forwarder import pipe, shut_both
+from .forwarder import Workers, pipe, shut_both
 from .sni import read_first_record
+
+# The threads that move the bytes, reused from one connection to the next (see Workers).
+_WORKERS = Workers()
 
 
 async def relay(
@@ -52,7 +55,7 @@ async def relay(
     a.setblocking(True)
     b.setblocking(True)
     for src, dst in ((a, b), (b, a)):
-        threading.Thread(target=run, args=(src, dst), daemon=True).start()
+        _WORKERS.submit(functools.partial(run, src, dst))
     try:
         await done
     finally:  # cancelled (the proxy stops): end both threads' waits
