@@ -91,6 +91,7 @@ if len(sys.argv) > 2:
     sys.stdout.flush()
     os.execvp(sys.argv[2], sys.argv[2:])
 """
+CHECK_TARGET_COMMAND = ["python3", "-I", "-S", "-c", TARGET_CHECK]
 
 
 async def hydrate_workspace(
@@ -169,7 +170,7 @@ async def _hydrate_from_host_dir(
             if summary.directories:  # the target check first, in the same exec
                 directories.write(b"\0".join(d.encode() for d in summary.directories))
                 directories.flush()
-                command = ["python3", "-I", "-S", "-c", TARGET_CHECK, listing.in_sandbox, *command]
+                command = [*CHECK_TARGET_COMMAND, listing.in_sandbox, *command]
             result = await backend.exec(sandbox_id, command, timeout=timeout)
     except OSError as exc:
         raise SnapshotFailedError(
@@ -220,9 +221,7 @@ async def _check_target(
     def feed(out: Writable) -> None:
         out.write(listing)
 
-    result = await backend.exec_stream(
-        sandbox_id, ["python3", "-I", "-S", "-c", TARGET_CHECK], timeout=timeout, feed=feed
-    )
+    result = await backend.exec_stream(sandbox_id, CHECK_TARGET_COMMAND, timeout=timeout, feed=feed)
     _refuse_planted_target(result, sandbox_id)
     if result.exit_code != 0:
         raise SnapshotFailedError(
