@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 
 from ..sandbox.settings import load_config
+from . import event_loop
 from .proxy import SandboxKernel
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-f", dest="connection_file", required=True, help="the connection file")
     args = parser.parse_args(argv)
     configure_logging()
-    return asyncio.run(SandboxKernel(args.connection_file, load_config()).run())
+    return event_loop.run(SandboxKernel(args.connection_file, load_config()).run())
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import traceback
 from typing import TYPE_CHECKING, NoReturn
 
 from ..sandbox.settings import load_config
+from . import event_loop
 from .__main__ import configure_logging
 from .proxy import SandboxKernel
 
@@ -54,7 +55,7 @@ def become_kernel(request: Request, conn: socket.socket, launcher: int) -> NoRet
         os.environ.update(request.env)
         sys.argv = [sys.executable, "-m", "jupyter_sandbox.kernel", "-f", request.connection_file]
         configure_logging()
-        code = asyncio.run(_run(request.connection_file, launcher))
+        code = event_loop.run(_run(request.connection_file, launcher))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
