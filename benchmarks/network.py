@@ -6,7 +6,11 @@ the host's 127.0.0.1 (reached through the settings for tests, ``allow_loopback_f
 
 - inside the sandbox: sandbox program -> forwarder (127.0.0.1:3128 in the sandbox) -> tunnel
   (Unix socket) -> host proxy -> server, and
-- on the host: client -> server directly,
+- on the host: client -> server directly, and
+- on the host through one bare relay: client -> the proxy's own byte mover (forwarder.pipe, two
+  threads, no policy, no sandbox) -> server. This is the floor: what relaying the bytes once
+  costs on this machine, before any sandbox, tunnel or policy is involved (the sandbox's path
+  relays them twice: host proxy and forwarder),
 
 interleaved, ``--runs`` times each. It times itself (so exec start-up is not counted):
 
@@ -36,19 +40,23 @@ from typing import Any
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.network.forwarder import pipe
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:network"
 CHUNK = b"x" * (1024 * 1024)
 
-# Runs inside the sandbox and on the host alike: argv = proxy ("" for direct), host, port,
-# mode ("download" or "latency"), count. Prints one JSON line.
+FORWARDER = "127.0.0.1:3128"  # the forwarder's address in the sandbox (NetworkSettings default)
+
+# Runs inside the sandbox and on the host alike: argv = proxy as host:port ("" for direct),
+# host, port, mode ("download" or "latency"), count. Prints one JSON line.
 CLIENT = r"""
 import http.client, json, sys, time
 proxy, host, port, mode, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 def get(path):
     if proxy:
-        conn = http.client.HTTPConnection(proxy, 3128, timeout=120)
+        proxy_host, proxy_port = proxy.rsplit(":", 1)
+        conn = http.client.HTTPConnection(proxy_host, int(proxy_port), timeout=120)
         conn.request("GET", f"http://{host}:{port}{path}")
     else:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -90,6 +98,8 @@ def serve(sock: socket.socket) -> None:
                     return
                 head += data
             path = head.split(b" ", 2)[1].decode()
+            if path.startswith("http://"):  # absolute form, as the bare relay passes it on
+                path = "/" + path.split("/", 3)[3]
             size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
             conn.sendall(
                 f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
@@ -108,9 +118,34 @@ def serve(sock: socket.socket) -> None:
         threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
 
-def host_client(port: int, mode: str, count: int) -> dict[str, Any]:
+def bare_relay(sock: socket.socket, server_port: int) -> None:
+    """Relay each connection to the server with the proxy's byte mover and nothing else."""
+
+    def relay(client: socket.socket) -> None:
+        with client, socket.create_connection(("127.0.0.1", server_port)) as upstream:
+            back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
+            back.start()
+            pipe(client, upstream)
+            back.join()
+
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        threading.Thread(target=relay, args=(conn,), daemon=True).start()
+
+
+def listen() -> tuple[socket.socket, int]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    return listener, listener.getsockname()[1]
+
+
+def host_client(port: int, mode: str, count: int, proxy: str = "") -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-c", CLIENT, "", "bench.test", str(port), mode, str(count)],
+        [sys.executable, "-c", CLIENT, proxy, "bench.test", str(port), mode, str(count)],
         capture_output=True,
         text=True,
         check=True,
@@ -122,14 +157,14 @@ def host_client(port: int, mode: str, count: int) -> dict[str, Any]:
 async def sandbox_client(
     manager: SandboxManager, sandbox_id: str, port: int, mode: str, count: int
 ) -> dict[str, Any]:
-    argv = ["python", "-c", CLIENT, "127.0.0.1", "bench.test", str(port), mode, str(count)]
+    argv = ["python", "-c", CLIENT, FORWARDER, "bench.test", str(port), mode, str(count)]
     result = await manager.exec(OWNER, sandbox_id, argv, timeout=600)
     if result.exit_code != 0:
         raise RuntimeError(result.stderr.decode(errors="replace")[-2000:])
     return dict(json.loads(result.stdout))
 
 
-async def measure(runtime: str, args: argparse.Namespace, port: int) -> dict[str, Any]:
+async def measure(runtime: str, args: argparse.Namespace, port: int, relay: str) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="jsbb-", dir="/tmp"))
     config = Config()
     config.SandboxSettings.state_dir = str(state)
@@ -139,6 +174,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int) -> dict[str
     size = args.size * 1024 * 1024
     inside: list[float] = []
     host: list[float] = []
+    relayed: list[float] = []
     lat_inside: list[float] = []
     lat_host: list[float] = []
     try:
@@ -158,6 +194,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int) -> dict[str
                 ]
             )
             host.append(host_client(port, "download", size)["seconds"])
+            relayed.append(host_client(port, "download", size, relay)["seconds"])
             lat_inside += (
                 await sandbox_client(manager, sandbox.sandbox_id, port, "latency", args.requests)
             )["times"]
@@ -170,6 +207,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int) -> dict[str
     return {
         "inside": statistics.median(inside),
         "host": statistics.median(host),
+        "relayed": statistics.median(relayed),
         "lat_inside": statistics.median(lat_inside),
         "lat_host": statistics.median(lat_host),
         "lat_inside_p90": statistics.quantiles(lat_inside, n=10)[-1],
@@ -184,31 +222,33 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="small requests per run")
     parser.add_argument("--cpus", type=float, default=1.0, help="the sandbox's CPU limit")
     args = parser.parse_args()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    port = listener.getsockname()[1]
+    listener, port = listen()
     threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    relay_listener, relay_port = listen()
+    threading.Thread(target=bare_relay, args=(relay_listener, port), daemon=True).start()
     rows = []
     for runtime in args.runtime or ["runc", "runsc"]:
-        r = asyncio.run(measure(runtime, args, port))
+        r = asyncio.run(measure(runtime, args, port, f"127.0.0.1:{relay_port}"))
         mb = args.size
         rows.append(
             f"| {runtime} | {mb / r['inside']:.0f} MB/s ({r['inside']:.2f} s) | "
             f"{mb / r['host']:.0f} MB/s ({r['host']:.2f} s) | {r['inside'] / r['host']:.2f}x | "
+            f"{mb / r['relayed']:.0f} MB/s, {r['relayed'] / r['host']:.2f}x | "
             f"{r['lat_inside'] * 1000:.2f} ms (p90 {r['lat_inside_p90'] * 1000:.2f}) | "
             f"{r['lat_host'] * 1000:.2f} ms | +{(r['lat_inside'] - r['lat_host']) * 1000:.2f} ms |"
         )
     listener.close()
+    relay_listener.close()
     print(
         f"\n{args.size} MiB download (median of {args.runs}) and {args.requests}x{args.runs} "
         f"small requests, sandbox cpus={args.cpus:g}\n"
     )
     print(
         "| runtime | download, sandbox via proxy | download, host direct | time ratio (target "
-        "<= 1.3x) | small request, sandbox via proxy | host direct | added |"
+        "<= 1.3x) | host through one bare relay (floor) | small request, sandbox via proxy | "
+        "host direct | added |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))
 
 
