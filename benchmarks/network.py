@@ -7,10 +7,10 @@ the host's 127.0.0.1 (reached through the settings for tests, ``allow_loopback_f
 - inside the sandbox: sandbox program -> forwarder (127.0.0.1:3128 in the sandbox) -> tunnel
   (Unix socket) -> host proxy -> server, and
 - on the host: client -> server directly, and
-- on the host through one bare relay: client -> the proxy's own byte mover (forwarder.pipe, two
-  threads, no policy, no sandbox) -> server. This is the floor: what relaying the bytes once
-  costs on this machine, before any sandbox, tunnel or policy is involved (the sandbox's path
-  relays them twice: host proxy and forwarder),
+- on the host through the same two relays, bare: client -> relay -> Unix socket -> relay ->
+  server, each relay the proxy's own byte mover (forwarder.pipe) and nothing else. This is the
+  floor: what relaying the bytes twice costs on this machine, with no sandbox, tunnel set-up or
+  policy involved,
 
 interleaved, ``--runs`` times each. It times itself (so exec start-up is not counted):
 
@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def serve(sock: socket.socket) -> None:
                     return
                 head += data
             path = head.split(b" ", 2)[1].decode()
-            if path.startswith("http://"):  # absolute form, as the bare relay passes it on
+            if path.startswith("http://"):  # absolute form, as the bare relays pass it on
                 path = "/" + path.split("/", 3)[3]
             size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
             conn.sendall(
@@ -118,11 +119,12 @@ def serve(sock: socket.socket) -> None:
         threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
 
-def bare_relay(sock: socket.socket, server_port: int) -> None:
-    """Relay each connection to the server with the proxy's byte mover and nothing else."""
+def relay_each(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
+    """Join each accepted connection to a new one from ``connect``, with the proxy's byte
+    mover and nothing else."""
 
-    def relay(client: socket.socket) -> None:
-        with client, socket.create_connection(("127.0.0.1", server_port)) as upstream:
+    def join(client: socket.socket) -> None:
+        with client, connect() as upstream:
             back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
             back.start()
             pipe(client, upstream)
@@ -130,10 +132,33 @@ def bare_relay(sock: socket.socket, server_port: int) -> None:
 
     while True:
         try:
-            conn, _ = sock.accept()
+            conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=relay, args=(conn,), daemon=True).start()
+        threading.Thread(target=join, args=(conn,), daemon=True).start()
+
+
+def bare_relays(server_port: int, directory: Path) -> tuple[list[socket.socket], str]:
+    """The sandbox path's two relays on the host, without sandbox or policy: TCP -> (the
+    forwarder's hop) -> Unix socket -> (the host proxy's hop) -> TCP to the server. Returns
+    the listeners (to close) and the first relay's host:port."""
+    unix_path = str(directory / "relay.sock")
+    unix_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix_listener.bind(unix_path)
+    unix_listener.listen(64)
+
+    def to_server() -> socket.socket:
+        return socket.create_connection(("127.0.0.1", server_port))
+
+    def to_unix() -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(unix_path)
+        return sock
+
+    tcp_listener, port = listen()
+    for listener, connect in ((unix_listener, to_server), (tcp_listener, to_unix)):
+        threading.Thread(target=relay_each, args=(listener, connect), daemon=True).start()
+    return [unix_listener, tcp_listener], f"127.0.0.1:{port}"
 
 
 def listen() -> tuple[socket.socket, int]:
@@ -224,11 +249,11 @@ def main() -> None:
     args = parser.parse_args()
     listener, port = listen()
     threading.Thread(target=serve, args=(listener,), daemon=True).start()
-    relay_listener, relay_port = listen()
-    threading.Thread(target=bare_relay, args=(relay_listener, port), daemon=True).start()
+    scratch = Path(tempfile.mkdtemp(prefix="jsbb-relay-", dir="/tmp"))
+    relay_listeners, relay = bare_relays(port, scratch)
     rows = []
     for runtime in args.runtime or ["runc", "runsc"]:
-        r = asyncio.run(measure(runtime, args, port, f"127.0.0.1:{relay_port}"))
+        r = asyncio.run(measure(runtime, args, port, relay))
         mb = args.size
         rows.append(
             f"| {runtime} | {mb / r['inside']:.0f} MB/s ({r['inside']:.2f} s) | "
@@ -237,15 +262,16 @@ def main() -> None:
             f"{r['lat_inside'] * 1000:.2f} ms (p90 {r['lat_inside_p90'] * 1000:.2f}) | "
             f"{r['lat_host'] * 1000:.2f} ms | +{(r['lat_inside'] - r['lat_host']) * 1000:.2f} ms |"
         )
-    listener.close()
-    relay_listener.close()
+    for sock in [listener, *relay_listeners]:
+        sock.close()
+    shutil.rmtree(scratch, ignore_errors=True)
     print(
         f"\n{args.size} MiB download (median of {args.runs}) and {args.requests}x{args.runs} "
         f"small requests, sandbox cpus={args.cpus:g}\n"
     )
     print(
         "| runtime | download, sandbox via proxy | download, host direct | time ratio (target "
-        "<= 1.3x) | host through one bare relay (floor) | small request, sandbox via proxy | "
+        "<= 1.3x) | host through two bare relays (floor) | small request, sandbox via proxy | "
         "host direct | added |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
