@@ -87,36 +87,37 @@ else:
 """
 
 
-def serve(sock: socket.socket) -> None:
-    """A minimal HTTP/1.0-style server: /blob/<n> sends n bytes, /small a few."""
-
-    def answer(conn: socket.socket) -> None:
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            path = head.split(b" ", 2)[1].decode()
-            if path.startswith("http://"):  # absolute form, as the bare relays pass it on
-                path = "/" + path.split("/", 3)[3]
-            size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
-            conn.sendall(
-                f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
-            )
-            view = memoryview(CHUNK)
-            while size > 0:
-                n = min(size, len(CHUNK))
-                conn.sendall(view[:n])
-                size -= n
-
+def accept_each(listener: socket.socket, handle: Callable[[socket.socket], None]) -> None:
+    """``handle`` each connection on a thread of its own, until ``listener`` is closed."""
     while True:
         try:
-            conn, _ = sock.accept()
+            conn, _ = listener.accept()
         except OSError:
             return
-        threading.Thread(target=answer, args=(conn,), daemon=True).start()
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+def answer(conn: socket.socket) -> None:
+    """A minimal HTTP/1.0-style server: /blob/<n> sends n bytes, /small a few."""
+    with conn:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = conn.recv(65536)
+            if not data:
+                return
+            head += data
+        path = head.split(b" ", 2)[1].decode()
+        if path.startswith("http://"):  # absolute form, as the bare relays pass it on
+            path = "/" + path.split("/", 3)[3]
+        size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
+        conn.sendall(
+            f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
+        )
+        view = memoryview(CHUNK)
+        while size > 0:
+            n = min(size, len(CHUNK))
+            conn.sendall(view[:n])
+            size -= n
 
 
 def relay_each(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
@@ -130,12 +131,7 @@ def relay_each(listener: socket.socket, connect: Callable[[], socket.socket]) ->
             pipe(client, upstream)
             back.join()
 
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=join, args=(conn,), daemon=True).start()
+    accept_each(listener, join)
 
 
 def bare_relays(server_port: int, directory: Path) -> tuple[list[socket.socket], str]:
@@ -248,7 +244,7 @@ def main() -> None:
     parser.add_argument("--cpus", type=float, default=1.0, help="the sandbox's CPU limit")
     args = parser.parse_args()
     listener, port = listen()
-    threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    threading.Thread(target=accept_each, args=(listener, answer), daemon=True).start()
     scratch = Path(tempfile.mkdtemp(prefix="jsbb-relay-", dir="/tmp"))
     relay_listeners, relay = bare_relays(port, scratch)
     rows = []
