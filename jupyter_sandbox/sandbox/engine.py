@@ -20,6 +20,7 @@ import docker.errors
 import requests.exceptions
 
 from .errors import EngineTimeoutError, EngineUnavailableError, SandboxError
+from .timeouts import within
 
 T = TypeVar("T")
 # HTTP timeout of the streaming client (seconds): a backstop that frees a worker thread even
@@ -106,7 +107,7 @@ class DockerEngine:
         call = functools.partial(fn, *args, **kwargs)
         limit = self.timeout if timeout is None else timeout
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self._executor, call), limit)
+            return await within(loop.run_in_executor(self._executor, call), limit)
         except (asyncio.TimeoutError, requests.exceptions.Timeout):
             raise EngineTimeoutError(
                 f"the container engine did not finish '{what}' within {limit:g}s; it may be "

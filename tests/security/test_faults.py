@@ -85,9 +85,11 @@ async def test_fault_server_killed_and_restarted(
             orphans = {n for n in names if not (state_dir / n / "state.json").is_file()}
             assert orphans == set()
         finally:
-            await second.request("POST", "/api/shutdown", body={})
-            await asyncio.to_thread(second.process.wait, 30)
-            stop_process(second.process)
+            try:  # a shutdown that hangs fails the test, and leaves no server behind
+                await second.request("POST", "/api/shutdown", body={})
+                await asyncio.to_thread(second.process.wait, 30)
+            finally:
+                stop_process(second.process)
     observe(
         "after SIGKILL and a new start: the sandbox is listed, running and its kernel answers; "
         f"the pool holds {len(pool_tickets(state_dir)) or 'its'} member(s); every container "

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..backend import EngineStats, SandboxBackend, SandboxInfo
 from ..errors import SandboxError
 from ..hostdir import SandboxDirectory
+from ..timeouts import within
 from .checks import build_report
 from .expected import Expected, expected_from_state
 from .report import AttestationReport
@@ -64,7 +65,7 @@ def probe_source() -> bytes:
 async def run_probe(backend: SandboxBackend, sandbox_id: str, timeout: float) -> dict[str, Any]:
     """The probe's JSON output, or ``{"error": ...}`` saying why there is none."""
     try:
-        result = await asyncio.wait_for(
+        result = await within(
             backend.exec(sandbox_id, PROBE_ARGV, timeout=timeout, stdin=probe_source()),
             timeout + 5,
         )

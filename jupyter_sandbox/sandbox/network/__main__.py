@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ..process_lock import ProcessLock
+from ..timeouts import within
 from .audit import AuditLog
 from .control import PROXY_LOCK, TUNNEL_SOCKET
 from .proxy import EgressProxy
@@ -58,7 +59,7 @@ async def serve(root: Path, options: dict[str, object]) -> int:
         loop.add_signal_handler(signum, stop.set)
     keeper.start()
     try:
-        await asyncio.wait_for(keeper.ready.wait(), READY_TIMEOUT)
+        await within(keeper.ready.wait(), READY_TIMEOUT)
     except asyncio.TimeoutError:
         print("error: no tunnel into the sandbox could be opened (is its forwarder running?)")
         await keeper.close()
@@ -68,7 +69,7 @@ async def serve(root: Path, options: dict[str, object]) -> int:
     os.dup2(devnull, 1)  # the starter has read what it waited for
     while not stop.is_set() and root.is_dir():  # noqa: ASYNC240 (a stat a second)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), WATCH_SECONDS)
+            await within(stop.wait(), WATCH_SECONDS)
     await keeper.close()
     return 0
 

@@ -28,6 +28,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from ..timeouts import within
 from .addresses import AddressGuard
 from .audit import AuditLog
 from .policy import NO_NETWORK, NetworkPolicy, policy_of_state
@@ -155,9 +156,7 @@ class EgressProxy:
             upstream = socket.socket(family, socket.SOCK_STREAM)
             upstream.setblocking(False)
             try:
-                await asyncio.wait_for(
-                    loop.sock_connect(upstream, (address, port)), self.connect_timeout
-                )
+                await within(loop.sock_connect(upstream, (address, port)), self.connect_timeout)
             except (OSError, asyncio.TimeoutError) as exc:
                 upstream.close()
                 error = exc

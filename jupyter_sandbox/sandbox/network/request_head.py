@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ..timeouts import within
 from .policy import normalize_host
 
 MAX_HEAD = 64 * 1024  # bytes a request head may take
@@ -116,7 +117,7 @@ async def read_head(
     while b"\r\n\r\n" not in data:
         if len(data) > MAX_HEAD:
             raise BadRequest("request head too large")
-        chunk = await asyncio.wait_for(loop.sock_recv(client, BUFFER), deadline - loop.time())
+        chunk = await within(loop.sock_recv(client, BUFFER), deadline - loop.time())
         if not chunk:
             raise ClientClosed()
         data += chunk

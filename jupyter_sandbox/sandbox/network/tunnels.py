@@ -24,6 +24,7 @@ import socket
 import stat
 from pathlib import Path
 
+from ..timeouts import within
 from .proxy import EgressProxy
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ async def open_tunnel(path: Path, token: str) -> tuple[socket.socket, bytes]:
         received = b""
         deadline = loop.time() + HELLO_TIMEOUT
         while b"\n" not in received and len(received) <= len(HELLO) + 256:
-            chunk = await asyncio.wait_for(loop.sock_recv(sock, 4096), deadline - loop.time())
+            chunk = await within(loop.sock_recv(sock, 4096), deadline - loop.time())
             if not chunk:
                 break
             received += chunk
