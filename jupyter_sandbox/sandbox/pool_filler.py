@@ -121,6 +121,11 @@ class WarmPool(LoggingConfigurable):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if not self.directory.root.is_dir():
+            # No member was ever made here, or the state directory is gone: nothing to remove,
+            # and taking the lock would create the directories again.
+            self._refill_lock.release()
+            return []
         if not self._take_refill_lock():
             return []
         try:

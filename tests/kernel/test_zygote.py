@@ -61,7 +61,7 @@ def zygote(env: Path) -> Iterator[tuple[Zygote, Path]]:
 def launch(state_dir: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     """The kernelspec's command on a fresh connection file, as jupyter_client runs it."""
     connection_file, _ = write_connection_file(
-        str(state_dir.with_name(state_dir.name + f"-kernel-{time.monotonic_ns()}.json")),
+        str(state_dir / f"kernel-{time.monotonic_ns()}.json"),  # removed with the state dir
         key=secrets.token_hex(16).encode(),
     )
     argv = [sys.executable, "-I", "-S", str(LAUNCHER), "-f", connection_file]

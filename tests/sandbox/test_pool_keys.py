@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -125,3 +126,13 @@ def test_pool_settings_come_from_the_config_file(tmp_path: Path) -> None:
         WarmPool(SandboxManager.from_config(Config()), "alice", max_keys=MAX_WANTED + 1)
     for name, trait in WarmPool.class_traits(config=True).items():
         assert len(trait.help) > 20, name
+
+
+def test_draining_where_no_pool_was_made_creates_nothing(
+    manager: SandboxManager, state_dir: Path
+) -> None:
+    # A server stopping after its state directory was removed (a test's clean-up, an operator)
+    # must not make the directory again just to take the refill lock.
+    state_dir.rmdir()
+    assert asyncio.run(WarmPool(manager, "alice").drain()) == []
+    assert not state_dir.exists()
