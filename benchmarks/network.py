@@ -42,12 +42,13 @@ from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.network.forwarder import pipe
+from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:network"
 CHUNK = b"x" * (1024 * 1024)
 
-FORWARDER = "127.0.0.1:3128"  # the forwarder's address in the sandbox (NetworkSettings default)
+FORWARDER = f"127.0.0.1:{FORWARDER_PORT}"  # where HTTP_PROXY points inside the sandbox
 
 # Runs inside the sandbox and on the host alike: argv = proxy as host:port ("" for direct),
 # host, port, mode ("download" or "latency"), count. Prints one JSON line.

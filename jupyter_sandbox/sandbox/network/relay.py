@@ -3,8 +3,9 @@
 Once the proxy has decided and connected, nothing more is parsed, so the bytes need not pass
 through Python: ``os.splice`` moves them socket -> pipe -> socket inside the kernel. Each
 direction runs on a thread of its own with blocking sockets (threads are reused from one
-connection to the next: forwarder.Workers; the event loop only waits for both to end). An end of file is passed on as a half-close; an error ends both directions, so neither
-thread can be left waiting on a peer that is gone.
+connection to the next: forwarder.Workers; the event loop only waits for both to end). An end
+of file is passed on as a half-close; an error ends both directions, so neither thread can be
+left waiting on a peer that is gone.
 """
 
 from __future__ import annotations
