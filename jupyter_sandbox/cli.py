@@ -1,7 +1,9 @@
 """``jupyter sandbox <verb>``: doctor, build-image, list, gc, snapshot (cli_snapshots.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
-work here exactly as they do for the kernel and the server extension.
+work here exactly as they do for the kernel and the server extension. Both groups of verbs,
+``jupyter sandbox`` and ``jupyter sandbox snapshot``, are here; the snapshot verbs themselves are
+in cli_snapshots.py.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
+from . import cli_snapshots
 from ._version import __version__
-from .cli_snapshots import SnapshotApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
@@ -151,7 +153,29 @@ class GcApp(_SandboxCommand):
         return asyncio.run(reap())
 
 
-class SandboxApp(JupyterApp):
+class _CommandGroup(JupyterApp):
+    """An app that only holds verbs: without one, it lists them and exits with status 2."""
+
+    def start(self) -> None:
+        if self.subapp is None:
+            self.print_subcommands()
+            self.exit(2)
+        super().start()
+
+
+class SnapshotApp(_CommandGroup):
+    name = "jupyter-sandbox-snapshot"
+    version = __version__
+    description = "Workspace snapshots: create, list, restore, delete."
+    subcommands = {
+        "create": (cli_snapshots.CreateApp, cli_snapshots.CreateApp.description),
+        "list": (cli_snapshots.ListApp, cli_snapshots.ListApp.description),
+        "restore": (cli_snapshots.RestoreApp, cli_snapshots.RestoreApp.description),
+        "delete": (cli_snapshots.DeleteApp, cli_snapshots.DeleteApp.description),
+    }
+
+
+class SandboxApp(_CommandGroup):
     name = "jupyter-sandbox"
     version = __version__
     description = "Manage the containers that Sandboxed Python kernels run in."
@@ -162,12 +186,6 @@ class SandboxApp(JupyterApp):
         "gc": (GcApp, GcApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),
     }
-
-    def start(self) -> None:
-        if self.subapp is None:
-            self.print_subcommands()
-            self.exit(2)
-        super().start()
 
 
 main = SandboxApp.launch_instance

@@ -2,7 +2,8 @@
 
 A verb of its own module, like cli.py's: each is a small JupyterApp reading
 ``jupyter_sandbox_config.py`` (``c.Snapshots.snapshot_dir`` and the caps), acting as the owner
-``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user).
+``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user). The
+``snapshot`` group that holds them is cli.py's SnapshotApp, beside the ``jupyter sandbox`` group.
 """
 
 from __future__ import annotations
@@ -149,21 +150,3 @@ class DeleteApp(_SnapshotCommand):
     async def run(self, manager: SandboxManager, owner: str) -> int:
         await manager.snapshots.delete(owner, self.argument("SNAPSHOT_ID"))
         return 0
-
-
-class SnapshotApp(JupyterApp):
-    name = "jupyter-sandbox-snapshot"
-    version = __version__
-    description = "Workspace snapshots: create, list, restore, delete."
-    subcommands = {
-        "create": (CreateApp, CreateApp.description),
-        "list": (ListApp, ListApp.description),
-        "restore": (RestoreApp, RestoreApp.description),
-        "delete": (DeleteApp, DeleteApp.description),
-    }
-
-    def start(self) -> None:
-        if self.subapp is None:
-            self.print_subcommands()
-            self.exit(2)
-        super().start()

@@ -6,7 +6,8 @@ extension both build on this package, never on each other.
 
 from __future__ import annotations
 
-from .backend import ContainerSpec, ExecResult, SandboxBackend, SandboxInfo
+from .backend import ContainerSpec, SandboxBackend
+from .backend_records import ExecResult, SandboxInfo
 from .errors import SandboxError
 from .limits import SandboxLimits
 from .manager import Sandbox, SandboxManager, SandboxRequest

@@ -16,16 +16,8 @@ from typing import Any
 import docker.errors
 
 from . import docker_checkpoints, labels
-from .backend import (
-    ContainerSpec,
-    EngineFacts,
-    EngineStats,
-    ExecResult,
-    Feed,
-    SandboxBackend,
-    SandboxInfo,
-    Sink,
-)
+from .backend import ContainerSpec, Feed, SandboxBackend, Sink
+from .backend_records import EngineFacts, EngineStats, ExecResult, SandboxInfo
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json

@@ -20,7 +20,7 @@ from typing import Any
 import docker.errors
 from docker.utils.socket import demux_adaptor, frames_iter
 
-from .backend import ExecResult, SandboxInfo
+from .backend_records import ExecResult, SandboxInfo
 from .engine import DockerEngine
 from .errors import SandboxDiedError, SandboxError, SandboxNotFoundError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import labels
-from .backend import EngineFacts, EngineStats, SandboxInfo
+from .backend_records import EngineFacts, EngineStats, SandboxInfo
 
 
 def facts_from_info(info: dict[str, Any]) -> EngineFacts:

@@ -20,7 +20,8 @@ from typing import Any
 
 from docker.utils.socket import demux_adaptor, frames_iter
 
-from .backend import ExecResult, Feed, Sink
+from .backend import Feed, Sink
+from .backend_records import ExecResult
 from .docker_exec import TIMED_OUT, Inspect, _raw, run_watched
 from .engine import DockerEngine
 

@@ -6,10 +6,11 @@ treats another owner's sandbox exactly like a missing one. The manager owns the 
 directory; the backend owns the container; :meth:`~SandboxManager.remove` ends both.
 
 This module holds construction (with the lazily made backend), finding and restarting, the state
-file, and the operations on a running sandbox. Starting one and waiting for its kernel is the
-base class, :class:`~.starting.SandboxStarter`; the owner and id checks are in identity.py and
-the ``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported
-here, where callers have always imported them from.
+file, and the operations on a running sandbox. Starting one is the base class,
+:class:`~.starting.SandboxStarter`, and waiting for its kernel that class's base,
+:class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
+``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here,
+where callers have always imported them from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from traitlets.config import Config
 
 from .attestation import AttestationReport, record_attestation, stored_report
-from .backend import ExecResult, SandboxBackend, SandboxInfo
+from .backend import SandboxBackend
+from .backend_records import ExecResult, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
 from .hostdir import SandboxDirectory, sandbox_directories

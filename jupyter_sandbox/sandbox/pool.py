@@ -20,17 +20,17 @@ without a server running. A member that turns out dead is removed and the next t
 ticket at all means a normal start. Drain and the refiller take members with the same marker
 before removing them, so they never remove a member a kernel has just claimed.
 
-Claims happen in whatever process creates a sandbox (the proxy kernel, the server's REST
-handlers, agent code). Filling needs a long-lived process: ``WarmPool`` (pool_filler.py),
-which the server extension starts and drains. The reaper spares members with a ticket, and reaps
-a member whose claimer died between taking it and recording the claim (see
+The files under ``pool/`` are made and read by :class:`~.pool_directory.PoolDirectory`
+(pool_directory.py). Claims happen in whatever process creates a sandbox (the proxy kernel, the
+server's REST handlers, agent code). Filling needs a long-lived process: ``WarmPool``
+(pool_filler.py), which the server extension starts and drains. The reaper spares members with a
+ticket, and reaps a member whose claimer died between taking it and recording the claim (see
 :func:`is_stale_member`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 from .._version import __version__
 from .container_spec import now_iso
 from .errors import SandboxError
-from .hostdir import SandboxDirectory, write_json_atomic
-from .process_lock import ProcessLock
+from .hostdir import SandboxDirectory
+from .pool_directory import PoolDirectory, is_pool_key
 
 if TYPE_CHECKING:
     from .manager import Sandbox, SandboxRequest
@@ -52,17 +52,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POOL_DIR = "pool"
-WANTED_DIR = "wanted"
 CLAIM_MARKER = "claimed"
-# Most wanted-key records kept on disk; WarmPool.max_keys cannot exceed it.
-MAX_WANTED = 64
 # Seconds a claimed member's kernel gets to answer kernel_info; it answered once already, so a
 # member that takes longer is treated as dead.
 CLAIM_TIMEOUT = 10.0
 
 
-# -- keys and the pool directory -------------------------------------------------------------
+# -- keys and members ------------------------------------------------------------------------
 
 
 def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
@@ -88,94 +84,11 @@ def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _is_key(name: str) -> bool:
-    return len(name) == 16 and all(c in "0123456789abcdef" for c in name)
-
-
-def _owner_tag(owner: str) -> str:
-    return hashlib.sha256(owner.encode()).hexdigest()[:16]
-
-
 def _age(path: Path) -> float:
     try:
         return time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return float("inf")
-
-
-class PoolDirectory:
-    """Tickets, wanted-key records and the refiller lock under ``<state_dir>/pool``."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self.root = state_dir / POOL_DIR
-        self.wanted_dir = self.root / WANTED_DIR
-
-    def pool_keys(self) -> list[str]:
-        """Every key that has a ticket directory."""
-        try:
-            return sorted(e.name for e in self.root.iterdir() if _is_key(e.name))
-        except FileNotFoundError:
-            return []
-
-    def tickets(self, key: str) -> list[str]:
-        """Sandbox ids of the unclaimed members of ``key``, oldest first."""
-        try:
-            entries = list(os.scandir(self.root / key))
-        except FileNotFoundError:
-            return []
-        stamped = []
-        for entry in entries:
-            with contextlib.suppress(FileNotFoundError):  # claimed meanwhile
-                stamped.append((entry.stat().st_mtime, entry.name))
-        return [name for _, name in sorted(stamped)]
-
-    def has_ticket(self, key: str, sandbox_id: str) -> bool:
-        return (self.root / key / sandbox_id).exists()
-
-    def add_ticket(self, key: str, sandbox_id: str) -> None:
-        self.root.mkdir(mode=0o700, exist_ok=True)
-        (self.root / key).mkdir(mode=0o700, exist_ok=True)
-        (self.root / key / sandbox_id).touch(mode=0o600, exist_ok=False)
-
-    def remove_ticket(self, key: str, sandbox_id: str) -> None:
-        (self.root / key / sandbox_id).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # not empty, or gone: both fine
-            (self.root / key).rmdir()
-
-    def refill_lock_path(self, owner: str) -> Path:
-        return self.root / f"refill-{_owner_tag(owner)}.lock"
-
-    def refiller_running(self, owner: str) -> bool:
-        """Whether a process keeps ``owner``'s pool warm now (it holds the refill lock)."""
-        return ProcessLock.is_held(self.refill_lock_path(owner))
-
-    # -- wanted keys ---------------------------------------------------------------------------
-
-    def record_wanted(self, key: str, record: dict[str, Any]) -> None:
-        """Remember that a request of ``key`` missed (its file's mtime says when, last)."""
-        self.wanted_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_json_atomic(self.wanted_dir / f"{key}.json", record)
-        for stale in self.wanted()[MAX_WANTED:]:
-            self.forget_wanted(stale[0])
-
-    def wanted(self) -> list[tuple[str, dict[str, Any]]]:
-        """(key, record) of every wanted key, most recently wanted first."""
-        try:
-            files = list(self.wanted_dir.glob("*.json"))
-        except FileNotFoundError:
-            return []
-        found = []
-        for path in files:
-            try:
-                found.append((path.stat().st_mtime, path.stem, json.loads(path.read_text())))
-            except (OSError, ValueError):
-                continue
-        found.sort(key=lambda item: item[0], reverse=True)
-        return [(key, record) for _, key, record in found if isinstance(record, dict)]
-
-    def forget_wanted(self, key: str) -> None:
-        (self.wanted_dir / f"{key}.json").unlink(missing_ok=True)
 
 
 def take(directory: SandboxDirectory, by: str) -> bool:
@@ -224,7 +137,7 @@ def is_stale_member(
 def forget_member(state_dir: Path, sandbox_id: str, state: dict[str, Any]) -> None:
     """Remove the ticket of a member that is being removed (if it was one)."""
     key = state.get("pool")
-    if isinstance(key, str) and _is_key(key):
+    if isinstance(key, str) and is_pool_key(key):
         PoolDirectory(state_dir).remove_ticket(key, sandbox_id)
 
 

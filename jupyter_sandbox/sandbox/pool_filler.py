@@ -23,7 +23,8 @@ from traitlets.config import LoggingConfigurable
 from .errors import SandboxError
 from .hostdir import sandbox_directories
 from .periodic import repeat
-from .pool import MAX_WANTED, PoolDirectory, pool_key, take, unclaimed_member
+from .pool import pool_key, take, unclaimed_member
+from .pool_directory import MAX_WANTED, PoolDirectory
 from .process_lock import ProcessLock
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import SandboxInfo
+from .backend_records import SandboxInfo
 from .limits import SandboxLimits
 from .workspace import NO_WORKSPACE, WorkspacePlan
 

@@ -1,10 +1,12 @@
-"""Starting sandboxes and connecting to their kernels: the half of SandboxManager that waits.
+"""Starting sandboxes, from the warm pool or new: the half of SandboxManager that creates.
 
 :class:`SandboxStarter` is SandboxManager's base class (manager.py). ``create`` (proxy kernel,
 REST handlers, doctor, agent code) tries the warm pool, whose ``pool.claim`` calls back into
 ``attach_claimed``, and else starts a sandbox; the pool's refiller calls ``check_request`` and
 ``start_sandbox`` itself; the proxy kernel calls ``attach`` after a restart or by context. A
 sandbox is handed out only once its kernel has answered kernel_info (``_wait_for_kernel``).
+Connecting to a kernel (``attach``, ``attach_claimed``, ``_wait_for_kernel``) is the base class,
+:class:`~.attaching.SandboxAttacher`.
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ import logging
 import secrets
 from typing import Any
 
-from traitlets.config import LoggingConfigurable
-
 from . import pool
+from .attaching import SandboxAttacher
 from .attestation import (
     read_boot_probe,
     record_attestation,
     request_engine_sample,
     stage_boot_probe,
 )
-from .backend import SandboxBackend, SandboxInfo
 from .container_spec import (
     BASE_ENVIRONMENT,
     SpecRequest,
@@ -33,43 +33,30 @@ from .container_spec import (
     now_iso,
 )
 from .contexts import check_context
-from .errors import InvalidSettingError, SandboxNotFoundError, SandboxStartError
+from .errors import InvalidSettingError
 from .hostdir import SandboxDirectory
-from .identity import check_owner, check_sandbox_id
-from .kernel_link import (
-    bridged_connection_info,
-    new_connection_info,
-    wait_until_ready,
-    with_socket_prefix,
-)
-from .limits import SandboxLimits
+from .identity import check_owner
+from .kernel_link import bridged_connection_info, new_connection_info
 from .network import NetworkSettings, apply_policy, stop_proxy
 from .quotas import SandboxQuotas, usage_of
 from .sandbox_types import Sandbox, SandboxRequest
-from .settings import RUNTIMES, SandboxSettings
-from .workspace import WorkspacePlan, plan_workspace
+from .settings import RUNTIMES
+from .workspace import plan_workspace
 
 log = logging.getLogger(__name__)
 
 
-class SandboxStarter(LoggingConfigurable):
+class SandboxStarter(SandboxAttacher):
     """Creates sandboxes (from the warm pool or new) and connects to their kernels.
 
-    ``pool.claim`` and ``record_attestation`` take a starter: all they use is declared here.
+    ``pool.claim`` and ``record_attestation`` take a starter: all they use is declared here or
+    in its base class.
     """
 
     # -- SandboxManager's own (manager.py), declared for the type checker ---------------------
 
-    settings: SandboxSettings
     quotas: SandboxQuotas
     network: NetworkSettings
-
-    @property
-    def backend(self) -> SandboxBackend:
-        raise NotImplementedError  # SandboxManager makes it on first use
-
-    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
-        raise NotImplementedError
 
     async def remove(self, owner: str, sandbox_id: str) -> None:
         raise NotImplementedError
@@ -275,69 +262,10 @@ class SandboxStarter(LoggingConfigurable):
         )
         return sandbox
 
-    # -- connecting ---------------------------------------------------------------------------
-
-    async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
-        """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
-        await self.get(owner, sandbox_id)
-        return await self._wait_for_kernel(
-            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
-        )
-
-    async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
-        """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
-        kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
-        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
-        recorded = directory.read_state().get("container")
-        if recorded is None:  # made by an older version: ask the engine
-            info = await self.get(owner, sandbox_id)
-        else:
-            # The kernel's answer below proves the container runs; the engine is not asked,
-            # so a warm start needs no engine client at all.
-            info = SandboxInfo(**recorded)
-        if info.owner != owner:
-            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
-        if not info.running:
-            raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
-        return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
-
-    async def _wait_for_kernel(
-        self,
-        sandbox_id: str,
-        directory: SandboxDirectory,
-        timeout: float | None = None,
-        info: SandboxInfo | None = None,
-    ) -> Sandbox:
-        connection = directory.read_connection_file()
-        state = directory.read_state()
-        generation = int(state.get("generation", 0))
-        host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
-        reply = await wait_until_ready(
-            host_connection,
-            timeout=self.settings.start_timeout if timeout is None else timeout,
-            still_running=lambda: self._why_not_running(sandbox_id),
-        )
-        if info is None:
-            info = await self.backend.inspect(sandbox_id)
-        limits = SandboxLimits.parse(**state["limits"])
-        workspace = state.get("workspace") or {}
-        plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
-        return Sandbox(info, limits, host_connection, reply, plan)
-
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
         env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
         check_environment(env)
         return env
-
-    async def _why_not_running(self, sandbox_id: str) -> str | None:
-        try:
-            info = await self.backend.inspect(sandbox_id)
-        except SandboxNotFoundError:
-            return "its container is gone"
-        if info.running:
-            return None
-        tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
-        return info.death_cause() + (f"; its last output:\n{tail}" if tail else "")
 
     async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
         try:

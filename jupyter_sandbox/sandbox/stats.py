@@ -20,7 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .backend import EngineStats, SandboxBackend
+from .backend import SandboxBackend
+from .backend_records import EngineStats
 from .container_spec import now_iso
 from .errors import SandboxError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sandbox.backend import SandboxInfo
+from ..sandbox.backend_records import SandboxInfo
 from ..sandbox.contexts import kernel_attached
 from ..sandbox.manager import SandboxManager
 from ..sandbox.network import policy_of_state

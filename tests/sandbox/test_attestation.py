@@ -19,7 +19,7 @@ from jupyter_sandbox.sandbox.attestation import (
     expected_from_state,
     request_engine_sample,
 )
-from jupyter_sandbox.sandbox.backend import EngineFacts, EngineStats
+from jupyter_sandbox.sandbox.backend_records import EngineFacts, EngineStats
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 

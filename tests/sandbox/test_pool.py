@@ -18,7 +18,8 @@ from traitlets.config import Config
 from jupyter_sandbox.sandbox import SandboxManager, WarmPool
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
-from jupyter_sandbox.sandbox.pool import PoolDirectory, take
+from jupyter_sandbox.sandbox.pool import take
+from jupyter_sandbox.sandbox.pool_directory import PoolDirectory
 from jupyter_sandbox.sandbox.reaper import reap_orphans
 
 from ..conftest import manager_config, remove_everything_under

@@ -13,14 +13,8 @@ from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager, SandboxSettings, WarmPool
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
-from jupyter_sandbox.sandbox.pool import (
-    MAX_WANTED,
-    PoolDirectory,
-    is_stale_member,
-    pool_key,
-    record_wanted,
-    take,
-)
+from jupyter_sandbox.sandbox.pool import is_stale_member, pool_key, record_wanted, take
+from jupyter_sandbox.sandbox.pool_directory import MAX_WANTED, PoolDirectory
 from jupyter_sandbox.sandbox.settings import load_config
 
 from ..conftest import manager_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.backend import EngineStats
+from jupyter_sandbox.sandbox.backend_records import EngineStats
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.stats import cpu_percent
 

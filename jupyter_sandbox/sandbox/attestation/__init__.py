@@ -1,6 +1,6 @@
 """Isolation attestation: what a sandbox's isolation *is*, measured from inside it.
 
-At start (and on request) a stdlib-only probe (probe.py) is piped into ``python3 -I -`` inside the
+At start (and on request) a stdlib-only probe is piped into ``python3 -I -`` inside the
 sandbox, as the sandbox's own user with the container's security settings, and reports what it
 sees: kernel, uid/gid, capabilities, no_new_privs, seccomp, mounts, network interfaces, an egress
 attempt, limits. The engine adds what only it can see (the image id, the host cgroup's limits).
@@ -13,9 +13,10 @@ Nothing here is taken from the configuration and presented as measured: a value 
 not measure is ``None`` with the reason in ``notes`` (e.g. the CPU quota under gVisor, whose
 sandbox shows no cgroup files).
 
-The modules, in the order a report is made: ``run`` pipes ``probe.py`` (a standalone script, never
-imported) into the sandbox; ``interpret`` turns its raw fields into measurements; ``expected``
-reads what the sandbox was configured to be; ``checks`` compares the two into a ``report``.
+The modules, in the order a report is made: ``run`` pipes the probe (``probe_boundaries.py`` and
+``probe.py`` joined into one standalone script, never imported) into the sandbox; ``interpret``
+turns its raw fields into measurements; ``expected`` reads what the sandbox was configured to be;
+``checks`` compares the two into a ``report``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend import EngineFacts, EngineStats, SandboxInfo
+from ..backend_records import EngineFacts, EngineStats, SandboxInfo
 from ..container_spec import now_iso
 from .expected import Expected
 from .interpret import interpret

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..backend import EngineStats
+from ..backend_records import EngineStats
 from .report import Measurement
 
 # The kernel gVisor (runsc 2022-2024 releases) shows its sandboxes: a fixed, made-up identity.

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ..backend import SANDBOX_IO_DIR, ExecResult, SandboxBackend, Writable
+from ..backend import SANDBOX_IO_DIR, SandboxBackend, Writable
+from ..backend_records import ExecResult
 from .errors import SnapshotFailedError, SnapshotTooLargeError
 
 # tar killed by SIGXFSZ (25), as ``timeout`` reports it.

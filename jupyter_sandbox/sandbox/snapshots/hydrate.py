@@ -32,7 +32,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO
 
-from ..backend import WORKSPACE_DIR, ExecResult, SandboxBackend, Writable
+from ..backend import WORKSPACE_DIR, SandboxBackend, Writable
+from ..backend_records import ExecResult
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive, write_clean_archive
 from .errors import (
     SnapshotFailedError,

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend import EngineFacts, SandboxInfo
+from ..backend_records import EngineFacts, SandboxInfo
 from ..container_spec import now_iso
 from ..contexts import kernel_attached
 from ..errors import SandboxConflictError, SandboxError

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import io
 import os
 import shutil
@@ -30,7 +29,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..backend import SandboxInfo
 from ..errors import InvalidRequestError, QuotaExceededError
 from ..hostdir import SandboxDirectory
 from ..limits import SandboxLimits
@@ -41,7 +39,7 @@ from .hydrate import hydrate_workspace
 from .memory import MemorySnapshots
 from .persist import archive_workspace
 from .settings import SnapshotSettings
-from .storage import new_snapshot_id
+from .storage import workspace_metadata
 
 if TYPE_CHECKING:
     from ..manager import SandboxManager
@@ -79,7 +77,7 @@ class Snapshots(SnapshotSettings):
         store = self.store
         with store.new_archive(owner) as (out, temporary):
             summary = await self._archive(sandbox_id, out)
-            return store.commit(owner, temporary, self._metadata(summary, info, note))
+            return store.commit(owner, temporary, workspace_metadata(summary, info, note))
 
     async def import_archive(
         self, owner: str, source: bytes | str | Path, *, note: str = ""
@@ -101,7 +99,7 @@ class Snapshots(SnapshotSettings):
 
         with store.new_archive(owner) as (out, temporary):
             summary = await asyncio.to_thread(copy_and_scan, out)
-            return store.commit(owner, temporary, self._metadata(summary, None, note))
+            return store.commit(owner, temporary, workspace_metadata(summary, None, note))
 
     def list_snapshots(self, owner: str) -> list[dict[str, Any]]:
         """Both kinds, oldest first."""
@@ -282,22 +280,3 @@ class Snapshots(SnapshotSettings):
         if not limits:
             return None
         return SandboxLimits.parse(**limits).workspace_bytes
-
-    @staticmethod
-    def _metadata(summary: ArchiveSummary, info: SandboxInfo | None, note: str) -> dict[str, Any]:
-        return {
-            "id": new_snapshot_id(),
-            "kind": "workspace",
-            # Microseconds: listings sort by it, and two snapshots often share a second.
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "source": {
-                "sandbox": info.sandbox_id if info else None,
-                "image": info.image if info else None,
-                "runtime": info.runtime if info else None,
-            },
-            "size": summary.size,
-            "sha256": summary.sha256,
-            "members": summary.members,
-            "file_bytes": summary.file_bytes,
-            "note": note[:200],
-        }

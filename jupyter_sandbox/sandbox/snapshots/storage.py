@@ -14,12 +14,14 @@ every read. Snapshot ids are 16 lowercase hex digits, a single path segment; any
 Writes are atomic: a file is written under a temporary name starting with '.' in the same
 directory, fsynced, then renamed into place; the metadata is renamed last and is what makes a
 snapshot exist, so no half-written snapshot is ever listed. A full disk (ENOSPC, EDQUOT) removes
-the partial file and raises SnapshotStorageFullError.
+the partial file and raises SnapshotStorageFullError. What a workspace snapshot's metadata holds
+is decided here too (:func:`workspace_metadata`), beside the files that keep it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import hashlib
 import json
@@ -32,8 +34,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ..backend_records import SandboxInfo
 from ..errors import SandboxError
 from ..identity import check_owner
+from .archive_scan import ArchiveSummary
 from .errors import SnapshotNotFoundError, SnapshotStorageFullError
 
 _SNAPSHOT_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -43,6 +47,29 @@ TEMP_PREFIX = ".tmp-"
 
 def new_snapshot_id() -> str:
     return secrets.token_hex(8)
+
+
+def workspace_metadata(
+    summary: ArchiveSummary, info: SandboxInfo | None, note: str
+) -> dict[str, Any]:
+    """The metadata a new workspace snapshot of ``summary``'s archive is stored with (``commit``
+    adds the owner); ``info`` is the sandbox it was made from, None for an imported archive."""
+    return {
+        "id": new_snapshot_id(),
+        "kind": "workspace",
+        # Microseconds: listings sort by it, and two snapshots often share a second.
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "source": {
+            "sandbox": info.sandbox_id if info else None,
+            "image": info.image if info else None,
+            "runtime": info.runtime if info else None,
+        },
+        "size": summary.size,
+        "sha256": summary.sha256,
+        "members": summary.members,
+        "file_bytes": summary.file_bytes,
+        "note": note[:200],
+    }
 
 
 def check_snapshot_id(snapshot_id: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox.backend import EngineFacts, SandboxInfo
+from jupyter_sandbox.sandbox.backend_records import EngineFacts, SandboxInfo
 from jupyter_sandbox.sandbox.errors import SandboxConflictError
 from jupyter_sandbox.sandbox.snapshots.errors import MemorySnapshotUnsupportedError
 from jupyter_sandbox.sandbox.snapshots.memory import check_checkpointable

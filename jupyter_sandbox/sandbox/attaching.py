@@ -1,0 +1,99 @@
+"""Connecting to a running sandbox's kernel: waiting until it answers, and saying why it does not.
+
+:class:`SandboxAttacher` is the base of :class:`~.starting.SandboxStarter` (and so of
+SandboxManager). A new sandbox (starting.py), a claimed pool member (``attach_claimed``), a
+kernel restarted in place (``SandboxManager.restart_kernel``) and a proxy kernel finding its
+context again (``attach``) all end the same way: read the connection file of the kernel's current
+generation, wait for kernel_info, and tell a dead container's cause when it never answers. Kept
+apart from starting a sandbox, which decides what a sandbox is; this only finds its kernel.
+"""
+
+from __future__ import annotations
+
+from traitlets.config import LoggingConfigurable
+
+from .backend import SandboxBackend
+from .backend_records import SandboxInfo
+from .errors import SandboxNotFoundError, SandboxStartError
+from .hostdir import SandboxDirectory
+from .identity import check_sandbox_id
+from .kernel_link import wait_until_ready, with_socket_prefix
+from .limits import SandboxLimits
+from .sandbox_types import Sandbox
+from .settings import SandboxSettings
+from .workspace import WorkspacePlan
+
+
+class SandboxAttacher(LoggingConfigurable):
+    """Connects to the kernels of running sandboxes; a sandbox is handed out only once its
+    kernel has answered kernel_info."""
+
+    # -- SandboxManager's own (manager.py), declared for the type checker ---------------------
+
+    settings: SandboxSettings
+
+    @property
+    def backend(self) -> SandboxBackend:
+        raise NotImplementedError  # SandboxManager makes it on first use
+
+    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        raise NotImplementedError
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
+        """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
+        await self.get(owner, sandbox_id)
+        return await self._wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        )
+
+    async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
+        """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
+        kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        recorded = directory.read_state().get("container")
+        if recorded is None:  # made by an older version: ask the engine
+            info = await self.get(owner, sandbox_id)
+        else:
+            # The kernel's answer below proves the container runs; the engine is not asked,
+            # so a warm start needs no engine client at all.
+            info = SandboxInfo(**recorded)
+        if info.owner != owner:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
+        if not info.running:
+            raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
+        return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
+
+    async def _wait_for_kernel(
+        self,
+        sandbox_id: str,
+        directory: SandboxDirectory,
+        timeout: float | None = None,
+        info: SandboxInfo | None = None,
+    ) -> Sandbox:
+        connection = directory.read_connection_file()
+        state = directory.read_state()
+        generation = int(state.get("generation", 0))
+        host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
+        reply = await wait_until_ready(
+            host_connection,
+            timeout=self.settings.start_timeout if timeout is None else timeout,
+            still_running=lambda: self._why_not_running(sandbox_id),
+        )
+        if info is None:
+            info = await self.backend.inspect(sandbox_id)
+        limits = SandboxLimits.parse(**state["limits"])
+        workspace = state.get("workspace") or {}
+        plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
+        return Sandbox(info, limits, host_connection, reply, plan)
+
+    async def _why_not_running(self, sandbox_id: str) -> str | None:
+        try:
+            info = await self.backend.inspect(sandbox_id)
+        except SandboxNotFoundError:
+            return "its container is gone"
+        if info.running:
+            return None
+        tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
+        return info.death_cause() + (f"; its last output:\n{tail}" if tail else "")
