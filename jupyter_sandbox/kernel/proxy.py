@@ -80,6 +80,7 @@ class SandboxKernel:
         try:
             self.sandbox = await self._obtain_sandbox()
             log.debug("sandbox obtained in %.0f ms", (time.monotonic() - began) * 1000)
+            self.relay.connect_sandbox(self.sandbox.connection_info)
         except SandboxError as exc:
             log.error("no sandbox for this kernel: %s", exc.message)
             self._serve_unavailable(exc.message)
@@ -87,7 +88,6 @@ class SandboxKernel:
             self.activity = ActivityRecord(
                 functools.partial(self.manager.update_state, self.sandbox.sandbox_id)
             )
-            self.relay.connect_sandbox(self.sandbox.connection_info)
             self.relay.start(self._to_sandbox, self._to_frontend)
             watcher = asyncio.ensure_future(self._watch(self.sandbox))
         try:

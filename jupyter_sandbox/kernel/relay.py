@@ -22,6 +22,8 @@ from typing import Any
 
 import zmq
 
+from ..sandbox.errors import SandboxStartError
+from ..sandbox.socket_pin import PinnedSockets, pin_sockets
 from .reactor import Reactor, recv_frames
 from .wire import MalformedMessage, Part, Signer, WireMessage, parse
 
@@ -114,6 +116,7 @@ class Relay:
         self.frontend: dict[str, Socket] = {}
         self.sandbox: dict[str, Socket] = {}
         self.sandbox_signer: Signer | None = None
+        self.sandbox_pins: PinnedSockets | None = None
         self._pumps: list[Pump] = []
         self._requests_open = False
 
@@ -161,6 +164,17 @@ class Relay:
     # -- sandbox side -------------------------------------------------------------------------
 
     def connect_sandbox(self, info: dict[str, Any]) -> None:
+        """Connect to the sandbox's kernel, whose sockets must be bound (the manager waited for
+        it to answer); through pinned paths, which the sandbox cannot redirect (socket_pin.py).
+
+        Raises SocketReplacedError, or SandboxStartError if the kernel has gone."""
+        pins = pin_sockets(info, (*REQUEST_CHANNELS, "iopub"))
+        if pins is None:
+            raise SandboxStartError(
+                f"the sandbox's kernel sockets at {info['ip']} are gone (its kernel stopped "
+                "after it answered): start the kernel again"
+            )
+        self.sandbox_pins = pins
         self.sandbox_signer = Signer(
             info["key"].encode(), info.get("signature_scheme", "hmac-sha256")
         )
@@ -171,11 +185,11 @@ class Relay:
             sock = self.context.socket(zmq.DEALER)
             sock.linger = 1000
             sock.identity = identity if channel != "control" else identity + b"-control"
-            sock.connect(endpoint(info, channel))
+            sock.connect(pins.endpoint(channel))
             self.sandbox[channel] = sock
         sub = self.context.socket(zmq.SUB)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
-        sub.connect(endpoint(info, "iopub"))
+        sub.connect(pins.endpoint("iopub"))
         self.sandbox["iopub"] = sub
 
     def start(self, to_sandbox: Hook, to_frontend: Hook) -> None:
@@ -238,3 +252,5 @@ class Relay:
             sock.close(linger=1000)
         # Blocks until what was sent last (a shutdown_reply, say) has left, or linger expires.
         self.context.term()
+        if self.sandbox_pins is not None:
+            self.sandbox_pins.close()  # only now: ZMQ may reconnect by these paths until here

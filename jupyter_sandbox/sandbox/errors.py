@@ -89,6 +89,23 @@ class SandboxStartError(SandboxError):
     http_status = 500
 
 
+class SocketReplacedError(SandboxError):
+    """A socket in the sandbox's directory (its kernel's, its egress tunnel's) was replaced by a
+    symlink, a file...: the host does not connect where code in the sandbox points it (see
+    socket_pin.py)."""
+
+    code = "socket_replaced"
+    http_status = 409
+
+    @classmethod
+    def at(cls, path: str, kind: str) -> SocketReplacedError:
+        return cls(
+            f"the sandbox's socket {path} is a {kind}, not a socket: code in the sandbox "
+            "replaced it, and the host does not follow it. Remove that sandbox (shut its "
+            "context's kernel down, or DELETE /api/sandboxes/<id>) and start a new one"
+        )
+
+
 class SandboxStartTimeoutError(SandboxStartError):
     """The container or its kernel did not become ready in time; it has been cleaned up."""
 

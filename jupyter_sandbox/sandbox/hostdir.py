@@ -15,7 +15,9 @@ Layout (the whole tree is 0700, owned by the host user)::
 The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
 nothing the sandbox can write except the sockets, the exit record and, once at start before
 any request of the user, the boot-time probe's output: code in the sandbox may rewrite its copy
-of the connection file, and the host never looks at it again.
+of the connection file, and the host never looks at it again. It may also replace a socket by
+a link to some host socket; the host connects only to what it checked is a socket there, never
+through a link (socket_pin.py).
 """
 
 from __future__ import annotations

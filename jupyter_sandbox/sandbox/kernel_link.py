@@ -1,14 +1,17 @@
 """The in-sandbox kernel's connection and the wait for it to answer.
 
 The kernel inside the sandbox gets its own fresh key and ``ipc://`` sockets in the sandbox's
-host directory; the host reaches it with plain ``jupyter_client``. Readiness is a
-``kernel_info_reply`` on shell plus one message on iopub (the kernel's status), so a client that
-connects after :func:`wait_until_ready` returns misses nothing. There is no fixed sleep: ZMQ
-reconnects to the socket path until the kernel binds it, and each wait is on a message.
+host directory; the host reaches it with ``jupyter_client``, through sockets pinned so that the
+sandbox cannot redirect it (socket_pin.py). Readiness is a ``kernel_info_reply`` on shell plus
+one message on iopub (the kernel's status), so a client that connects after
+:func:`wait_until_ready` returns misses nothing. There is no fixed sleep: the wait looks for the
+socket files as often as ZMQ would retry a connection, and each wait after that is on a message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import queue
 import secrets
 import time
@@ -17,16 +20,18 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
-from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from .errors import SandboxStartError, SandboxStartTimeoutError
+from .socket_pin import PinnedKernelClient, PinnedSockets, pin_sockets
+
+log = logging.getLogger(__name__)
 
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 # A bridged kernel (see bridged_connection_info) listens on these TCP ports plus the offset.
 BRIDGE_PORT_OFFSET = 50000
-# How often a not-yet-connected ipc:// socket retries; also the poll of the container's state.
+# How often a not-yet-connected ipc:// socket retries, and the wait looks for the socket files.
 RECONNECT_MS = 20
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.25  # how often the container's state is checked while waiting
 
 
 def new_connection_info(socket_prefix: str) -> dict[str, Any]:
@@ -74,27 +79,47 @@ async def wait_until_ready(
     ``still_running`` is awaited between attempts; it returns None while the sandbox lives, or
     the reason it does not (e.g. "exited with code 1: <log tail>"), which fails the wait at once.
     """
+    deadline = time.monotonic() + timeout
+    pins = await _pinned_once_bound(connection_info, deadline, still_running)
     context = zmq.asyncio.Context()
     context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
-    client = AsyncKernelClient(context=context)
+    client = PinnedKernelClient(context=context)
+    client.pins = pins
     client.load_connection_info(connection_info)  # type: ignore[arg-type]
     client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
-    deadline = time.monotonic() + timeout
     try:
         reply = await _first_reply(client, deadline, still_running)
         # The reply proves shell works; iopub may still be joining (ZMQ's slow-joiner): ask
         # again until a status message arrives on it.
         while not await _iopub_message(client, deadline):
-            await _check(deadline, still_running, timeout)
+            await _check(deadline, still_running)
             client.kernel_info()
         return reply
     finally:
         client.stop_channels()
         context.destroy(linger=0)
+        pins.close()
+
+
+async def _pinned_once_bound(
+    connection_info: dict[str, Any],
+    deadline: float,
+    still_running: Callable[[], Awaitable[str | None]],
+) -> PinnedSockets:
+    """The kernel's sockets, pinned as soon as the kernel has bound them all (all: the client's
+    stop_channels connects every channel it did not start, only to stop it)."""
+    checked = time.monotonic()
+    while (pins := pin_sockets(connection_info)) is None:
+        now = time.monotonic()
+        if now - checked >= POLL_SECONDS or now > deadline:
+            await _check(deadline, still_running)
+            checked = now
+        await asyncio.sleep(RECONNECT_MS / 1000)
+    return pins
 
 
 async def _first_reply(
-    client: AsyncKernelClient,
+    client: PinnedKernelClient,
     deadline: float,
     still_running: Callable[[], Awaitable[str | None]],
 ) -> dict[str, Any]:
@@ -107,10 +132,10 @@ async def _first_reply(
         else:
             if msg["msg_type"] == "kernel_info_reply":
                 return dict(msg["content"])
-        await _check(deadline, still_running, deadline - time.monotonic())
+        await _check(deadline, still_running)
 
 
-async def _iopub_message(client: AsyncKernelClient, deadline: float) -> bool:
+async def _iopub_message(client: PinnedKernelClient, deadline: float) -> bool:
     try:
         await client.get_iopub_msg(timeout=_wait(deadline))
     except queue.Empty:
@@ -124,16 +149,15 @@ def _wait(deadline: float) -> float:
     return max(0.0, min(POLL_SECONDS, deadline - time.monotonic()))
 
 
-async def _check(
-    deadline: float, still_running: Callable[[], Awaitable[str | None]], timeout: float
-) -> None:
+async def _check(deadline: float, still_running: Callable[[], Awaitable[str | None]]) -> None:
     reason = await still_running()
     if reason is not None:
         raise SandboxStartError(f"the sandbox's kernel did not start: {reason}")
     if time.monotonic() > deadline:
+        # Not "the sandbox was removed": a new sandbox's start removes it, an attach does not.
         raise SandboxStartTimeoutError(
             "the sandbox's kernel did not answer kernel_info in time "
-            "(SandboxSettings.start_timeout); the sandbox was removed"
+            "(SandboxSettings.start_timeout)"
         )
 
 
@@ -146,8 +170,13 @@ async def shut_kernel_down(
     starts a fresh interpreter afterwards. A kernel that does not reply within ``timeout`` s is
     left to the supervisor, which restarts it when it exits anyway.
     """
+    pins = pin_sockets(connection_info)
+    if pins is None:
+        log.debug("no kernel is bound at %s; nothing to shut down", connection_info["ip"])
+        return
     context = zmq.asyncio.Context()
-    client = AsyncKernelClient(context=context)
+    client = PinnedKernelClient(context=context)
+    client.pins = pins
     client.load_connection_info(connection_info)  # type: ignore[arg-type]
     client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
     try:
@@ -164,3 +193,4 @@ async def shut_kernel_down(
     finally:
         client.stop_channels()
         context.destroy(linger=0)
+        pins.close()

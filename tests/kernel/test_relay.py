@@ -46,6 +46,9 @@ class Peers:
         self.kernel = self.ctx.socket(zmq.ROUTER)
         self.kernel.rcvhwm = 1  # so that a kernel which stops reading backs the relay up soon
         self.kernel.bind(endpoint(self.back_info, "shell"))
+        # The relay connects only to sockets the kernel has bound (see socket_pin.py).
+        for channel, kind in (("control", zmq.ROUTER), ("stdin", zmq.ROUTER), ("iopub", zmq.PUB)):
+            self.ctx.socket(kind).bind(endpoint(self.back_info, channel))
 
     async def request(self, n: int) -> None:
         self.front.send(self.client, "execute_request", {"code": f"{n}"})

@@ -1,18 +1,22 @@
-"""Rows 12, 13 and 24: host secrets, the engine's socket and other host sockets, and files the
-sandbox shares with the host."""
+"""Rows 12, 13 and 24: host secrets, the engine's socket and other host sockets, and files and
+sockets the sandbox shares with the host."""
 
 from __future__ import annotations
 
 import ast
 import json
 import os
+import socket
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from jupyter_sandbox.kernel.relay import Relay
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.container_spec import BASE_ENVIRONMENT
+from jupyter_sandbox.sandbox.errors import SocketReplacedError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 
 from .conftest import errno_name, run
@@ -155,3 +159,41 @@ async def test_row24_the_host_never_trusts_files_the_sandbox_can_write(
     assert attached.connection_info == sandbox.connection_info
     assert await run(attached, "print('reachable')") == "reachable"
     observe("the forged connection file was ignored; reattaching used the host's own copy")
+
+
+@pytest.mark.checklist(
+    row=24,
+    attack="sandbox code replacing its kernel's socket by a symlink to a host Unix socket, so "
+    "that the host's next connection (a kernel reattaching) goes there",
+    expected="the host refuses, naming the socket; the link's target is never contacted",
+)
+async def test_row24_the_host_does_not_follow_a_replaced_kernel_socket(
+    sandbox: Sandbox, manager: SandboxManager, observe: Callable[[str], None]
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="jsbx-decoy-") as decoy_dir:
+        decoy_path = os.path.join(decoy_dir, "decoy.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as decoy:
+            decoy.bind(decoy_path)
+            decoy.listen()
+            decoy.setblocking(False)
+            await run(
+                sandbox,
+                "import os\n"
+                "os.rename('/run/sandbox/kernel-1', '/run/sandbox/kernel-1.moved')\n"
+                f"os.symlink({decoy_path!r}, '/run/sandbox/kernel-1')",
+            )
+            directory = SandboxDirectory(manager.settings.state_path, sandbox.sandbox_id)
+            assert (directory.io / "kernel-1").is_symlink()  # the host sees the planted link
+            # What a proxy kernel does when it (re)attaches, then connects its relay.
+            with pytest.raises(SocketReplacedError, match="kernel-1 is a symlink") as refused:
+                await manager.attach("alice", sandbox.sandbox_id)
+            relay = Relay({"key": "frontend"})
+            with pytest.raises(SocketReplacedError, match="kernel-1 is a symlink"):
+                relay.connect_sandbox(sandbox.connection_info)
+            await relay.close()
+            with pytest.raises(BlockingIOError):
+                decoy.accept()  # nobody connected to the link's target
+    observe(
+        f"reattaching and relaying both refused ({refused.value.code}: io/kernel-1 is a "
+        "symlink, not a socket); the link's target, a listening host socket, saw no connection"
+    )

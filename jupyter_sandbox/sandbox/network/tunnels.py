@@ -8,10 +8,10 @@ each new client on its loopback port one idle tunnel; the proxy serves the reque
 it and opens a replacement. The proxy itself listens nowhere, so no other local process can use
 a sandbox's egress.
 
-The tunnel socket lies in a directory the sandbox can write, so before trusting a connection
-the proxy requires the forwarder's hello with the per-sandbox token, sent first by the
-forwarder: were the socket swapped for a link to some host service, that service would not know
-the token and the proxy would send it nothing.
+The tunnel socket lies in a directory the sandbox can write, so the proxy connects only to the
+socket it found there, never through a link the sandbox planted (socket_pin.py), and before
+trusting a connection requires the forwarder's hello with the per-sandbox token, sent first by
+the forwarder: a peer that does not know the token is sent nothing.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import hmac
 import logging
 import os
 import socket
-import stat
 from pathlib import Path
 
+from ..errors import SocketReplacedError
+from ..socket_pin import pin_socket, pinned_path
 from ..timeouts import within
 from .proxy import EgressProxy
 
@@ -41,13 +42,20 @@ class TunnelRefused(Exception):
 async def open_tunnel(path: Path, token: str) -> tuple[socket.socket, bytes]:
     """A connection to the forwarder at ``path`` that presented ``token``, and whatever the
     forwarder's client already sent after the hello."""
-    if not stat.S_ISSOCK(os.lstat(path).st_mode):  # a link or a file planted by the sandbox
-        raise TunnelRefused(f"{path} is not a socket")
+    try:
+        pinned = pin_socket(str(path))
+    except SocketReplacedError as exc:  # a link or a file planted by the sandbox
+        raise TunnelRefused(exc.message) from None
+    if pinned is None:
+        raise FileNotFoundError(f"no tunnel socket at {path} yet")
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
-        await loop.sock_connect(sock, str(path))
+        try:
+            await loop.sock_connect(sock, pinned_path(pinned))
+        finally:
+            os.close(pinned)  # the connection, once made, does not need the path
         received = b""
         deadline = loop.time() + HELLO_TIMEOUT
         while b"\n" not in received and len(received) <= len(HELLO) + 256:
