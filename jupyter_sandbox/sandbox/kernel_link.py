@@ -2,10 +2,13 @@
 
 The kernel inside the sandbox gets its own fresh key and ``ipc://`` sockets in the sandbox's
 host directory; the host reaches it with ``jupyter_client``, through sockets pinned so that the
-sandbox cannot redirect it (socket_pin.py). Readiness is a ``kernel_info_reply`` on shell plus
+sandbox cannot redirect it (socket_pin.py). Readiness is a ``kernel_info_reply`` on control plus
 one message on iopub (the kernel's status), so a client that connects after
-:func:`wait_until_ready` returns misses nothing. There is no fixed sleep: the wait looks for the
-socket files as often as ZMQ would retry a connection, and each wait after that is on a message.
+:func:`wait_until_ready` returns misses nothing. Control, not shell: ipykernel answers it even
+while a cell runs on shell, so a context whose kernel is still busy with a cell (its proxy
+crashed, Jupyter restarted) is found again at once, and that cell can be interrupted. There is
+no fixed sleep: the wait looks for the socket files as often as ZMQ would retry a connection,
+and each wait after that is on a message.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ async def wait_until_ready(
     timeout: float,
     still_running: Callable[[], Awaitable[str | None]],
 ) -> dict[str, Any]:
-    """Return the kernel's ``kernel_info_reply`` content once shell and iopub both work.
+    """Return the kernel's ``kernel_info_reply`` content once control and iopub both work.
 
     ``still_running`` is awaited between attempts; it returns None while the sandbox lives, or
     the reason it does not (e.g. "exited with code 1: <log tail>"), which fails the wait at once.
@@ -86,14 +89,14 @@ async def wait_until_ready(
     client = PinnedKernelClient(context=context)
     client.pins = pins
     client.load_connection_info(connection_info)  # type: ignore[arg-type]
-    client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+    client.start_channels(shell=False, iopub=True, stdin=False, hb=False, control=True)
     try:
         reply = await _first_reply(client, deadline, still_running)
-        # The reply proves shell works; iopub may still be joining (ZMQ's slow-joiner): ask
-        # again until a status message arrives on it.
+        # The reply proves the kernel runs; iopub may still be joining (ZMQ's slow joiner): ask
+        # again until a status message (ipykernel publishes one per control request) arrives.
         while not await _iopub_message(client, deadline):
             await _check(deadline, still_running)
-            client.kernel_info()
+            _ask_kernel_info(client)
         return reply
     finally:
         client.stop_channels()
@@ -123,16 +126,20 @@ async def _first_reply(
     deadline: float,
     still_running: Callable[[], Awaitable[str | None]],
 ) -> dict[str, Any]:
-    client.kernel_info()
+    _ask_kernel_info(client)
     while True:
         try:
-            msg = await client.get_shell_msg(timeout=_wait(deadline))
+            msg = await client.control_channel.get_msg(timeout=_wait(deadline))
         except queue.Empty:  # nothing yet
             pass
         else:
             if msg["msg_type"] == "kernel_info_reply":
                 return dict(msg["content"])
         await _check(deadline, still_running)
+
+
+def _ask_kernel_info(client: PinnedKernelClient) -> None:
+    client.control_channel.send(client.session.msg("kernel_info_request"))
 
 
 async def _iopub_message(client: PinnedKernelClient, deadline: float) -> bool:

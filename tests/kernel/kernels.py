@@ -14,15 +14,17 @@ from jupyter_client.manager import KernelManager
 
 @contextmanager
 def running_kernel(
-    cwd: Path, *, stderr: IO[str] | None = None, **env: str
+    cwd: Path, *, stderr: IO[str] | None = None, ready: bool = True, **env: str
 ) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    """A started, ready sandboxed-python kernel with ``env`` added to its environment."""
+    """A started sandboxed-python kernel with ``env`` added to its environment; ready (it
+    answered kernel_info on shell) unless ``ready`` is False."""
     km = KernelManager(kernel_name="sandboxed-python")
     km.start_kernel(cwd=str(cwd), env={**os.environ, **env}, stderr=stderr)
     kc = km.client()
     kc.start_channels()
     try:
-        kc.wait_for_ready(timeout=120)
+        if ready:
+            kc.wait_for_ready(timeout=120)
         yield km, kc
     finally:
         kc.stop_channels()

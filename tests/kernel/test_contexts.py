@@ -7,6 +7,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,30 @@ def test_a_killed_kernel_leaves_its_context_free(env: Path, observe: Callable[..
     with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
         assert value_of(kc, "x") == "'survives'"
     observe("a new kernel attached to the context at once; x == 'survives'")
+
+
+def test_a_context_whose_cell_still_runs_is_found_again_at_once(env: Path) -> None:
+    """Its proxy killed mid-cell, a context is reattached without waiting for the cell (the
+    manager asks the kernel on control), and the cell can be interrupted from the new kernel."""
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c5", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **kernel_env) as (km, kc):
+        run(kc, "x = 'kept'")
+        cell = kc.execute("import time; time.sleep(600)")
+        while not is_input_of(kc.get_iopub_msg(timeout=30), cell):
+            pass  # until the kernel has begun the cell
+        assert km.provisioner is not None
+        os.kill(km.provisioner.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        km.provisioner.process.wait()  # type: ignore[attr-defined]
+    with running_kernel(notebook_dir(env), ready=False, **kernel_env) as (km, kc):
+        km.interrupt_kernel()  # waits in the proxy's queue until the sandbox is attached
+        kc.wait_for_ready(timeout=120)  # answered once the old cell is interrupted
+        # An attach that asked shell waited out SandboxSettings.start_timeout here and failed:
+        # the new kernel then answered every request with that error.
+        assert value_of(kc, "x") == "'kept'"
+
+
+def is_input_of(message: dict[str, Any], msg_id: str) -> bool:
+    return message["msg_type"] == "execute_input" and message["parent_header"]["msg_id"] == msg_id
 
 
 def test_owners_never_share_a_context(env: Path) -> None:
