@@ -2,7 +2,7 @@
 
 The operating system drops an ``flock`` when its holder ends in any way, SIGKILL included, so a
 crashed holder never leaves the lock taken. Used for a kernel's hold on its context
-(contexts.py) and for the one process that keeps an owner's warm pool filled (pool.py).
+(contexts.py) and for the one process that keeps an owner's warm pool filled (pool_filler.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,17 @@ class ProcessLock:
         return self._fd is not None
 
     def try_acquire(self, note: str = "") -> bool:
-        """Take the lock and write ``note`` into its file; False if another process holds it."""
+        """Take the lock and write ``note`` into its file; False if another process holds it.
+
+        Asked again while held, it checks that the file it holds is still the one at ``path``:
+        once that file is removed (its directory deleted, /tmp cleaned), another process can
+        lock a new one, and two holders would each believe they are the only one. So the stale
+        hold is dropped and the lock taken anew, or refused if that other process has it.
+        """
         if self._fd is not None:
-            return True
+            if self._holds_the_file_at_path():
+                return True
+            self.release()
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -41,6 +49,15 @@ class ProcessLock:
             os.write(fd, note.encode())
         self._fd = fd
         return True
+
+    def _holds_the_file_at_path(self) -> bool:
+        assert self._fd is not None
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(self._fd)
+        return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
 
     def note_of_holder(self) -> str:
         """What the current holder wrote into the lock file (e.g. its pid), or ''."""
