@@ -4,8 +4,9 @@
 holding one means the owner, runtime, limits, environment and workspace have been checked and
 the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
 manager starts a container from it. :class:`Sandbox` is what ``create``, ``attach`` and a pool
-claim return once the sandbox's kernel has answered: the proxy kernel, the REST handlers and
-agent code connect to the kernel with its ``connection_info``.
+claim return once the sandbox's kernel has answered: the proxy kernel connects to the kernel
+with its ``connection_info`` (through pinned sockets, socket_pin.py), and so may agent code that
+uses the manager directly.
 """
 
 from __future__ import annotations
