@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from ..sandbox.errors import SandboxStartError
-from ..sandbox.socket_pin import PinnedSockets, pin_sockets
+from ..sandbox.socket_pin import PinnedSockets, pin_sockets, socket_path
 from .reactor import Reactor, recv_frames
 from .wire import MalformedMessage, Part, Signer, WireMessage, parse
 
@@ -40,10 +40,9 @@ STALL_RETRY_SECONDS = 0.01  # how soon a message the sandbox could not take is o
 
 
 def endpoint(info: dict[str, Any], channel: str) -> str:
-    port = info[f"{channel}_port"]
     if info.get("transport", "tcp") == "ipc":
-        return f"ipc://{info['ip']}-{port}"
-    return f"tcp://{info['ip']}:{port}"
+        return f"ipc://{socket_path(info, channel)}"
+    return f"tcp://{info['ip']}:{info[f'{channel}_port']}"
 
 
 class Pump:

@@ -14,11 +14,12 @@ and each wait after that is on a message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import zmq
@@ -84,13 +85,7 @@ async def wait_until_ready(
     """
     deadline = time.monotonic() + timeout
     pins = await _pinned_once_bound(connection_info, deadline, still_running)
-    context = zmq.asyncio.Context()
-    context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
-    client = PinnedKernelClient(context=context)
-    client.pins = pins
-    client.load_connection_info(connection_info)  # type: ignore[arg-type]
-    client.start_channels(shell=False, iopub=True, stdin=False, hb=False, control=True)
-    try:
+    with _started_client(connection_info, pins, iopub=True) as client:
         reply = await _first_reply(client, deadline, still_running)
         # The reply proves the kernel runs; iopub may still be joining (ZMQ's slow joiner): ask
         # again until a status message (ipykernel publishes one per control request) arrives.
@@ -98,6 +93,22 @@ async def wait_until_ready(
             await _check(deadline, still_running)
             _ask_kernel_info(client)
         return reply
+
+
+@contextlib.contextmanager
+def _started_client(
+    connection_info: dict[str, Any], pins: PinnedSockets, *, iopub: bool
+) -> Iterator[PinnedKernelClient]:
+    """A client with its control channel (and iopub, if asked) started on ``pins``; on exit its
+    channels, its context and the pins are let go."""
+    context = zmq.asyncio.Context()
+    context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+    client = PinnedKernelClient(context=context)
+    client.pins = pins
+    client.load_connection_info(connection_info)  # type: ignore[arg-type]
+    client.start_channels(shell=False, iopub=iopub, stdin=False, hb=False, control=True)
+    try:
+        yield client
     finally:
         client.stop_channels()
         context.destroy(linger=0)
@@ -181,12 +192,7 @@ async def shut_kernel_down(
     if pins is None:
         log.debug("no kernel is bound at %s; nothing to shut down", connection_info["ip"])
         return
-    context = zmq.asyncio.Context()
-    client = PinnedKernelClient(context=context)
-    client.pins = pins
-    client.load_connection_info(connection_info)  # type: ignore[arg-type]
-    client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
-    try:
+    with _started_client(connection_info, pins, iopub=False) as client:
         msg = client.session.msg("shutdown_request", {"restart": restart})
         client.control_channel.send(msg)
         deadline = time.monotonic() + timeout
@@ -197,7 +203,3 @@ async def shut_kernel_down(
                 continue
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 return
-    finally:
-        client.stop_channels()
-        context.destroy(linger=0)
-        pins.close()
