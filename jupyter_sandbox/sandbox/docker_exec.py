@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import docker.errors
@@ -23,13 +24,16 @@ from docker.utils.socket import demux_adaptor, frames_iter
 from .backend_records import ExecResult, SandboxInfo
 from .engine import DockerEngine
 from .errors import SandboxDiedError, SandboxError, SandboxNotFoundError
+from .exec_deadline import kill_marked, new_mark
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
 Inspect = Callable[[], Awaitable[SandboxInfo]]
 # How often a running exec checks that its sandbox still lives (seconds).
 WATCH_SECONDS = 0.5
-# Exit statuses of coreutils' timeout when it had to stop the command.
-TIMED_OUT = (124, 137)
+# The engine's exit status for a command it could not start (it then never had a process).
+NOT_STARTED = 126
+# How long an exec's output may take to end after its processes were killed (seconds).
+KILL_GRACE = 10.0
 
 
 class OutputTooLarge(SandboxError):
@@ -53,14 +57,14 @@ async def run_exec(
     ``inspect`` is an async callable returning the sandbox's SandboxInfo; it is polled so that
     the wait ends as soon as the sandbox dies.
     """
-    # coreutils' timeout kills the command inside the sandbox, so nothing keeps running after
-    # we give up; the exit status tells that it did.
-    wrapped = ["timeout", "--kill-after=2", f"{timeout:g}", *argv]
+    mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id = api.exec_create(container, wrapped, user=user, stdin=stdin is not None)["Id"]
+        exec_id = api.exec_create(
+            container, argv, user=user, stdin=stdin is not None, environment=mark
+        )["Id"]
         sock = api.exec_start(exec_id, socket=True)
         sockets.append(sock)
         try:
@@ -71,40 +75,76 @@ async def run_exec(
             out, err = _collect(sock, max_output)
         finally:
             sock.close()
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        exit_code = int(code) if code is not None else -1
-        return ExecResult(exit_code, out, err, timed_out=exit_code in TIMED_OUT)
+        return exec_result(api.exec_inspect(exec_id), argv, out, err)
 
-    return await run_watched(engine, container, run, timeout + 10, inspect, sockets)
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
+    return await watch.wait(run, timeout + KILL_GRACE)
 
 
-async def run_watched(
-    engine: DockerEngine,
-    container: str,
-    run: Callable[[], ExecResult],
-    limit: float,
-    inspect: Inspect,
-    sockets: list[Any],
-) -> ExecResult:
-    """``run`` (a blocking exec) on the engine's executor, watching the sandbox meanwhile: if it
-    dies the wait ends with SandboxDiedError, and the exec's ``sockets`` are shut so that the
-    worker thread is freed rather than left reading forever."""
-    call = asyncio.ensure_future(engine.run(f"exec in {container}", run, timeout=limit))
-    try:
-        while not (await asyncio.wait({call}, timeout=WATCH_SECONDS))[0]:
-            info = await inspect()
-            if not info.running and info.status != "paused":
-                raise SandboxDiedError(
-                    f"sandbox {info.sandbox_id} ended while running a command: {info.death_cause()}"
-                )
-        return call.result()
-    except docker.errors.NotFound:
-        raise SandboxNotFoundError(f"no sandbox container {container}") from None
-    finally:
-        call.cancel()
-        for sock in sockets:
-            with contextlib.suppress(OSError, AttributeError):
-                _raw(sock).shutdown(socket.SHUT_RDWR)
+def exec_result(inspected: dict[str, Any], argv: list[str], out: bytes, err: bytes) -> ExecResult:
+    """The result of a finished exec, from the engine's ``exec_inspect`` and its output."""
+    code = inspected.get("ExitCode")
+    exit_code = int(code) if code is not None else -1
+    if not inspected.get("Pid") and exit_code == NOT_STARTED:
+        # The runtime's reason comes as unframed text, which the output's reader cannot parse.
+        err = (
+            f"{argv[0]!r} could not be started in the sandbox: no such program, or not "
+            "executable by the sandbox's user\n"
+        ).encode()
+    return ExecResult(exit_code, out, err)
+
+
+@dataclass
+class ExecWatch:
+    """What watches a running exec: its time limit and its sandbox's life.
+
+    ``sockets`` are the exec's sockets, appended by ``run`` once it has them: when the sandbox
+    dies they are shut, so that the worker thread is freed rather than left reading forever.
+    """
+
+    engine: DockerEngine
+    container: str
+    user: str
+    mark: dict[str, str]
+    timeout: float
+    inspect: Inspect
+    sockets: list[Any]
+
+    async def wait(self, run: Callable[[], ExecResult], limit: float) -> ExecResult:
+        """``run`` (a blocking exec) on the engine's executor, within ``limit`` seconds in all.
+
+        After ``timeout`` seconds the command's processes are killed (its output then ends) and
+        the result says it timed out; if the sandbox dies meanwhile, SandboxDiedError.
+        """
+        loop = asyncio.get_running_loop()
+        call = asyncio.ensure_future(
+            self.engine.run(f"exec in {self.container}", run, timeout=limit)
+        )
+        deadline = loop.time() + self.timeout
+        timed_out = False
+        try:
+            while True:
+                wait = WATCH_SECONDS if timed_out else min(WATCH_SECONDS, deadline - loop.time())
+                if (await asyncio.wait({call}, timeout=max(wait, 0)))[0]:
+                    break
+                if not timed_out and loop.time() >= deadline:
+                    timed_out = True
+                    await kill_marked(self.engine, self.container, self.user, self.mark)
+                info = await self.inspect()
+                if not info.running and info.status != "paused":
+                    raise SandboxDiedError(
+                        f"sandbox {info.sandbox_id} ended while running a command: "
+                        f"{info.death_cause()}"
+                    )
+            result = call.result()
+            return replace(result, timed_out=True) if timed_out else result
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox container {self.container}") from None
+        finally:
+            call.cancel()
+            for sock in self.sockets:
+                with contextlib.suppress(OSError, AttributeError):
+                    _raw(sock).shutdown(socket.SHUT_RDWR)
 
 
 def _raw(sock: Any) -> socket.socket:

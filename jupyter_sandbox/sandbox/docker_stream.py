@@ -22,8 +22,9 @@ from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend import Feed, Sink
 from .backend_records import ExecResult
-from .docker_exec import TIMED_OUT, Inspect, _raw, run_watched
+from .docker_exec import ExecWatch, Inspect, _raw, exec_result
 from .engine import DockerEngine
+from .exec_deadline import new_mark
 
 # stderr is for error messages: the first MiB is kept.
 MAX_STDERR = 1024**2
@@ -56,12 +57,14 @@ async def stream_exec(
     """Run ``argv`` in ``container``, stopped after ``timeout`` s; ``ExecResult.stdout`` is
     empty when a ``sink`` took the output. An exception raised by ``feed`` or ``sink`` ends the
     command and is raised here."""
-    wrapped = ["timeout", "--kill-after=2", f"{timeout:g}", *argv]
+    mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id = api.exec_create(container, wrapped, user=user, stdin=feed is not None)["Id"]
+        exec_id = api.exec_create(
+            container, argv, user=user, stdin=feed is not None, environment=mark
+        )["Id"]
         sock = api.exec_start(exec_id, socket=True)
         sockets.append(sock)
         out, err = bytearray(), bytearray()
@@ -88,11 +91,10 @@ async def stream_exec(
             sock.close()
         if failures:
             raise failures[0]
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        exit_code = int(code) if code is not None else -1
-        return ExecResult(exit_code, bytes(out), bytes(err), timed_out=exit_code in TIMED_OUT)
+        return exec_result(api.exec_inspect(exec_id), argv, bytes(out), bytes(err))
 
-    return await run_watched(engine, container, run, timeout + 20, inspect, sockets)
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
+    return await watch.wait(run, timeout + 20)
 
 
 def _read_output(

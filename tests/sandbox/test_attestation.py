@@ -270,7 +270,7 @@ async def test_a_probe_that_cannot_run_does_not_stop_the_start(
     monkeypatch.setattr(attestation.run, "PROBE_ARGV", ["no-such-python3", "-"])
     result = await manager.attestation("alice", sandbox.sandbox_id, refresh=True)
     assert not result.ok
-    assert "exited with 127" in str(result.error)
+    assert "exited with 126: 'no-such-python3' could not be started" in str(result.error)
     monkeypatch.undo()
     assert (await manager.attestation("alice", sandbox.sandbox_id, refresh=True)).ok
 

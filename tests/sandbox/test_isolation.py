@@ -147,6 +147,13 @@ async def test_archive_round_trip_through_the_workspace(
         await manager.backend.get_archive(sandbox.sandbox_id, "/workspace", max_bytes=1000)
 
 
+async def test_exec_of_a_missing_program_says_so(sandbox: Sandbox, manager: SandboxManager) -> None:
+    result = await manager.exec("alice", sandbox.sandbox_id, ["no-such-program", "-x"], timeout=10)
+    assert result.exit_code == 126
+    assert not result.timed_out
+    assert b"'no-such-program' could not be started in the sandbox" in result.stderr
+
+
 async def test_exec_timeout_kills_the_command(sandbox: Sandbox, manager: SandboxManager) -> None:
     result = await manager.exec("alice", sandbox.sandbox_id, ["sleep", "100"], timeout=1)
     assert result.timed_out

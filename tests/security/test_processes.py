@@ -110,19 +110,32 @@ async def test_row05_fork_bomb(
 
 @pytest.mark.checklist(
     row=7,
-    attack="CPU spin past the exec time limit, with a background child",
-    expected="the time limit fires, the whole process group is killed, the next exec works",
+    attack="CPU spin past the exec time limit, with background children: one in the process "
+    "group with an empty environment, one in a session of its own",
+    expected="the time limit fires, the process group and every child are killed inside the "
+    "sandbox, the next exec works",
 )
 async def test_row07_cpu_spin_past_the_exec_timeout(
     sandbox: Sandbox, manager: SandboxManager, observe: Callable[[str], None]
 ) -> None:
-    spin = ["sh", "-c", "sleep 300 & while :; do :; done"]
+    # One child keeps the process group but empties its environment (where the exec's mark
+    # is, exec_deadline.py); the other keeps the environment but leaves the process group and
+    # the session, as a daemon would (a process-group kill, such as coreutils' timeout does,
+    # would not reach it).
+    escape = (
+        'import os, time; os.setsid(); open("/tmp/escaped", "w").write(str(os.getpid())); '
+        "time.sleep(300)"
+    )
+    spin = ["sh", "-c", f"env -i sleep 300 & python -c '{escape}' & while :; do :; done"]
     result = await manager.exec("alice", sandbox.sandbox_id, spin, timeout=2)
     assert result.timed_out
     listing = ["python", "-c", LIST_PROCESSES]
     after = await manager.exec("alice", sandbox.sandbox_id, listing, timeout=30)
-    names = set(ast.literal_eval(after.stdout.decode()).values())
+    running = ast.literal_eval(after.stdout.decode())
+    names = set(running.values())
     assert not names & {"sh", "sleep"}, names
+    escaped = await manager.exec("alice", sandbox.sandbox_id, ["cat", "/tmp/escaped"], timeout=10)
+    assert int(escaped.stdout) not in running, running
     observe(f"exec timed out after 2 s; left running afterwards: {', '.join(sorted(names))}")
 
 

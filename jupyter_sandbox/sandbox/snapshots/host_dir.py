@@ -39,7 +39,7 @@ from ..backend import SANDBOX_IO_DIR, SandboxBackend, Writable
 from ..backend_records import ExecResult
 from .errors import SnapshotFailedError, SnapshotTooLargeError
 
-# tar killed by SIGXFSZ (25), as ``timeout`` reports it.
+# tar killed by SIGXFSZ (25), as the engine reports a command a signal ended (128 + its number).
 FILE_TOO_LARGE = 128 + 25
 CHUNK = 1024**2
 FOLLOW_SECONDS = 0.002  # how often a copy looks again for bytes tar has not written yet

@@ -1,0 +1,68 @@
+"""What running a command in a sandbox costs: ``SandboxManager.exec`` of a trivial command.
+
+Every snapshot, restore and attestation starts a command in its sandbox through an engine exec,
+so this fixed cost is paid before any byte moves (docs/snapshots.md, "Fixed costs"). For each
+runtime, one sandbox; ``--runs`` execs of each command, interleaved, timed from the call to its
+result (the exec's creation, start, output and exit status included):
+
+- ``true``: the engine's and runtime's own cost;
+- ``tar -c -C /workspace .``: what a persist of an empty workspace starts with.
+
+Prints the median and p90 of each, in milliseconds. Needs the Docker engine and the image:
+
+    .venv/bin/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from jupyter_sandbox.sandbox import SandboxManager
+
+OWNER = "benchmark"
+PURPOSE = "benchmark:exec"
+COMMANDS = {"true": ["true"], "tar -c": ["tar", "-c", "-C", "/workspace", "."]}
+
+
+async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    manager = SandboxManager.from_config()
+    try:
+        sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)
+        try:
+            for _ in range(runs + 1):  # the first of each warms the engine up: not counted
+                for name, argv in COMMANDS.items():
+                    start = time.perf_counter()
+                    result = await manager.exec(OWNER, sandbox.sandbox_id, argv, timeout=60)
+                    samples[name].append(time.perf_counter() - start)
+                    if result.exit_code != 0:
+                        raise RuntimeError(f"{name} failed: {result.stderr!r}")
+        finally:
+            await manager.remove(OWNER, sandbox.sandbox_id)
+    finally:
+        await manager.close()
+    return {name: values[1:] for name, values in samples.items()}
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
+    parser.add_argument("--runs", type=int, default=30, help="execs of each command")
+    args = parser.parse_args()
+    print(f"SandboxManager.exec, {args.runs} runs of each command")
+    print(f"{'runtime':<8} {'command':<8} {'median ms':>10} {'p90 ms':>8}")
+    for runtime in args.runtime or ["runc", "runsc"]:
+        for name, values in asyncio.run(measure(runtime, args.runs)).items():
+            median, high = statistics.median(values) * 1000, p90(values) * 1000
+            print(f"{runtime:<8} {name:<8} {median:>10.1f} {high:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
