@@ -8,11 +8,15 @@ the host's 127.0.0.1 (reached through the settings for tests, ``allow_loopback_f
   (Unix socket) -> host proxy -> server, and
 - on the host: client -> server directly, and
 - on the host through the same two relays, bare: client -> relay -> Unix socket -> relay ->
-  server, each relay the proxy's own byte mover (forwarder.pipe) and nothing else. This is the
+  server, each relay the proxy's own byte mover (forwarder.pipe) and nothing else. This is a
   floor: what relaying the bytes twice costs on this machine, with no sandbox, tunnel set-up or
   policy involved,
 
-interleaved, ``--runs`` times each. It times itself (so exec start-up is not counted):
+and the sandbox's own floor is timed: the host sends the bytes into a Unix socket in the
+sandbox's directory, and inside the sandbox forwarder.pipe moves them to a loopback connection
+that a client reads (network_floor.py). That is the fastest any download through the
+forwarder can be under that runtime, whatever the host proxy does. All interleaved, ``--runs``
+times each. It times itself (so exec start-up is not counted):
 
 - download: one GET of ``--size`` MB, read into a reused buffer; MB/s and the ratio of times
   (target: the sandbox at most 1.3x the host's time);
@@ -34,14 +38,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from network_floor import accept_each, bare_relays, listen, sandbox_floor
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.network.forwarder import pipe
 from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
 
 OWNER = "benchmark"
@@ -88,16 +91,6 @@ else:
 """
 
 
-def accept_each(listener: socket.socket, handle: Callable[[socket.socket], None]) -> None:
-    """``handle`` each connection on a thread of its own, until ``listener`` is closed."""
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()
-
-
 def answer(conn: socket.socket) -> None:
     """A minimal HTTP/1.0-style server: /blob/<n> sends n bytes, /small a few."""
     with conn:
@@ -119,50 +112,6 @@ def answer(conn: socket.socket) -> None:
             n = min(size, len(CHUNK))
             conn.sendall(view[:n])
             size -= n
-
-
-def relay_each(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    """Join each accepted connection to a new one from ``connect``, with the proxy's byte
-    mover and nothing else."""
-
-    def join(client: socket.socket) -> None:
-        with client, connect() as upstream:
-            back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
-            back.start()
-            pipe(client, upstream)
-            back.join()
-
-    accept_each(listener, join)
-
-
-def bare_relays(server_port: int, directory: Path) -> tuple[list[socket.socket], str]:
-    """The sandbox path's two relays on the host, without sandbox or policy: TCP -> (the
-    forwarder's hop) -> Unix socket -> (the host proxy's hop) -> TCP to the server. Returns
-    the listeners (to close) and the first relay's host:port."""
-    unix_path = str(directory / "relay.sock")
-    unix_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    unix_listener.bind(unix_path)
-    unix_listener.listen(64)
-
-    def to_server() -> socket.socket:
-        return socket.create_connection(("127.0.0.1", server_port))
-
-    def to_unix() -> socket.socket:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(unix_path)
-        return sock
-
-    tcp_listener, port = listen()
-    for listener, connect in ((unix_listener, to_server), (tcp_listener, to_unix)):
-        threading.Thread(target=relay_each, args=(listener, connect), daemon=True).start()
-    return [unix_listener, tcp_listener], f"127.0.0.1:{port}"
-
-
-def listen() -> tuple[socket.socket, int]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    return listener, listener.getsockname()[1]
 
 
 def host_client(port: int, mode: str, count: int, proxy: str = "") -> dict[str, Any]:
@@ -197,6 +146,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int, relay: str)
     inside: list[float] = []
     host: list[float] = []
     relayed: list[float] = []
+    floor: list[float] = []
     lat_inside: list[float] = []
     lat_host: list[float] = []
     try:
@@ -217,6 +167,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int, relay: str)
             )
             host.append(host_client(port, "download", size)["seconds"])
             relayed.append(host_client(port, "download", size, relay)["seconds"])
+            floor.append(await sandbox_floor(manager, OWNER, sandbox.sandbox_id, size))
             lat_inside += (
                 await sandbox_client(manager, sandbox.sandbox_id, port, "latency", args.requests)
             )["times"]
@@ -230,6 +181,7 @@ async def measure(runtime: str, args: argparse.Namespace, port: int, relay: str)
         "inside": statistics.median(inside),
         "host": statistics.median(host),
         "relayed": statistics.median(relayed),
+        "floor": statistics.median(floor),
         "lat_inside": statistics.median(lat_inside),
         "lat_host": statistics.median(lat_host),
         "lat_inside_p90": statistics.quantiles(lat_inside, n=10)[-1],
@@ -256,6 +208,7 @@ def main() -> None:
             f"| {runtime} | {mb / r['inside']:.0f} MB/s ({r['inside']:.2f} s) | "
             f"{mb / r['host']:.0f} MB/s ({r['host']:.2f} s) | {r['inside'] / r['host']:.2f}x | "
             f"{mb / r['relayed']:.0f} MB/s, {r['relayed'] / r['host']:.2f}x | "
+            f"{mb / r['floor']:.0f} MB/s, {r['floor'] / r['host']:.2f}x | "
             f"{r['lat_inside'] * 1000:.2f} ms (p90 {r['lat_inside_p90'] * 1000:.2f}) | "
             f"{r['lat_host'] * 1000:.2f} ms | +{(r['lat_inside'] - r['lat_host']) * 1000:.2f} ms |"
         )
@@ -268,10 +221,10 @@ def main() -> None:
     )
     print(
         "| runtime | download, sandbox via proxy | download, host direct | time ratio (target "
-        "<= 1.3x) | host through two bare relays (floor) | small request, sandbox via proxy | "
-        "host direct | added |"
+        "<= 1.3x) | host through two bare relays (floor) | into the sandbox through the "
+        "forwarder's relay alone (floor) | small request, sandbox via proxy | host direct | added |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))
 
 
