@@ -14,8 +14,10 @@ gets a TCP connection file instead (``bridge_port_offset`` in it): its kernel li
 loopback and the bridge (sandbox_bridge.py) owns the host-facing sockets at the same paths.
 
 At boot it also runs the isolation probe the host left in ``attestation-probe.py`` (the
-package's attestation/probe.py), in this process while the first kernel imports, and leaves
-the output in ``attestation.json``: cheaper than the host's ``docker exec`` of a second Python.
+package's attestation/probe.py and probe_boundaries.py joined into one script: see
+``probe_source`` in attestation/run.py), in this process while the first kernel imports, and
+leaves the output in ``attestation.json``: cheaper than the host's ``docker exec`` of a second
+Python.
 """
 
 import contextlib

@@ -4,7 +4,7 @@ Lifecycle, as jupyter_client drives it:
 
 * start: bind the frontend sockets at once; take the context (JUPYTER_SANDBOX_CONTEXT, or one
   derived from the connection file for an unnamed kernel); reattach to its sandbox or create
-  one; then relay. A sandbox that cannot start leaves a kernel that answers every request with
+  one (obtaining.py); then relay. A sandbox that cannot start leaves a kernel that answers every request with
   the reason and the fix.
 * restart (shutdown_request with restart=true): the sandbox's supervisor starts a fresh
   interpreter in the same sandbox (files in /workspace stay); this process exits and the next
@@ -13,13 +13,14 @@ Lifecycle, as jupyter_client drives it:
   the next kernel that names it.
 * the sandbox dies: running cells get an error naming the cause, and the process exits non-zero
   so that Jupyter's restarter starts a new kernel (and so a new sandbox).
+* the context is lost (its lock file was replaced and another process holds it): running cells
+  get an error naming the holder, and the process exits non-zero; the sandbox stays.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -31,14 +32,12 @@ from traitlets.config import Config
 
 from ..sandbox import Sandbox, SandboxError, SandboxManager
 from ..sandbox.container_spec import now_iso
-from ..sandbox.contexts import ContextLock
-from ..sandbox.errors import InvalidSettingError, SandboxNotFoundError
+from ..sandbox.contexts import ContextBusyError, ContextLock
+from ..sandbox.errors import SandboxNotFoundError
 from ..sandbox.manager import default_owner
-from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
-from ..sandbox.network import NetworkPolicy, policy_of_state
-from ..sandbox.settings import RUNTIMES
 from .activity import ActivityRecord
 from .answers import fail_request, reply, serve_unavailable, with_isolation_banner
+from .obtaining import find_or_create, requested_runtime, unnamed_context
 from .output_cap import OutputCap
 from .relay import Relay
 from .wire import WireMessage, as_bytes
@@ -104,61 +103,15 @@ class SandboxKernel:
 
     async def _obtain_sandbox(self) -> Sandbox:
         self.output_cap = OutputCap(self.manager.settings.max_cell_output_bytes)
-        runtime = os.environ.get("JUPYTER_SANDBOX_RUNTIME") or None
-        if runtime is not None and runtime not in RUNTIMES:
-            raise InvalidSettingError(
-                f"JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc', not {runtime!r}"
-            )
-        key = self.context or _unnamed_context(self.connection_file)
+        runtime = requested_runtime()
+        key = self.context or unnamed_context(self.connection_file)
         self.lock = ContextLock(self.manager.settings.state_path, self.owner, key)
         self.lock.acquire()
-        existing = await self.manager.find_context(self.owner, key)
-        if existing is not None:
-            if runtime is not None and existing.runtime != runtime:
-                raise InvalidSettingError(
-                    f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
-                    "first, or use another JUPYTER_SANDBOX_CONTEXT"
-                )
-            self._check_network_of(existing.sandbox_id, key)
-            sandbox = await self.manager.attach(self.owner, existing.sandbox_id)
-            log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
-        else:
-            sandbox = await self.manager.create(
-                self.owner,
-                runtime=runtime,
-                context=key,
-                ephemeral=self.context is None,
-                launch_dir=os.getcwd(),
-                notebook=os.environ.get("JPY_SESSION_NAME", ""),
-                purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
-                network=os.environ.get(NETWORK_ENV_VAR),  # a context found keeps its own
-            )
-        self.manager.update_state(
-            sandbox.sandbox_id,
-            kernel_pid=os.getpid(),
-            kernel_id=_kernel_id(self.connection_file),
-            attached=now_iso(),
-            notebook=os.environ.get("JPY_SESSION_NAME", ""),
+        return await find_or_create(
+            self.manager, self.owner, key, self.connection_file, runtime, named=self.context
         )
-        return sandbox
 
     # -- hooks on the relay -------------------------------------------------------------------
-
-    def _check_network_of(self, sandbox_id: str, context: str) -> None:
-        """A named context asked for with another network policy than its sandbox has is
-        refused, not reused with the wrong network (checklist row 36). An unnamed one is this
-        kernel restarting: the policy it has now (perhaps changed live) is kept."""
-        requested = os.environ.get(NETWORK_ENV_VAR)
-        if not requested or self.context is None:
-            return
-        wanted = NetworkPolicy.from_text(requested)
-        current = policy_of_state(self.manager.read_state(sandbox_id))
-        if wanted != current:
-            raise InvalidSettingError(
-                f"context '{context}' has network policy {current.describe()}, not "
-                f"{wanted.describe()}: change it with PUT /api/sandboxes/{sandbox_id}/network, "
-                "shut the context down first, or use another JUPYTER_SANDBOX_CONTEXT"
-            )
 
     def _to_sandbox(self, channel: str, message: WireMessage) -> WireMessage | None:
         if channel == "shell" and message.msg_type == "execute_request":
@@ -245,10 +198,33 @@ class SandboxKernel:
             if cause is not None:
                 self._report_death(cause)
                 return
+            if not self._context_still_held():
+                return
             beat += WATCH_SECONDS
             if beat >= HEARTBEAT_SECONDS:
                 beat = 0.0
                 self.manager.update_state(sandbox.sandbox_id, attached=now_iso())
+
+    def _context_still_held(self) -> bool:
+        """Keep this kernel's hold on its context visible; False (and the kernel stops) if
+        another kernel took the context meanwhile.
+
+        The hold is a lock on a file under the state directory. Once that file is removed (the
+        directory cleaned while the kernel runs), the hold is invisible: the culler sees no
+        kernel attached and may stop the sandbox under it, and another kernel can take the
+        context. Asking the lock again each watch costs two stat calls while its file is in
+        place; after a removal it takes a new file (process_lock.py)."""
+        if self.lock is None:
+            return True
+        try:
+            self.lock.acquire()
+        except ContextBusyError as exc:
+            log.error("this kernel lost its context: %s", exc.message)
+            for request in list(self.pending.values()):
+                fail_request(self.relay, request, "ContextBusy", exc.message)
+            self._stop(1)  # the sandbox stays: the other kernel uses it
+            return False
+        return True
 
     def _report_death(self, cause: str) -> None:
         assert self.sandbox is not None
@@ -287,14 +263,3 @@ class SandboxKernel:
             if self.lock is not None:
                 self.lock.release()
             await self.manager.close()
-
-
-def _unnamed_context(connection_file: Path) -> str:
-    """The context of a kernel without JUPYTER_SANDBOX_CONTEXT: one per connection file, which
-    jupyter_client keeps across restarts, so a restart finds the same sandbox."""
-    return "kernel-" + hashlib.sha256(str(connection_file).encode()).hexdigest()[:16]
-
-
-def _kernel_id(connection_file: Path) -> str:
-    """Jupyter's id for this kernel: jupyter_client names connection files kernel-<id>.json."""
-    return connection_file.stem.removeprefix("kernel-")

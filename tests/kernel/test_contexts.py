@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
+from jupyter_sandbox.sandbox.identity import default_owner
+from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
 from .kernels import run, running_kernel, value_of
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
@@ -93,6 +98,51 @@ def test_a_context_whose_cell_still_runs_is_found_again_at_once(env: Path) -> No
 
 def is_input_of(message: dict[str, Any], msg_id: str) -> bool:
     return message["msg_type"] == "execute_input" and message["parent_header"]["msg_id"] == msg_id
+
+
+def test_a_kernel_whose_context_lock_file_is_removed_takes_it_again(env: Path) -> None:
+    """The lock file removed under a running kernel (the state directory cleaned): the kernel
+    takes a new one, so it still shows as attached and no other kernel can take its context."""
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c6", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
+        path = lock_path(env, default_owner(), "c6")
+        assert ContextLock.is_held(path)
+        path.unlink()
+        deadline = time.monotonic() + 10
+        while not ContextLock.is_held(path):
+            assert time.monotonic() < deadline, "the kernel did not take its context again"
+            time.sleep(0.1)
+        assert value_of(kc, "1 + 1") == "2"
+
+
+def test_a_kernel_whose_context_was_taken_meanwhile_stops(env: Path) -> None:
+    """Another process holds the context's lock file now (the first one's file was replaced):
+    the kernel fails its running cell naming the context and exits rather than share it; the
+    sandbox stays, for the kernel that holds the context."""
+    kernel_env = {"JUPYTER_SANDBOX_CONTEXT": "c7", "JUPYTER_SANDBOX_RUNTIME": "runc"}
+    with running_kernel(notebook_dir(env), **kernel_env) as (km, kc):
+        path = lock_path(env, default_owner(), "c7")
+        cell = kc.execute("import time; time.sleep(60)")
+        # Lock a new file, then put it in place of the kernel's: no moment without a holder.
+        other = ProcessLock(path.with_name("other.lock"))
+        assert other.try_acquire(note="4242")
+        try:
+            path.with_name("other.lock").rename(path)
+            reply = kc.get_shell_msg(timeout=15)
+            while reply["parent_header"]["msg_id"] != cell:  # a readiness check's late reply
+                reply = kc.get_shell_msg(timeout=15)
+            assert reply["content"]["ename"] == "ContextBusy"
+            assert (
+                "context 'c7' is in use by another kernel (pid 4242)"
+                in (reply["content"]["evalue"])
+            )
+            deadline = time.monotonic() + 10
+            while km.is_alive():
+                assert time.monotonic() < deadline, "the kernel did not stop"
+                time.sleep(0.1)
+            assert len(containers_under(env)) == 1
+        finally:
+            other.release()
 
 
 def test_owners_never_share_a_context(env: Path) -> None:
