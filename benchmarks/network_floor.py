@@ -22,7 +22,7 @@ from pathlib import Path
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.backend import SANDBOX_IO_DIR
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
-from jupyter_sandbox.sandbox.network import forwarder
+from jupyter_sandbox.sandbox.network.control import forwarder_source
 from jupyter_sandbox.sandbox.network.forwarder import pipe
 
 CHUNK = b"x" * (1024 * 1024)
@@ -53,7 +53,7 @@ while total < size and (n := client.recv_into(buf)):
 print(json.dumps({"seconds": time.perf_counter() - start, "bytes": total}))
 """
 
-FORWARDER_SOURCE = Path(forwarder.__file__).read_text()
+FORWARDER_SOURCE = forwarder_source()
 
 
 def _send_when_listening(path: Path, size: int) -> None:

@@ -47,11 +47,12 @@ async def find_or_create(
     connection_file: Path,
     runtime: str | None,
     *,
-    named: str | None,
+    named: bool,
 ) -> Sandbox:
     """The sandbox of ``owner``'s context ``key`` (whose lock the caller holds), reattached or
-    created, and recorded as this kernel's. ``named`` is the context the user named (None for
-    an unnamed kernel's own context, whose sandbox is removed when the kernel shuts down)."""
+    created, and recorded as this kernel's. ``named``: the user named the context
+    (JUPYTER_SANDBOX_CONTEXT); else it is an unnamed kernel's own, whose sandbox is removed
+    when the kernel shuts down."""
     existing = await manager.find_context(owner, key)
     if existing is not None:
         if runtime is not None and existing.runtime != runtime:
@@ -59,7 +60,7 @@ async def find_or_create(
                 f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
                 "first, or use another JUPYTER_SANDBOX_CONTEXT"
             )
-        if named is not None:
+        if named:
             check_network_of(manager, existing.sandbox_id, key)
         sandbox = await manager.attach(owner, existing.sandbox_id)
         log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
@@ -68,7 +69,7 @@ async def find_or_create(
             owner,
             runtime=runtime,
             context=key,
-            ephemeral=named is None,
+            ephemeral=not named,
             launch_dir=os.getcwd(),
             notebook=os.environ.get("JPY_SESSION_NAME", ""),
             purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", ""),

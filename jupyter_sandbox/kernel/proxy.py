@@ -4,8 +4,8 @@ Lifecycle, as jupyter_client drives it:
 
 * start: bind the frontend sockets at once; take the context (JUPYTER_SANDBOX_CONTEXT, or one
   derived from the connection file for an unnamed kernel); reattach to its sandbox or create
-  one (obtaining.py); then relay. A sandbox that cannot start leaves a kernel that answers every request with
-  the reason and the fix.
+  one (obtaining.py); then relay. A sandbox that cannot start leaves a kernel that answers
+  every request with the reason and the fix.
 * restart (shutdown_request with restart=true): the sandbox's supervisor starts a fresh
   interpreter in the same sandbox (files in /workspace stay); this process exits and the next
   one, started with the same connection file, reattaches.
@@ -108,7 +108,12 @@ class SandboxKernel:
         self.lock = ContextLock(self.manager.settings.state_path, self.owner, key)
         self.lock.acquire()
         return await find_or_create(
-            self.manager, self.owner, key, self.connection_file, runtime, named=self.context
+            self.manager,
+            self.owner,
+            key,
+            self.connection_file,
+            runtime,
+            named=self.context is not None,
         )
 
     # -- hooks on the relay -------------------------------------------------------------------
@@ -220,8 +225,7 @@ class SandboxKernel:
             self.lock.acquire()
         except ContextBusyError as exc:
             log.error("this kernel lost its context: %s", exc.message)
-            for request in list(self.pending.values()):
-                fail_request(self.relay, request, "ContextBusy", exc.message)
+            self._fail_running_cells("ContextBusy", exc.message)
             self._stop(1)  # the sandbox stays: the other kernel uses it
             return False
         return True
@@ -229,15 +233,14 @@ class SandboxKernel:
     def _report_death(self, cause: str) -> None:
         assert self.sandbox is not None
         log.error("sandbox %s stopped: %s", self.sandbox.sandbox_id, cause)
-        for request in list(self.pending.values()):
-            fail_request(
-                self.relay,
-                request,
-                "SandboxDied",
-                f"the sandbox running this kernel stopped: {cause}",
-            )
+        self._fail_running_cells("SandboxDied", f"the sandbox running this kernel stopped: {cause}")
         self.remove_on_exit = True
         self._stop(1)
+
+    def _fail_running_cells(self, ename: str, evalue: str) -> None:
+        """Answer every execute_request still waiting for its reply with this error."""
+        for request in list(self.pending.values()):
+            fail_request(self.relay, request, ename, evalue)
 
     def _serve_unavailable(self, reason: str) -> None:
         serve_unavailable(self.relay, reason, self._stop)
