@@ -19,6 +19,7 @@ import pytest
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager, labels
+from jupyter_sandbox.sandbox.hostdir import sandbox_directories
 
 # Containers are labelled "test:<this run>:<test>", so that the leak check at the end of a run
 # counts only what this run created, even when another run shares the engine.
@@ -35,6 +36,13 @@ def state_dir() -> Iterator[Path]:
     # Short, under /tmp: ipc:// socket paths must stay below ~100 bytes.
     path = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
     yield path
+    remove_state_dir(path)
+
+
+def remove_state_dir(path: Path) -> None:
+    """Remove a state directory the tests made, the size caps mounted in it first."""
+    for directory in sandbox_directories(path):
+        directory.remove()
     shutil.rmtree(path, ignore_errors=True)
 
 

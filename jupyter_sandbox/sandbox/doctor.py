@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .errors import SandboxError
 from .hostdir import MAX_SOCKET_PATH
 from .manager import SandboxManager
-from .settings import RUNTIMES
+from .settings import RUNTIMES, SandboxSettings
 
 # Releases carrying the container-escape fixes named in the security checklist (row 39).
 MIN_DOCKER = (26, 0, 0)
@@ -113,11 +113,32 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
         )
     else:
         checks.append(Check("state directory", "ok", str(settings.state_path)))
+    checks.append(host_write_caps(settings))
 
     if smoke:
         for runtime in usable:
             checks.append(await _smoke(manager, runtime))
     return checks
+
+
+def host_write_caps(settings: SandboxSettings) -> Check:
+    """Whether a sandbox's writes to its host directory are bounded (host_caps.py)."""
+    if settings.capping_host_writes:
+        return Check(
+            "host write caps",
+            "ok",
+            f"/run/sandbox capped at {settings.io_size}, a copy-on-write /workspace at the "
+            "workspace size (tmpfs)",
+        )
+    why = "turned off" if not settings.cap_host_writes else "this process is not root"
+    return Check(
+        "host write caps",
+        "warn",
+        f"{why}: a sandbox can fill the disk of {settings.state_path} through /run/sandbox "
+        "and a copy-on-write /workspace",
+        "run the server as root, or give the state directory a size-limited filesystem of its "
+        "own (README, Isolation defaults)",
+    )
 
 
 def outdated_runtimes(docker_version: str) -> list[Check]:

@@ -5,12 +5,15 @@ Layout (the whole tree is 0700, owned by the host user)::
     <state_dir>/<sandbox id>/
         state.json      mutable state (context, last activity...), host-only, written atomically
         kernel.json     the host's copy of the in-sandbox kernel's connection file
-        io/             bind-mounted at /run/sandbox; owned by the sandbox's uid
+        io/             bind-mounted at /run/sandbox; owned by the sandbox's uid; a tmpfs of
+                        SandboxSettings.io_size when the host's writes are capped
             kernel.json     the sandbox's copy of that connection file (its own fresh key)
             kernel-1..5     the kernel's ipc:// sockets, created from inside the sandbox
                             (by the bridge, for a sandbox made for memory snapshots)
             bridge-request, bridge-state   the host's requests to that bridge, its answers
             attestation-probe.py, attestation.json   the isolation probe run at boot, its output
+        overlay/        a copy-on-write /workspace's upper and work directories (its changes);
+                        a tmpfs of the sandbox's workspace size when the host's writes are capped
 
 The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
 nothing the sandbox can write except the sockets, the exit record and, once at start before
@@ -34,11 +37,13 @@ from typing import Any
 
 from .backend import SANDBOX_IO_DIR
 from .errors import InvalidSettingError
+from .host_caps import mount_capped, unmount_caps
 from .identity import is_sandbox_id
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
 MAX_SOCKET_PATH = 100
 KERNEL_SOCKET_PREFIX = "kernel"
+IO_MAX_FILES = 4096
 
 
 def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
@@ -78,8 +83,9 @@ class SandboxDirectory:
         self.connection_file = self.io / "kernel.json"
         self.host_connection_file = self.root / "kernel.json"
         self.restart_flag = self.io / "restart-requested"
-        self.overlay_upper = self.root / "overlay" / "upper"
-        self.overlay_work = self.root / "overlay" / "work"
+        self.overlay = self.root / "overlay"
+        self.overlay_upper = self.overlay / "upper"
+        self.overlay_work = self.overlay / "work"
 
     @property
     def socket_prefix(self) -> str:
@@ -95,8 +101,9 @@ class SandboxDirectory:
     def container_socket_prefix() -> str:
         return f"{SANDBOX_IO_DIR}/{KERNEL_SOCKET_PREFIX}"
 
-    def create(self, uid: int) -> None:
-        """Make the directory tree; ``io/`` is handed to the sandbox's ``uid``."""
+    def create(self, uid: int, io_cap: int = 0) -> None:
+        """Make the directory tree; ``io/`` is handed to the sandbox's ``uid``, as a tmpfs of
+        ``io_cap`` bytes unless it is 0 (host_caps.py)."""
         if len(self.socket_prefix) + 12 > MAX_SOCKET_PATH:  # room for "-g<N>-<port>"
             raise InvalidSettingError(
                 f"the sandbox state directory {self.root.parent} is too long for Unix socket "
@@ -106,11 +113,20 @@ class SandboxDirectory:
         self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.root.mkdir(mode=0o700)
         self.io.mkdir(mode=0o700)
-        self._give(self.io, uid)
+        if io_cap:
+            # Few files: sockets, the connection file, the probe's, an archive passing through.
+            mount_capped(self.io, io_cap, uid=uid, max_files=IO_MAX_FILES, executable=False)
+        else:
+            self._give(self.io, uid)
 
-    def create_overlay(self, uid: int) -> None:
-        """Directories for a copy-on-write /workspace; the sandbox's writes land in ``upper``."""
-        self.overlay_upper.mkdir(mode=0o700, parents=True)
+    def create_overlay(self, uid: int, cap: int = 0) -> None:
+        """Directories for a copy-on-write /workspace; the sandbox's writes land in ``upper``,
+        which with a ``cap`` (bytes) is on a tmpfs of that size (the upper and work directories
+        of an overlay must share one filesystem)."""
+        self.overlay.mkdir(mode=0o700)
+        if cap:
+            mount_capped(self.overlay, cap, uid=os.getuid())
+        self.overlay_upper.mkdir(mode=0o700)
         self.overlay_work.mkdir(mode=0o700)
         self._give(self.overlay_upper, uid)
 
@@ -193,7 +209,8 @@ class SandboxDirectory:
         return self.root.is_dir()
 
     def remove(self) -> None:
-        """Remove the whole tree; a missing directory is fine."""
+        """Remove the whole tree, its caps unmounted first; a missing directory is fine."""
+        unmount_caps(self.io, self.overlay)
         shutil.rmtree(self.root, ignore_errors=True)
 
     @staticmethod

@@ -17,7 +17,8 @@ from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
 from .._version import __version__
 from .errors import InvalidSettingError
-from .limits import SandboxLimits, parse_size
+from .host_caps import can_cap
+from .limits import MIN_DISK, SandboxLimits, format_size, parse_size
 
 RUNTIMES = ("runsc", "runc")
 CONFIG_FILE = "jupyter_sandbox_config.py"
@@ -115,7 +116,8 @@ class SandboxSettings(LoggingConfigurable):
         "1g",
         config=True,
         help="""Size cap of the writable /workspace (bytes or with a unit). Writes past it fail
-        with ENOSPC inside the sandbox.""",
+        with ENOSPC inside the sandbox (for a copy-on-write /workspace, when cap_host_writes is
+        in force). Counts against memory.""",
     )
     workspace_mode = Enum(
         ("copy-on-write", "read-only", "read-write", "none"),
@@ -128,6 +130,24 @@ class SandboxSettings(LoggingConfigurable):
         them; use it only for code you would run on the host. 'none': an empty /workspace of
         workspace_size bytes. The filesystem root, your home directory itself and system
         directories are never shown.""",
+    )
+    cap_host_writes = Bool(
+        True,
+        config=True,
+        help="""Bound what a sandbox writes to the host: its io/ directory (/run/sandbox inside,
+        io_size) and the upper layer of a copy-on-write /workspace (workspace_size) are each a
+        tmpfs of that size, so writes past it fail with ENOSPC instead of filling the state
+        directory's disk; they count against the sandbox's memory. Needs the server (and a
+        kernel that starts its own sandbox) to run as root: without root both stay uncapped on
+        the state directory's filesystem and `jupyter sandbox doctor` warns.""",
+    )
+    io_size = Unicode(
+        "2g",
+        config=True,
+        help="""Size cap of a sandbox's io/ directory, /run/sandbox inside (bytes or with a unit;
+        see cap_host_writes). It holds the kernel's sockets and connection file, and with the
+        'host-dir' snapshot transport an archive being restored: keep it at least
+        SnapshotSettings.max_archive_bytes.""",
     )
     memory_snapshots = Bool(
         False,
@@ -205,6 +225,20 @@ class SandboxSettings(LoggingConfigurable):
             return int(self.sandbox_uid)
         host_uid = os.getuid()
         return host_uid if host_uid != 0 else SANDBOX_UID
+
+    @property
+    def capping_host_writes(self) -> bool:
+        """Whether sandboxes started here get the caps of ``cap_host_writes``."""
+        return self.cap_host_writes and can_cap()
+
+    @property
+    def io_bytes(self) -> int:
+        size = parse_size(self.io_size, "io_size")
+        if size < MIN_DISK:  # a tmpfs of size 0 would have no cap at all
+            raise InvalidSettingError(
+                f"io_size must be at least {format_size(MIN_DISK)}, not {size} bytes"
+            )
+        return size
 
     @property
     def max_cell_output_bytes(self) -> int:

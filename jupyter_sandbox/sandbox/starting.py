@@ -194,10 +194,11 @@ class SandboxStarter(SandboxAttacher):
         directory = SandboxDirectory(self.settings.state_path, sandbox_id)
         uid = self.settings.effective_uid
         workspace = request.workspace
-        directory.create(uid)
+        capped = self.settings.capping_host_writes
         try:
+            directory.create(uid, io_cap=self.settings.io_bytes if capped else 0)
             if workspace.mode == "copy-on-write":
-                directory.create_overlay(uid)
+                directory.create_overlay(uid, cap=request.limits.workspace_bytes if capped else 0)
             connection = new_connection_info(directory.container_socket_prefix())
             # Only runsc can checkpoint a kernel, and only one behind the bridge (settings).
             bridged = self.settings.memory_snapshots and request.runtime == "runsc"

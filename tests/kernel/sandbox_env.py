@@ -19,6 +19,8 @@ import docker
 
 from jupyter_sandbox.sandbox import labels
 
+from ..conftest import remove_state_dir
+
 
 @contextmanager
 def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
@@ -41,7 +43,7 @@ def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
         os.environ.clear()
         os.environ.update(saved)
         remove_containers_under(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
+        remove_state_dir(state_dir)
         shutil.rmtree(config_dir, ignore_errors=True)
         shutil.rmtree(notebook_dir(state_dir), ignore_errors=True)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..conftest import remove_state_dir
 from ..kernel.sandbox_env import remove_containers_under
 
 REPO = Path(__file__).parents[2]
@@ -154,6 +155,7 @@ def lab_server(
             keep_log.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(log_path, keep_log)
         remove_containers_under(state_dir)
+        remove_state_dir(state_dir)
         shutil.rmtree(base, ignore_errors=True)
 
 

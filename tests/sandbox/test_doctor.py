@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from jupyter_sandbox.sandbox.doctor import (
     MIN_DOCKER,
     MIN_RUNC,
     MIN_RUNSC_RELEASE,
     Check,
     exit_code,
+    host_write_caps,
     runsc_release,
     version_tuple,
 )
+from jupyter_sandbox.sandbox.host_caps import can_cap
+from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 
 def test_versions_are_read_from_what_tools_print() -> None:
@@ -39,3 +44,15 @@ def test_runsc_release_is_read_from_debian_and_upstream_version_lines() -> None:
     assert 20221219 < MIN_RUNSC_RELEASE <= 20240729  # Debian 12's own, and its backports'
     assert runsc_release("runsc version 0.0~20240729.0-4~bpo12+2") == 20240729
     assert runsc_release("runsc version unknown") is None
+
+
+def test_host_write_caps_are_reported_and_their_absence_names_the_fix(tmp_path: Path) -> None:
+    off = host_write_caps(SandboxSettings(cap_host_writes=False, state_dir=str(tmp_path)))
+    assert off.status == "warn"
+    assert "turned off" in off.detail
+    assert str(tmp_path) in off.detail
+    assert "size-limited filesystem" in off.fix
+    on = host_write_caps(SandboxSettings(io_size="64m"))
+    assert on.status == ("ok" if can_cap() else "warn")
+    if can_cap():
+        assert "capped at 64m" in on.detail

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
+from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 from jupyter_sandbox.sandbox.reaper import reap_orphans
 
-from ..conftest import manager_config, remove_everything_under
+from ..conftest import manager_config, remove_everything_under, remove_state_dir
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,9 @@ async def test_container_whose_state_is_gone_is_reaped(
 ) -> None:
     orphan = await manager.create("alice", runtime="runc", purpose=purpose)
     healthy = await manager.create("alice", runtime="runc", purpose=purpose)
-    shutil.rmtree(state_dir / orphan.sandbox_id)  # as if the host lost the sandbox's state
+    SandboxDirectory(
+        state_dir, orphan.sandbox_id
+    ).remove()  # as if the host lost the sandbox's state
 
     report = await reap_orphans(manager, grace=0)
 
@@ -63,11 +65,13 @@ async def test_another_state_directory_is_never_touched(
     other = SandboxManager.from_config(manager_config(short))
     try:
         theirs = await other.create("alice", runtime="runc", purpose=purpose)
-        shutil.rmtree(short / theirs.sandbox_id)  # an orphan, but of another state directory
+        SandboxDirectory(
+            short, theirs.sandbox_id
+        ).remove()  # an orphan, but of another state directory
         report = await reap_orphans(manager, grace=0)
         assert theirs.sandbox_id not in report.containers
         assert (await other.get("alice", theirs.sandbox_id)).running
     finally:
         await remove_everything_under(other, short)
         await other.close()
-        shutil.rmtree(short, ignore_errors=True)
+        remove_state_dir(short)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,7 +28,7 @@ from jupyter_sandbox.sandbox.network import proxy_running
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
-from ..conftest import manager_config, purpose_label, remove_everything_under
+from ..conftest import manager_config, purpose_label, remove_everything_under, remove_state_dir
 from ..kernel_client import execute
 from ..sandbox.network.servers import RecordingServer, recording_server
 
@@ -141,7 +140,7 @@ async def net_manager() -> AsyncIterator[SandboxManager]:
             await manager.remove(OWNER, info.sandbox_id)  # stops host proxies too
         await remove_everything_under(manager, state_dir)
         await manager.close()
-        shutil.rmtree(state_dir, ignore_errors=True)
+        remove_state_dir(state_dir)
 
 
 @pytest.fixture(

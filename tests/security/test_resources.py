@@ -1,15 +1,19 @@
-"""Rows 6 and 9: memory bombs (heap and /dev/shm) and disk fills (workspace and /tmp)."""
+"""Rows 6 and 9: memory bombs (heap and /dev/shm) and disk fills (/workspace, /tmp and the
+host directories a sandbox writes to)."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.host_caps import can_cap
 from jupyter_sandbox.sandbox.limits import parse_size
 
 from ..kernel_client import execute
@@ -121,4 +125,49 @@ async def test_row09_disk_fill(
     observe(
         f"/workspace full after {seen['workspace'][1] >> 20} MiB, /tmp after "
         f"{seen['tmp'][1] >> 20} MiB (ENOSPC); host disk unchanged; writable again once freed"
+    )
+
+
+HOST_DIRECTORY_FILL = DISK_FILL.replace("'tmp': fill('/tmp/fill'", "'io': fill('/run/sandbox/fill'")
+
+
+@pytest.mark.skipif(not can_cap(), reason="capping the host's directories needs root")
+@pytest.mark.checklist(
+    row=9,
+    attack="disk fill of the two host directories a sandbox writes to: a copy-on-write "
+    "/workspace (the notebook's directory) and /run/sandbox (its kernel's socket directory)",
+    expected="ENOSPC at the workspace size and at io_size; the state directory's disk is "
+    "untouched; the notebook's directory is unchanged",
+)
+async def test_row09_disk_fill_of_the_host_directories(
+    manager: SandboxManager,
+    runtime: str,
+    purpose: str,
+    neighbour: Sandbox,
+    observe: Callable[[str], None],
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    manager.settings.io_size = "128m"
+    sandbox = await manager.create(
+        "alice",
+        runtime=runtime,
+        limits={"workspace_size": "256m", "memory": "1g"},
+        launch_dir=str(tmp_path),
+        purpose=purpose,
+    )
+    host_free = shutil.disk_usage(manager.settings.state_path).free
+    seen = ast.literal_eval(await run(sandbox, HOST_DIRECTORY_FILL, timeout=180))
+    assert errno_name(seen["workspace"][0]) == "ENOSPC", seen
+    assert seen["workspace"][1] <= 256 * 2**20, seen
+    assert errno_name(seen["io"][0]) == "ENOSPC", seen
+    assert seen["io"][1] <= 128 * 2**20, seen
+    assert host_free - shutil.disk_usage(manager.settings.state_path).free < 200 * 2**20
+    assert os.listdir(tmp_path) == ["data.csv"]  # copy-on-write: nothing reached it
+    assert await run(sandbox, "print(open('/workspace/data.csv').read().split()[1])") == "1,2"
+    await assert_unaffected(neighbour)
+    observe(
+        f"copy-on-write /workspace full after {seen['workspace'][1] >> 20} MiB, /run/sandbox "
+        f"after {seen['io'][1] >> 20} MiB (ENOSPC, tmpfs caps); the state directory's disk and "
+        "the notebook's directory unchanged"
     )

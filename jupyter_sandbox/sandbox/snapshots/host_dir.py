@@ -12,14 +12,16 @@ name there, or keep writing to a file it opened. So the host:
 * reads with ``O_NOFOLLOW | O_NONBLOCK`` and accepts only a regular file (fstat), copying at
   most the byte cap into its own private file, which is all it then scans and stores (what
   the sandbox writes to its file later, or to another file of the same name, is never read);
+  what it has copied it frees at once (a hole punched in the file), so the archive takes only
+  the copy's lag of the sandbox's capped ``io/`` (host_caps.py);
 * creates what the sandbox will read with ``O_CREAT | O_EXCL | O_NOFOLLOW`` under a fresh random
   name (never opening anything the sandbox made), mode 0644 so the sandbox's user can read it;
 * removes its file afterwards, whatever happened.
 
 The byte cap is enforced inside the sandbox by ``ulimit -f`` (RLIMIT_FSIZE: tar is stopped by
-SIGXFSZ when the archive would pass it) and again by the host's bounded copy. The cost: the
-archive briefly takes space on the state directory's disk (at most the cap), which the default
-``exec`` transport never does.
+SIGXFSZ when the archive would pass it) and again by the host's bounded copy. The cost: an
+archive being restored takes its whole size in ``io/`` until tar has read it, which the
+``exec`` transport never stages.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import IO
 
 from ..backend import SANDBOX_IO_DIR, SandboxBackend, Writable
 from ..backend_records import ExecResult
+from ..host_caps import release_bytes
 from .errors import SnapshotFailedError, SnapshotTooLargeError
 
 # tar killed by SIGXFSZ (25), as the engine reports a command a signal ended (128 + its number).
@@ -117,6 +120,9 @@ def _copy_out(
                 if max_bytes and copied > max_bytes:
                     raise SnapshotTooLargeError.over_cap(sandbox_id, max_bytes)
                 out.write(chunk)
+                # Copied: free it while tar writes the rest, so the archive never holds more
+                # than the copy's lag of a capped io/ (and of the sandbox's memory).
+                release_bytes(fd, copied - len(chunk), len(chunk))
             elif done:
                 return
             else:
@@ -124,7 +130,8 @@ def _copy_out(
 
 
 def _open_when_made(path: Path, finished: threading.Event | None, sandbox_id: str) -> int:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    # Read-write only to punch holes in what was copied (release_bytes), never to write.
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     while True:
         done = finished is None or finished.is_set()
         try:

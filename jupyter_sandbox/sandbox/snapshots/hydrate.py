@@ -27,6 +27,7 @@ stored snapshot, or a private copy) or bytes.
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -174,9 +175,15 @@ async def _hydrate_from_host_dir(
                 command = [*CHECK_TARGET_COMMAND, listing.in_sandbox, *command]
             result = await backend.exec(sandbox_id, command, timeout=timeout)
     except OSError as exc:
+        hint = (
+            " (its io/ directory is capped at SandboxSettings.io_size: raise that above the "
+            "archive's size, or use SnapshotSettings.transport = 'exec')"
+            if exc.errno == errno.ENOSPC
+            else ""
+        )
         raise SnapshotFailedError(
             f"staging the archive in sandbox {sandbox_id}'s host directory failed: "
-            f"{exc.strerror}; nothing was restored"
+            f"{exc.strerror}{hint}; nothing was restored"
         ) from None
     _refuse_planted_target(result, sandbox_id)
     _check_unpacked(result, sandbox_id)

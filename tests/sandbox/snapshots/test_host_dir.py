@@ -35,6 +35,18 @@ def test_reading_is_capped(tmp_path: Path) -> None:
         _copy_out(tmp_path / "big.tar", io.BytesIO(), 4096, "0123456789ab")
 
 
+def test_what_is_copied_no_longer_takes_space(tmp_path: Path) -> None:
+    # On a capped io/ the archive's bytes count against the sandbox's memory until copied.
+    data = os.urandom(5 * 2**20)
+    (tmp_path / "done.tar").write_bytes(data)
+    out = io.BytesIO()
+    _copy_out(tmp_path / "done.tar", out, 0, "0123456789ab")
+    assert out.getvalue() == data
+    left = os.stat(tmp_path / "done.tar")
+    assert left.st_size == len(data)
+    assert left.st_blocks * 512 < 2**20
+
+
 def test_reading_follows_the_file_while_tar_writes_it(tmp_path: Path) -> None:
     # The copy starts before the file exists and ends only once tar is done and all is read.
     path = tmp_path / "growing.tar"
