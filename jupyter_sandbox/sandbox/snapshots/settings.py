@@ -65,7 +65,8 @@ class SnapshotSettings(LoggingConfigurable):
         help="""How archives move between a sandbox and the host. 'host-dir': tar in the
         sandbox writes to (or reads from) the sandbox's own host directory, its /run/sandbox
         bind mount, and the host copies from (or writes to) it with O_NOFOLLOW/O_EXCL; this
-        needs up to max_archive_bytes of temporary space on the state directory's disk. 'exec':
+        needs up to max_archive_bytes of temporary space there (a tmpfs of
+        SandboxSettings.io_size when the host's writes are capped). 'exec':
         streamed over the engine's exec socket, nothing written outside the snapshot
         directory, but 2-4x slower (every byte crosses a pipe in dockerd and, under gVisor,
         gVisor's slow pipes). Both check every member on the host and unpack inside the
