@@ -106,6 +106,13 @@ class SocketReplacedError(SandboxError):
         )
 
 
+class HostCapError(SandboxError):
+    """A size cap could not be put on (or taken off) a sandbox's host directory (host_caps.py)."""
+
+    code = "host_cap_failed"
+    http_status = 500
+
+
 class SandboxStartTimeoutError(SandboxStartError):
     """The container or its kernel did not become ready in time; it has been cleaned up."""
 

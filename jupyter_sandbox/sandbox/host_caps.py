@@ -12,7 +12,7 @@ counts against its own memory limit (under runc the writer is in the container's
 runsc gVisor's sentry or gofer is), never against the host's disk.
 
 Mounting needs root (``CAP_SYS_ADMIN``). A server running without it cannot cap these
-directories; ``capped()`` says so and ``jupyter sandbox doctor`` warns. The mounts are made with
+directories; ``can_cap()`` says so and ``jupyter sandbox doctor`` warns. The mounts are made with
 the ``mount(2)`` system call rather than ``mount(8)``, which is not in every image the server
 runs in, and removed lazily (``MNT_DETACH``): a container that still holds one keeps it until
 it is gone.
@@ -25,7 +25,7 @@ import errno
 import os
 from pathlib import Path
 
-from .errors import SandboxError
+from .errors import HostCapError
 
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -37,13 +37,6 @@ FALLOC_FL_PUNCH_HOLE = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-
-
-class HostCapError(SandboxError):
-    """A size cap could not be put on a sandbox's host directory; nothing was started."""
-
-    code = "host_cap_failed"
-    http_status = 500
 
 
 def can_cap() -> bool:

@@ -147,7 +147,7 @@ class SandboxSettings(LoggingConfigurable):
         help="""Size cap of a sandbox's io/ directory, /run/sandbox inside (bytes or with a unit;
         see cap_host_writes). It holds the kernel's sockets and connection file, and with the
         'host-dir' snapshot transport an archive being restored: keep it at least
-        SnapshotSettings.max_archive_bytes.""",
+        Snapshots.max_archive_bytes.""",
     )
     memory_snapshots = Bool(
         False,

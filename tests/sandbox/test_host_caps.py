@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_sandbox.sandbox.errors import HostCapError
 from jupyter_sandbox.sandbox.host_caps import (
-    HostCapError,
     can_cap,
     mount_capped,
     release_bytes,

@@ -177,7 +177,7 @@ async def _hydrate_from_host_dir(
     except OSError as exc:
         hint = (
             " (its io/ directory is capped at SandboxSettings.io_size: raise that above the "
-            "archive's size, or use SnapshotSettings.transport = 'exec')"
+            "archive's size, or use Snapshots.transport = 'exec')"
             if exc.errno == errno.ENOSPC
             else ""
         )
