@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import SandboxError
+from .host_caps import why_no_caps
 from .hostdir import MAX_SOCKET_PATH
 from .manager import SandboxManager
 from .settings import RUNTIMES, SandboxSettings
@@ -130,14 +131,14 @@ def host_write_caps(settings: SandboxSettings) -> Check:
             f"/run/sandbox capped at {settings.io_size}, a copy-on-write /workspace at the "
             "workspace size (tmpfs)",
         )
-    why = "turned off" if not settings.cap_host_writes else "this process is not root"
+    why = "turned off" if not settings.cap_host_writes else why_no_caps()
     return Check(
         "host write caps",
         "warn",
         f"{why}: a sandbox can fill the disk of {settings.state_path} through /run/sandbox "
         "and a copy-on-write /workspace",
-        "run the server as root, or give the state directory a size-limited filesystem of its "
-        "own (README, Isolation defaults)",
+        "run the server as root, in the engine's mount namespace, or give the state directory "
+        "a size-limited filesystem of its own (README, Isolation defaults)",
     )
 
 

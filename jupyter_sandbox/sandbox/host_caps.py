@@ -11,8 +11,9 @@ charged to the memory cgroup of the process that writes it, so what the sandbox 
 counts against its own memory limit (under runc the writer is in the container's cgroup, under
 runsc gVisor's sentry or gofer is), never against the host's disk.
 
-Mounting needs root (``CAP_SYS_ADMIN``). A server running without it cannot cap these
-directories; ``can_cap()`` says so and ``jupyter sandbox doctor`` warns. The mounts are made with
+Mounting needs root (``CAP_SYS_ADMIN``) and the engine's mount namespace. A server without
+them cannot cap these directories; ``why_no_caps()`` says why and ``jupyter sandbox doctor``
+warns. The mounts are made with
 the ``mount(2)`` system call rather than ``mount(8)``, which is not in every image the server
 runs in, and removed lazily (``MNT_DETACH``): a container that still holds one keeps it until
 it is gone.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 from pathlib import Path
 
@@ -34,14 +36,56 @@ MNT_DETACH = 2
 UMOUNT_NOFOLLOW = 8
 FALLOC_FL_KEEP_SIZE = 1
 FALLOC_FL_PUNCH_HOLE = 2
+ENGINE_PROCESS = "dockerd"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 
 
 def can_cap() -> bool:
-    """Whether this process may mount the caps (it runs as root)."""
-    return os.geteuid() == 0
+    """Whether this process may mount the caps and the engine will see them."""
+    return why_no_caps() is None
+
+
+@functools.cache
+def why_no_caps() -> str | None:
+    """Why caps mounted here would not work (None: they would).
+
+    A mount is seen only within its mount namespace (and those it propagates to). A server in
+    a namespace of its own, as systemd's PrivateTmp or ProtectSystem make, would mount the cap
+    where the engine never looks: the container would see the bare directory below it and the
+    server the empty tmpfs, so no kernel socket would ever be found. So the server must share
+    the namespace of a local engine process (or of init, when none is found: the engine runs
+    there or elsewhere, and the state directory's paths then work only if it is there).
+    """
+    if os.geteuid() != 0:
+        return "this process is not root"
+    ours = _mount_namespace("self")
+    if ours is None or ours not in _engine_mount_namespaces():
+        return "this process has a mount namespace of its own, which the engine does not see"
+    return None
+
+
+def _mount_namespace(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _engine_mount_namespaces() -> set[str | None]:
+    found = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/comm") as comm:
+                if comm.read().strip() != ENGINE_PROCESS:
+                    continue
+        except OSError:
+            continue  # gone meanwhile
+        found.add(_mount_namespace(entry.name))
+    return found or {_mount_namespace("1")}
 
 
 def mount_capped(

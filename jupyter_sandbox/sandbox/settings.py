@@ -138,8 +138,9 @@ class SandboxSettings(LoggingConfigurable):
         io_size) and the upper layer of a copy-on-write /workspace (workspace_size) are each a
         tmpfs of that size, so writes past it fail with ENOSPC instead of filling the state
         directory's disk; they count against the sandbox's memory. Needs the server (and a
-        kernel that starts its own sandbox) to run as root: without root both stay uncapped on
-        the state directory's filesystem and `jupyter sandbox doctor` warns.""",
+        kernel that starts its own sandbox) to run as root, in the engine's mount namespace:
+        otherwise both stay uncapped on the state directory's filesystem and `jupyter sandbox
+        doctor` says why.""",
     )
     io_size = Unicode(
         "2g",

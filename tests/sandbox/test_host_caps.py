@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,19 @@ def test_removing_a_sandbox_directory_unmounts_its_caps(state_dir: Path) -> None
     assert not directory.root.exists()
     mounts = Path("/proc/self/mountinfo").read_text()
     assert str(directory.root) not in mounts
+
+
+@needs_root
+def test_a_server_in_a_mount_namespace_of_its_own_does_not_cap() -> None:
+    # Its mounts would be invisible to the engine (systemd's PrivateTmp makes such a server).
+    ask = "from jupyter_sandbox.sandbox.host_caps import why_no_caps; print(why_no_caps())"
+    seen = subprocess.run(
+        ["unshare", "--mount", sys.executable, "-c", ask],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "mount namespace of its own" in seen.stdout
 
 
 def test_released_bytes_no_longer_take_space(tmp_path: Path) -> None:
