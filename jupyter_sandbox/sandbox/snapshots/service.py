@@ -77,7 +77,9 @@ class Snapshots(SnapshotSettings):
         store = self.store
         with store.new_archive(owner) as (out, temporary):
             summary = await self._archive(sandbox_id, out)
-            return store.commit(owner, temporary, workspace_metadata(summary, info, note))
+            metadata = workspace_metadata(summary, info, note)
+            # Off the event loop: the commit's fsync waits for the disk.
+            return await asyncio.to_thread(store.commit, owner, temporary, metadata)
 
     async def import_archive(
         self, owner: str, source: bytes | str | Path, *, note: str = ""
@@ -99,7 +101,8 @@ class Snapshots(SnapshotSettings):
 
         with store.new_archive(owner) as (out, temporary):
             summary = await asyncio.to_thread(copy_and_scan, out)
-            return store.commit(owner, temporary, workspace_metadata(summary, None, note))
+            metadata = workspace_metadata(summary, None, note)
+            return await asyncio.to_thread(store.commit, owner, temporary, metadata)
 
     def list_snapshots(self, owner: str) -> list[dict[str, Any]]:
         """Both kinds, oldest first."""
