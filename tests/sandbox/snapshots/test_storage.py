@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from jupyter_sandbox.sandbox.snapshots import (
     SnapshotStorageFullError,
     SnapshotStore,
     check_snapshot_id,
+    storage,
 )
 from jupyter_sandbox.sandbox.snapshots.storage import new_snapshot_id
 
@@ -108,3 +111,32 @@ def test_full_disk_removes_the_partial_file(tiny_disk: Path) -> None:
     assert not written[0].exists()
     assert list(store.owner_dir("alice").iterdir()) == []
     assert store.list("alice") == []
+
+
+def test_an_archive_being_written_is_synced_before_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writeback thread syncs the file while it is written, and is gone before it closes.
+    synced: list[int] = []
+    real_fdatasync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(fd)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(storage.os, "fdatasync", fdatasync)
+    store = SnapshotStore(tmp_path)
+    with store.new_archive("alice") as (out, temporary):
+        out.write(os.urandom(8 * 2**20))
+        out.flush()
+        assert _writeback_threads() == 1
+        deadline = time.monotonic() + 5
+        while out.fileno() not in synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert out.fileno() in synced
+        store.commit("alice", temporary, {"id": new_snapshot_id(), "created": "now"})
+    assert _writeback_threads() == 0
+
+
+def _writeback_threads() -> int:
+    return sum(t.name == "snapshot-writeback" for t in threading.enumerate())
