@@ -25,9 +25,11 @@ through a link (socket_pin.py).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -44,6 +46,8 @@ from .identity import is_sandbox_id
 MAX_SOCKET_PATH = 100
 KERNEL_SOCKET_PREFIX = "kernel"
 IO_MAX_FILES = 4096
+# A kernel socket: "kernel-<port>" for generation 0, "kernel-g<N>-<port>" after a restart.
+_SOCKET_NAME = re.compile(rf"^{KERNEL_SOCKET_PREFIX}-(?:g(\d+)-)?\d+$")
 
 
 def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
@@ -131,9 +135,20 @@ class SandboxDirectory:
         self._give(self.overlay_upper, uid)
 
     def next_generation(self) -> int:
-        """Record the next kernel generation (each binds new socket paths) and return it."""
+        """Record the next kernel generation (each binds new socket paths) and return it.
+
+        The sockets of the generations before the current one go: their kernels are gone, and
+        under runsc every generation's sockets stay behind (gVisor cannot unlink them), so a
+        capped io/ would run out of files after some hundred restarts. Only names are unlinked,
+        never followed; whatever the sandbox put there under such a name goes too.
+        """
         generation = int(self.read_state().get("generation", 0)) + 1
         self.update_state(generation=generation)
+        for entry in os.scandir(self.io):
+            match = _SOCKET_NAME.match(entry.name)
+            if match and int(match.group(1) or 0) < generation - 1:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
         return generation
 
     def request_restart(self, generation: int) -> None:

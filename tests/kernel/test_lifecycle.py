@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import queue
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +13,8 @@ from typing import Any
 import docker
 import pytest
 import zmq
+
+from jupyter_sandbox.sandbox.hostdir import sandbox_directories
 
 from .kernels import run, running_kernel, value_of
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
@@ -60,6 +64,24 @@ def test_restart_gives_a_fresh_interpreter_and_keeps_files(env: Path, runtime: s
         assert value_of(kc, "'x' in globals()") == "False"
         assert value_of(kc, "open('/workspace/kept.txt').read()") == "'still here'"
         assert [c.name for c in containers_under(env)] == sandboxes
+
+
+def test_restarts_leave_no_sockets_of_older_kernels(env: Path, runtime: str) -> None:
+    # Under runsc a kernel's sockets outlive it (gVisor cannot unlink them); in a capped io/
+    # they would use up its files after some hundred restarts.
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc):
+        for _ in range(3):
+            km.restart_kernel()
+            kc.wait_for_ready(timeout=120)
+        assert value_of(kc, "6 * 7") == "42"
+        (directory,) = sandbox_directories(env)
+        generations = {
+            int(match.group(1) or 0)
+            for name in os.listdir(directory.io)
+            if (match := re.match(r"^kernel-(?:g(\d+)-)?\d+$", name))
+        }
+        assert 3 in generations  # the running kernel's
+        assert generations <= {2, 3}  # and at most those of the one before, shutting down
 
 
 def test_restart_ends_an_interpreter_that_hangs_on_its_way_out(env: Path) -> None:

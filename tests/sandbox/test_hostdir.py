@@ -63,6 +63,20 @@ def test_remove_is_idempotent(state_dir: Path) -> None:
     assert not directory.exists()
 
 
+def test_a_restart_removes_the_sockets_of_kernels_before_the_current_one(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
+    directory.create(os.getuid())
+    kept = ["kernel.json", "kernel-exit.json", "restart-requested", "kernel-g7"]
+    for name in [*kept, "kernel-5001", "kernel-g1-5001", "kernel-g2-5001", "kernel-g3-5001"]:
+        (directory.io / name).touch()
+    (directory.io / "kernel-g1-5002").symlink_to(directory.state_file)  # never followed
+    directory.write_state({"generation": 3})
+    assert directory.next_generation() == 4  # kernel 3 is still shutting down: it stays
+    left = sorted(os.listdir(directory.io))
+    assert left == sorted([*kept, "kernel-g3-5001"])
+    assert directory.read_state()["generation"] == 4
+
+
 def _write_many(state_dir: str, prefix: str) -> None:
     directory = SandboxDirectory(Path(state_dir), "0123456789ab")
     for i in range(100):
