@@ -13,10 +13,9 @@ runsc gVisor's sentry or gofer is), never against the host's disk.
 
 Mounting needs root (``CAP_SYS_ADMIN``) and the engine's mount namespace. A server without
 them cannot cap these directories; ``why_no_caps()`` says why and ``jupyter sandbox doctor``
-warns. The mounts are made with
-the ``mount(2)`` system call rather than ``mount(8)``, which is not in every image the server
-runs in, and removed lazily (``MNT_DETACH``): a container that still holds one keeps it until
-it is gone.
+warns. The mounts are made with the ``mount(2)`` system call rather than ``mount(8)``, which is
+not in every image the server runs in, and removed lazily (``MNT_DETACH``): a container that
+still holds one keeps it until it is gone.
 """
 
 from __future__ import annotations
