@@ -20,6 +20,8 @@ import asyncio
 import statistics
 import time
 
+from startup import p90
+
 from jupyter_sandbox.sandbox import SandboxManager
 
 OWNER = "benchmark"
@@ -45,10 +47,6 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
     finally:
         await manager.close()
     return {name: values[1:] for name, values in samples.items()}
-
-
-def p90(values: list[float]) -> float:
-    return statistics.quantiles(values, n=10, method="inclusive")[-1]
 
 
 def main() -> None:

@@ -37,6 +37,14 @@ def parse_size(value: str | int, what: str) -> int:
     return number
 
 
+def check_disk_size(what: str, num_bytes: int) -> None:
+    """Refuse a filesystem size below MIN_DISK (a tmpfs of size 0 would have no cap at all)."""
+    if num_bytes < MIN_DISK:
+        raise InvalidSettingError(
+            f"{what} must be at least {format_size(MIN_DISK)}, not {num_bytes} bytes"
+        )
+
+
 def format_size(num_bytes: int) -> str:
     """A short human form of a byte count, e.g. ``2g``, ``256m``."""
     for unit in ("t", "g", "m", "k"):
@@ -75,13 +83,8 @@ class SandboxLimits:
             raise InvalidSettingError(
                 f"open-file limit must be between 64 and {1 << 20}, not {self.nofile}"
             )
-        for name in ("tmp_bytes", "workspace_bytes"):
-            if getattr(self, name) < MIN_DISK:
-                label = name.removesuffix("_bytes")
-                raise InvalidSettingError(
-                    f"{label} size must be at least {format_size(MIN_DISK)}, "
-                    f"not {getattr(self, name)} bytes"
-                )
+        check_disk_size("tmp size", self.tmp_bytes)
+        check_disk_size("workspace size", self.workspace_bytes)
 
     @classmethod
     def parse(

@@ -18,7 +18,7 @@ from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 from .._version import __version__
 from .errors import InvalidSettingError
 from .host_caps import can_cap
-from .limits import MIN_DISK, SandboxLimits, format_size, parse_size
+from .limits import SandboxLimits, check_disk_size, parse_size
 
 RUNTIMES = ("runsc", "runc")
 CONFIG_FILE = "jupyter_sandbox_config.py"
@@ -235,10 +235,7 @@ class SandboxSettings(LoggingConfigurable):
     @property
     def io_bytes(self) -> int:
         size = parse_size(self.io_size, "io_size")
-        if size < MIN_DISK:  # a tmpfs of size 0 would have no cap at all
-            raise InvalidSettingError(
-                f"io_size must be at least {format_size(MIN_DISK)}, not {size} bytes"
-            )
+        check_disk_size("io_size", size)
         return size
 
     @property
