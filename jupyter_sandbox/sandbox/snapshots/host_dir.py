@@ -21,7 +21,8 @@ name there, or keep writing to a file it opened. So the host:
 The byte cap is enforced inside the sandbox by ``ulimit -f`` (RLIMIT_FSIZE: tar is stopped by
 SIGXFSZ when the archive would pass it) and again by the host's bounded copy. The cost: an
 archive being restored takes its whole size in ``io/`` until tar has read it, which the
-``exec`` transport never stages.
+``exec`` transport never stages; one that would not fit there (:func:`has_room_for`) is
+restored over the exec stream instead.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ from .errors import SnapshotFailedError, SnapshotTooLargeError
 FILE_TOO_LARGE = 128 + 25
 CHUNK = 1024**2
 FOLLOW_SECONDS = 0.002  # how often a copy looks again for bytes tar has not written yet
+# Space kept free beside a staged archive: the clean archive's headers may take a little more
+# than the original's, and the sandbox's kernel goes on writing its own files in io/.
+STAGING_HEADROOM = 8 * 1024**2
 
 
 def _name() -> str:
@@ -146,6 +150,14 @@ def _open_when_made(path: Path, finished: threading.Event | None, sandbox_id: st
             raise SnapshotFailedError(
                 f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
             ) from None
+
+
+def has_room_for(io_dir: Path, num_bytes: int) -> bool:
+    """Whether an archive of ``num_bytes`` can be staged in ``io_dir`` now: its free space, a
+    tmpfs of SandboxSettings.io_size when the host's writes are capped, the state directory's
+    disk otherwise."""
+    free = os.statvfs(io_dir)
+    return num_bytes + num_bytes // 64 + STAGING_HEADROOM <= free.f_bavail * free.f_frsize
 
 
 class HostDirInput:

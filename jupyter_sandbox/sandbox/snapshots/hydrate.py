@@ -18,7 +18,9 @@ if any check fails. (It is the owner's own snapshot, bound for the owner's own s
 sandbox seeing it early reveals nothing.) Step 3 then runs in the same engine exec as tar,
 which it becomes once the target has passed. The ``exec`` transport streams the clean archive
 into tar, so it reads the archive twice: checked first, then cleaned as it is sent, and the
-second reading's hash must equal the first's.
+second reading's hash must equal the first's. An archive too big for the sandbox's io/ (a
+capped tmpfs of SandboxSettings.io_size, or a full disk) takes the ``exec`` transport, whatever
+was configured: staging it could only fail.
 
 The archive must not change between the steps: callers pass a file only they can write (a
 stored snapshot, or a private copy) or bytes.
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -42,7 +46,9 @@ from .errors import (
     SnapshotTooLargeError,
     UnsafeArchiveError,
 )
-from .host_dir import HostDirInput
+from .host_dir import HostDirInput, has_room_for
+
+log = logging.getLogger(__name__)
 
 # Read in records of 1 MiB (see persist.py's RECORD_BLOCKS for why); reading needs no padding.
 UNPACK_COMMAND = [
@@ -111,7 +117,16 @@ async def hydrate_workspace(
     afresh (binary, at its start) each time it is read. With ``io_dir`` (the sandbox's host
     directory) the clean archive passes through it (host_dir.py) instead of the exec stream.
     Returns what the check found."""
-
+    if io_dir is not None:
+        size = await asyncio.to_thread(_size_of, open_archive)
+        if not await asyncio.to_thread(has_room_for, io_dir, size):
+            log.info(
+                "an archive of %d bytes does not fit sandbox %s's io/ directory; restoring it "
+                "over the exec stream instead",
+                size,
+                sandbox_id,
+            )
+            io_dir = None
     if io_dir is not None:
         return await _hydrate_from_host_dir(
             backend,
@@ -188,6 +203,11 @@ async def _hydrate_from_host_dir(
     _refuse_planted_target(result, sandbox_id)
     _check_unpacked(result, sandbox_id)
     return summary
+
+
+def _size_of(open_archive: Callable[[], AbstractContextManager[IO[bytes]]]) -> int:
+    with open_archive() as raw:
+        return raw.seek(0, os.SEEK_END)
 
 
 def _check_summary(

@@ -66,7 +66,8 @@ class SnapshotSettings(LoggingConfigurable):
         sandbox writes to (or reads from) the sandbox's own host directory, its /run/sandbox
         bind mount, and the host copies from (or writes to) it with O_NOFOLLOW/O_EXCL; this
         needs up to max_archive_bytes of temporary space there (a tmpfs of
-        SandboxSettings.io_size when the host's writes are capped). 'exec':
+        SandboxSettings.io_size when the host's writes are capped); an archive to restore
+        that does not fit there goes over the exec stream instead. 'exec':
         streamed over the engine's exec socket, nothing written outside the snapshot
         directory, but 2-4x slower (every byte crosses a pipe in dockerd and, under gVisor,
         gVisor's slow pipes). Both check every member on the host and unpack inside the

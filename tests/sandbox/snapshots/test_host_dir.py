@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import logging
 import os
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -11,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.host_caps import can_cap
 from jupyter_sandbox.sandbox.snapshots import SnapshotFailedError, SnapshotTooLargeError
 from jupyter_sandbox.sandbox.snapshots.host_dir import HostDirInput, _copy_out
 
-from .workspace_files import OWNER, sh
+from .workspace_files import OWNER, manifest, sh
 
 
 def test_reading_refuses_symlinks_and_fifos(tmp_path: Path) -> None:
@@ -106,3 +110,32 @@ async def test_the_cap_holds_inside_the_sandbox(
     io_dir = manager.settings.state_path / sandbox.sandbox_id / "io"
     assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
     assert snapshots.list_snapshots(OWNER) == []
+
+
+@pytest.mark.integration
+@pytest.mark.runc
+@pytest.mark.skipif(not can_cap(), reason="capping the sandbox's io/ needs root")
+async def test_an_archive_too_big_for_io_is_restored_over_exec(
+    manager: SandboxManager, purpose: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Staged in a 16 MiB io/, a 24 MiB archive would fail with ENOSPC; it takes the exec
+    # stream instead, and what the sandbox's kernel keeps in io/ is left alone.
+    manager.snapshots.transport = "host-dir"
+    manager.settings.io_size = "16m"
+    sandbox = await manager.create(OWNER, runtime="runc", purpose=purpose)
+    data = os.urandom(24 * 2**20)
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo("big.bin")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    with caplog.at_level(logging.INFO, logger="jupyter_sandbox.sandbox.snapshots.hydrate"):
+        summary = await manager.snapshots.hydrate_bytes(
+            OWNER, sandbox.sandbox_id, archive.getvalue()
+        )
+    assert summary.file_bytes == len(data)
+    assert "over the exec stream" in caplog.text
+    found = await manifest(manager, sandbox.sandbox_id)
+    assert found["big.bin"][2:] == [len(data), hashlib.sha256(data).hexdigest()]
+    io_dir = manager.settings.state_path / sandbox.sandbox_id / "io"
+    assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
