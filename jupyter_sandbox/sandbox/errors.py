@@ -139,3 +139,24 @@ class InvalidRequestError(SandboxError):
 
     code = "invalid_request"
     http_status = 400
+
+
+class SandboxFileError(SandboxError):
+    """A file operation in a sandbox (files.py) failed: the message says what and where."""
+
+    code = "file_error"
+    http_status = 400
+
+
+class SandboxFileNotFoundError(SandboxFileError):
+    """The sandbox has no file or directory at that path."""
+
+    code = "file_not_found"
+    http_status = 404
+
+
+class FileTooLargeError(SandboxFileError):
+    """A file is larger than SandboxFiles.max_bytes; nothing was written or returned."""
+
+    code = "file_too_large"
+    http_status = 413

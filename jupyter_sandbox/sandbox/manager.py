@@ -28,6 +28,7 @@ from .backend import SandboxBackend
 from .backend_records import ExecResult, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
+from .files import SandboxFiles
 from .hostdir import SandboxDirectory, sandbox_directories
 from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
 from .kernel_link import shut_kernel_down, with_socket_prefix
@@ -74,6 +75,7 @@ class SandboxManager(SandboxStarter):
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
         self._snapshots: Snapshots | None = None
+        self._files: SandboxFiles | None = None
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -97,6 +99,13 @@ class SandboxManager(SandboxStarter):
                 assert self._backend_factory is not None
                 self._backend = self._backend_factory()
             return self._backend
+
+    @property
+    def files(self) -> SandboxFiles:
+        """Files in this manager's running sandboxes: list, read, write, remove (files.py)."""
+        if self._files is None:
+            self._files = SandboxFiles(self, parent=self)
+        return self._files
 
     @property
     def snapshots(self) -> Snapshots:

@@ -37,6 +37,11 @@ async def nothing_was_made(extension: SandboxExtension) -> bool:
 
 
 VALID_BODIES = {("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}'}
+# Routes that take a query argument: a well-formed one, so that only the owner decides.
+VALID_QUERIES = {
+    "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
+    "/api/sandboxes/{sandbox_id}/files/content": {"path": "notes.txt"},
+}
 
 HOST_PATH_REQUESTS = [
     {"mounts": [{"source": "/", "target": "/host"}]},
@@ -146,7 +151,8 @@ async def test_row37_users_never_reach_each_other(
         # A well-formed request each (a malformed one is refused before any lookup, with a 400
         # that says as little about whose sandbox it is).
         body = VALID_BODIES.get((path, method), "{}") if method in ("post", "put") else None
-        status, error = await api(jp_fetch, method.upper(), *parts, body=body, **BOB)
+        params = VALID_QUERIES.get(path, {})
+        status, error = await api(jp_fetch, method.upper(), *parts, body=body, params=params, **BOB)
         assert status == 404, (method, path, status, error)
         tried += 1
     status, listed = await api(jp_fetch, "GET", **BOB)

@@ -1,0 +1,124 @@
+"""Files in a running sandbox (files.py), on a real engine and both runtimes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.errors import (
+    FileTooLargeError,
+    InvalidRequestError,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxNotFoundError,
+)
+from jupyter_sandbox.sandbox.files import check_path
+
+from .snapshots.workspace_files import OWNER, sh
+
+pytestmark = pytest.mark.integration
+
+
+async def test_write_list_read_and_remove(manager: SandboxManager, sandbox: Sandbox) -> None:
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    data = os.urandom(3 * 2**20) + b"\0\n\r"
+    written = await files.write(OWNER, sandbox_id, "new/données/é x.bin", data)
+    assert written["path"] == "/workspace/new/données/é x.bin"
+    assert (written["type"], written["size"], written["mode"]) == ("file", len(data), "0o644")
+    assert await files.read(OWNER, sandbox_id, "/workspace/new/données/é x.bin") == data
+
+    await sh(manager, sandbox_id, "cd /workspace/new && ln -s données link && mkdir empty")
+    listing = await files.list(OWNER, sandbox_id, "new")
+    assert listing["path"] == "/workspace/new"
+    kinds = {entry["name"]: entry["type"] for entry in listing["entries"]}
+    assert kinds == {"données": "directory", "empty": "directory", "link": "symlink"}
+    assert [e["name"] for e in (await files.list(OWNER, sandbox_id))["entries"]] == ["new"]
+
+    await files.remove(OWNER, sandbox_id, "new")
+    assert (await files.list(OWNER, sandbox_id))["entries"] == []
+
+
+async def test_a_replaced_file_keeps_its_mode_and_is_never_half_written(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    await sh(manager, sandbox_id, "printf old > /workspace/run.sh && chmod 750 /workspace/run.sh")
+    entry = await files.write(OWNER, sandbox_id, "run.sh", b"#!/bin/sh\necho new\n")
+    assert entry["mode"] == "0o750"
+    assert await sh(manager, sandbox_id, "sh /workspace/run.sh") == "new\n"
+    # Written aside and renamed: no temporary file is left behind.
+    assert [e["name"] for e in (await files.list(OWNER, sandbox_id))["entries"]] == ["run.sh"]
+
+
+async def test_failures_name_the_path_and_change_nothing(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    await sh(
+        manager, sandbox_id, "mkdir /workspace/d && printf x > /workspace/f && mkfifo /workspace/p"
+    )
+    with pytest.raises(SandboxFileNotFoundError, match="/workspace/missing"):
+        await files.read(OWNER, sandbox_id, "missing")
+    with pytest.raises(SandboxFileError, match="/workspace/d is not a regular file"):
+        await files.read(OWNER, sandbox_id, "d")
+    with pytest.raises(SandboxFileError, match="/workspace/p is not a regular file"):
+        await files.read(OWNER, sandbox_id, "p")  # a FIFO: refused, not waited on
+    with pytest.raises(SandboxFileError, match="not a directory: /workspace/f"):
+        await files.list(OWNER, sandbox_id, "f")
+    with pytest.raises(SandboxFileError, match="/workspace/d is a directory"):
+        await files.write(OWNER, sandbox_id, "d", b"x")
+    # The image's own files are the sandbox's to read, never to change.
+    assert b"root:" in await files.read(OWNER, sandbox_id, "/etc/passwd")
+    with pytest.raises(SandboxFileError, match="/etc/passwd"):
+        await files.write(OWNER, sandbox_id, "/etc/passwd", b"x")
+    for root in ("/workspace/", ".", "/workspace/d/..", "/"):
+        with pytest.raises(SandboxFileError, match="itself cannot be removed"):
+            await files.remove(OWNER, sandbox_id, root)
+    names = [e["name"] for e in (await files.list(OWNER, sandbox_id))["entries"]]
+    assert names == ["d", "f", "p"]
+    assert await files.read(OWNER, sandbox_id, "f") == b"x"
+
+
+@pytest.mark.runc
+async def test_caps_and_owners(manager: SandboxManager, purpose: str) -> None:
+    sandbox = await manager.create(OWNER, runtime="runc", purpose=purpose)
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    files.max_bytes = 2**20
+    await sh(manager, sandbox_id, "head -c 1048577 /dev/zero > /workspace/big")
+    with pytest.raises(FileTooLargeError, match=r"SandboxFiles\.max_bytes"):
+        await files.read(OWNER, sandbox_id, "big")
+    with pytest.raises(FileTooLargeError):
+        await files.write(OWNER, sandbox_id, "other", bytes(2**20 + 1))
+    with pytest.raises(SandboxFileNotFoundError):
+        await files.read(OWNER, sandbox_id, "other")
+    with pytest.raises(SandboxNotFoundError):
+        await files.list("mallory", sandbox_id)
+
+
+def test_paths_that_cannot_name_a_file_are_refused() -> None:
+    for bad in ("", "a\0b", "x" * 4097, "\udcff", None, 3):
+        with pytest.raises(InvalidRequestError):
+            check_path(bad)
+    assert check_path("../etc/hosts") == "../etc/hosts"  # the sandbox's own view: its business
+
+
+async def test_files_of_a_copy_on_write_workspace_stay_in_the_sandbox(
+    manager: SandboxManager, runtime: str, purpose: str, tmp_path: Path
+) -> None:
+    # What a notebook wrote under copy-on-write never reaches the host: this is how it is
+    # fetched, and how the host's file is seen from inside without being changed.
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    sandbox = await manager.create(
+        OWNER, runtime=runtime, launch_dir=str(tmp_path), purpose=purpose
+    )
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    assert await files.read(OWNER, sandbox_id, "data.csv") == b"a,b\n1,2\n"
+    await files.write(OWNER, sandbox_id, "data.csv", b"changed")
+    await files.write(OWNER, sandbox_id, "out/result.txt", b"42")
+    assert await files.read(OWNER, sandbox_id, "out/result.txt") == b"42"
+    assert await files.read(OWNER, sandbox_id, "data.csv") == b"changed"
+    assert (tmp_path / "data.csv").read_text() == "a,b\n1,2\n"
+    assert os.listdir(tmp_path) == ["data.csv"]
