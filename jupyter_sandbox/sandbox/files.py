@@ -31,6 +31,7 @@ from .backend import WORKSPACE_DIR, Feed, Writable
 from .errors import (
     FileTooLargeError,
     InvalidRequestError,
+    SandboxConflictError,
     SandboxFileError,
     SandboxFileNotFoundError,
 )
@@ -209,7 +210,12 @@ class SandboxFiles(LoggingConfigurable):
         """Run the program's ``operation`` on ``path``; its standard output, at most
         ``max_output`` bytes (0: no cap; past it, FileTooLargeError saying ``too_much``)."""
         check_path(path)
-        await self.manager.get(owner, sandbox_id)
+        info = await self.manager.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: its files are reachable while it runs"
+                + (" (resume it first)" if info.status == "paused" else "")
+            )
         received = bytearray()
 
         def sink(data: bytes) -> None:

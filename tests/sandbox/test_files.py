@@ -11,6 +11,7 @@ from jupyter_sandbox.sandbox import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.errors import (
     FileTooLargeError,
     InvalidRequestError,
+    SandboxConflictError,
     SandboxFileError,
     SandboxFileNotFoundError,
     SandboxNotFoundError,
@@ -83,7 +84,7 @@ async def test_failures_name_the_path_and_change_nothing(
 
 
 @pytest.mark.runc
-async def test_caps_and_owners(manager: SandboxManager, purpose: str) -> None:
+async def test_caps_owners_and_a_paused_sandbox(manager: SandboxManager, purpose: str) -> None:
     sandbox = await manager.create(OWNER, runtime="runc", purpose=purpose)
     files, sandbox_id = manager.files, sandbox.sandbox_id
     files.max_bytes = 2**20
@@ -96,6 +97,9 @@ async def test_caps_and_owners(manager: SandboxManager, purpose: str) -> None:
         await files.read(OWNER, sandbox_id, "other")
     with pytest.raises(SandboxNotFoundError):
         await files.list("mallory", sandbox_id)
+    await manager.pause(OWNER, sandbox_id)
+    with pytest.raises(SandboxConflictError, match=r"paused.*resume it first"):
+        await files.list(OWNER, sandbox_id)
 
 
 def test_paths_that_cannot_name_a_file_are_refused() -> None:
