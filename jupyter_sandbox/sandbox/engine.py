@@ -19,7 +19,12 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from .errors import EngineTimeoutError, EngineUnavailableError, SandboxError
+from .errors import (
+    EngineTimeoutError,
+    EngineUnavailableError,
+    SandboxConflictError,
+    SandboxError,
+)
 from .timeouts import within
 
 T = TypeVar("T")
@@ -120,7 +125,10 @@ class DockerEngine:
                 f"lost the Docker engine during '{what}' ({_short(exc)}). {BOOTSTRAP_HINT}"
             ) from None
         except docker.errors.APIError as exc:
-            raise SandboxError(f"the container engine refused '{what}': {_short(exc)}") from None
+            message = f"the container engine refused '{what}': {_short(exc)}"
+            if exc.status_code == 409:  # the container's state forbids it (paused, stopped)
+                raise SandboxConflictError(message) from None
+            raise SandboxError(message) from None
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import tarfile
 import pytest
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.errors import SandboxError
+from jupyter_sandbox.sandbox.errors import SandboxConflictError, SandboxError
 
 from ..kernel_client import answers, output_of
 
@@ -123,6 +123,9 @@ async def test_pause_freezes_and_resume_thaws(sandbox: Sandbox, manager: Sandbox
     await manager.pause("alice", sandbox.sandbox_id)
     assert (await manager.get("alice", sandbox.sandbox_id)).status == "paused"
     assert not await answers(sandbox.connection_info, timeout=1)
+    # A command for a paused sandbox is a conflict (409 over REST), not an engine failure.
+    with pytest.raises(SandboxConflictError, match="is paused"):
+        await manager.exec("alice", sandbox.sandbox_id, ["true"])
     await manager.resume("alice", sandbox.sandbox_id)
     assert await answers(sandbox.connection_info, timeout=10)
 
