@@ -14,7 +14,7 @@ NOTEBOOK_DIR ?= examples
 test: image browser labextension
 	$(BIN)/pytest
 
-lab: image
+lab: image labextension
 	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(NOTEBOOK_DIR)
 
 lint: install
@@ -35,12 +35,16 @@ $(STAMP): pyproject.toml images/python/constraints.txt
 install: $(STAMP)
 
 # The install builds the JupyterLab extension; this rebuilds it (about 10 s) when its sources
-# changed since, so that the tests load what the sources say.
+# changed since, so that the tests and `make lab` load what the sources say. The editable
+# install copied the build into the virtualenv, where Lab looks first: a rebuild links that
+# place to the build instead (as `jupyter labextension develop` does).
+LABEXT_IN_VENV := $(VENV)/share/jupyter/labextensions/jupyter-sandbox
 LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*) labextension/package.json
 LABEXT_BUILT := jupyter_sandbox/labextension/package.json
 
 $(LABEXT_BUILT): $(STAMP) $(LABEXT_SOURCES)
 	cd labextension && npm install && PATH="$(CURDIR)/$(BIN):$$PATH" npm run --silent build:prod >build.log 2>&1 || { cat build.log; exit 1; }
+	rm -rf $(LABEXT_IN_VENV) && ln -s $(CURDIR)/jupyter_sandbox/labextension $(LABEXT_IN_VENV)
 	touch $@
 
 labextension: $(LABEXT_BUILT)

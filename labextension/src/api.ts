@@ -3,6 +3,7 @@
  * ServerConnection (base URL, token, XSRF) and node's test runner gives it a stand-in `fetch`.
  */
 
+import { IFileEntry, IFileListing } from './files';
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
 import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
 import { IRestoreResult, ISnapshot } from './snapshots';
@@ -125,6 +126,39 @@ export class SandboxApi {
   /** The last `limit` egress decisions, oldest first. */
   networkAudit(id: string, limit = 50): Promise<INetworkAudit> {
     return this.json(`api/sandboxes/${enc(id)}/network/audit?limit=${limit}`);
+  }
+
+  // Files inside a running sandbox: paths are the sandbox's, absolute or relative to /workspace.
+
+  /** The entries of the directory `path` (the server's default, /workspace, when omitted). */
+  listFiles(id: string, path?: string): Promise<IFileListing> {
+    const query = path === undefined ? '' : `?path=${encodeURIComponent(path)}`;
+    return this.json(`api/sandboxes/${enc(id)}/files${query}`);
+  }
+
+  /** A file's bytes, fetched with the server's credentials (a plain link has none). */
+  async readFile(id: string, path: string): Promise<Blob> {
+    const response = await this.call(
+      `api/sandboxes/${enc(id)}/files/content?path=${encodeURIComponent(path)}`,
+      {}
+    );
+    return response.blob();
+  }
+
+  /** Write `data` to `path` whole (missing parent directories made, a file there replaced). */
+  writeFile(id: string, path: string, data: Blob): Promise<IFileEntry> {
+    return this.json(`api/sandboxes/${enc(id)}/files/content?path=${encodeURIComponent(path)}`, {
+      method: 'PUT',
+      body: data,
+      headers: { 'Content-Type': 'application/octet-stream' }
+    });
+  }
+
+  /** Remove a file, a link, or a directory with all it holds (not /workspace itself). */
+  async deleteFile(id: string, path: string): Promise<void> {
+    await this.call(`api/sandboxes/${enc(id)}/files?path=${encodeURIComponent(path)}`, {
+      method: 'DELETE'
+    });
   }
 
   private async json<T>(path: string, init: RequestInit = {}): Promise<T> {

@@ -52,3 +52,13 @@ export function facts(rows: [string, string | Node][]): HTMLDListElement {
 export function present(...nodes: (Node | string | null | undefined)[]): (Node | string)[] {
   return nodes.filter((n): n is Node | string => n !== null && n !== undefined);
 }
+
+/** Save `blob` as the file `name` on the user's computer: a link to an object URL, clicked. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const link = el('a', { href: url, download: name });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

@@ -1,6 +1,7 @@
 /**
- * Which optional parts of the REST API this server has: snapshots and network policies arrive
- * with later server extensions, and their views appear only where their routes answer.
+ * Which optional parts of the REST API this server has: snapshots, network policies and the
+ * files of a sandbox arrive with later server extensions, and their views appear only where
+ * their routes answer.
  */
 
 import { SandboxApi } from './api';
@@ -12,8 +13,15 @@ export class Features {
   snapshots: boolean | null = null;
   /** `GET /api/sandboxes/{id}/network` answers (asked of the first sandbox listed). */
   network: boolean | null = null;
+  /** `GET /api/sandboxes/{id}/files` answers (asked of the first sandbox listed). */
+  files: boolean | null = null;
 
-  /** Ask what is not known yet; `sandboxId`: any sandbox of the user, for the network route. */
+  /** Whether something is still to be asked. */
+  get unknown(): boolean {
+    return this.snapshots === null || this.network === null || this.files === null;
+  }
+
+  /** Ask what is not known yet; `sandboxId`: any sandbox of the user, for its own routes. */
   probe(sandboxId?: string): Promise<boolean> {
     if (!this._probing) {
       this._probing = this.ask(sandboxId).finally(() => (this._probing = null));
@@ -22,7 +30,7 @@ export class Features {
   }
 
   private async ask(sandboxId?: string): Promise<boolean> {
-    const before = [this.snapshots, this.network].join();
+    const before = this.known();
     if (this.snapshots === null) {
       this.snapshots = await this.api.hasRoute('api/snapshots');
     }
@@ -31,7 +39,14 @@ export class Features {
         `api/sandboxes/${encodeURIComponent(sandboxId)}/network`
       );
     }
-    return before !== [this.snapshots, this.network].join();
+    if (this.files === null && sandboxId) {
+      this.files = await this.api.hasRoute(`api/sandboxes/${encodeURIComponent(sandboxId)}/files`);
+    }
+    return before !== this.known();
+  }
+
+  private known(): string {
+    return [this.snapshots, this.network, this.files].join();
   }
 
   private _probing: Promise<boolean> | null = null;

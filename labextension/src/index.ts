@@ -17,6 +17,7 @@ import { builtinActions } from './actions';
 import { SandboxApi } from './api';
 import { SandboxDetails } from './details';
 import { Features } from './features';
+import { addFilesViews } from './filesView';
 import { addNetworkViews } from './networkView';
 import { addSnapshotViews } from './snapshotView';
 import { SandboxPanel } from './panel';
@@ -66,12 +67,13 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     for (const action of builtinActions(views, app.serviceManager.kernels)) {
       views.addRowAction(action);
     }
-    // Snapshot and network views show once the server answers their routes.
+    // Snapshot, network and files views show once the server answers their routes.
     const features = new Features(api);
     addSnapshotViews(views, features);
     addNetworkViews(views, features);
+    addFilesViews(views, features);
     const probe = () => {
-      if (features.snapshots === null || features.network === null) {
+      if (features.unknown) {
         void features.probe(store.sandboxes[0]?.id).then(changed => changed && views.notify());
       }
     };

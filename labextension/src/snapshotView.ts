@@ -9,7 +9,7 @@ import { Widget } from '@lumino/widgets';
 
 import { Features } from './features';
 import { attempt, confirm } from './dialogs';
-import { button, el } from './dom';
+import { button, el, saveBlob } from './dom';
 import { formatBytes, ISandbox } from './models';
 import { ISandboxViews } from './slots';
 import { ISnapshot, snapshotsOf, sortSnapshots } from './snapshots';
@@ -123,12 +123,7 @@ class SnapshotSection extends Widget {
   private async download(snapshot: ISnapshot): Promise<void> {
     await attempt('Download failed', async () => {
       const blob = await this.store.api.downloadSnapshot(snapshot.id);
-      const url = URL.createObjectURL(blob);
-      const link = el('a', { href: url, download: `snapshot-${snapshot.id}.tar` });
-      document.body.append(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      saveBlob(blob, `snapshot-${snapshot.id}.tar`);
     });
   }
 

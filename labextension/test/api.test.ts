@@ -108,6 +108,77 @@ describe('SandboxApi', () => {
     await assert.rejects(api.listSandboxes(), /the server did not answer: fetch failed/);
   });
 
+  it('lists, reads, writes and deletes files on the documented routes, the path encoded', async () => {
+    // A name with a space, an "é" and characters of a query: each travels percent-encoded.
+    const path = '/workspace/my résumé & co?.txt';
+    const query = '?path=%2Fworkspace%2Fmy%20r%C3%A9sum%C3%A9%20%26%20co%3F.txt';
+    const entry = {
+      name: 'my résumé & co?.txt',
+      path,
+      type: 'file',
+      size: 5,
+      mode: '0o644',
+      modified: '2026-01-02T03:04:05+00:00'
+    };
+    const files = `api/sandboxes/${SANDBOX.id}/files`;
+    const { api, calls } = server({
+      [`GET ${files}`]: () => json({ path: '/workspace', entries: [] }),
+      [`GET ${files}?path=sub%2Fdir`]: () => json({ path: '/workspace/sub/dir', entries: [entry] }),
+      [`GET ${files}/content${query}`]: () =>
+        new Response(new Uint8Array([104, 195, 169, 0, 255]), {
+          headers: { 'Content-Type': 'application/octet-stream' }
+        }),
+      [`PUT ${files}/content${query}`]: () => json(entry),
+      [`DELETE ${files}${query}`]: () => new Response(null, { status: 204 })
+    });
+    assert.equal((await api.listFiles(SANDBOX.id)).path, '/workspace');
+    assert.equal(calls[0].init.method ?? 'GET', 'GET');
+    const listing = await api.listFiles(SANDBOX.id, 'sub/dir');
+    assert.deepEqual(listing.entries, [entry]);
+
+    const blob = await api.readFile(SANDBOX.id, path);
+    assert.deepEqual([...new Uint8Array(await blob.arrayBuffer())], [104, 195, 169, 0, 255]);
+
+    const data = new Blob([new Uint8Array([0, 1, 2, 254, 255])]);
+    assert.deepEqual(await api.writeFile(SANDBOX.id, path, data), entry);
+    const put = calls[calls.length - 1];
+    assert.equal(put.init.method, 'PUT');
+    assert.equal(put.init.body, data, 'the bytes go as they are, not as JSON');
+    assert.equal(new Headers(put.init.headers).get('Content-Type'), 'application/octet-stream');
+
+    await api.deleteFile(SANDBOX.id, path);
+    assert.equal(calls[calls.length - 1].init.method, 'DELETE');
+    assert.deepEqual(
+      calls.map(c => `${c.init.method ?? 'GET'} ${c.path}`),
+      [
+        `GET ${files}`,
+        `GET ${files}?path=sub%2Fdir`,
+        `GET ${files}/content${query}`,
+        `PUT ${files}/content${query}`,
+        `DELETE ${files}${query}`
+      ]
+    );
+  });
+
+  it("raises a file route's error with the server's message", async () => {
+    const { api } = server({
+      [`GET api/sandboxes/${SANDBOX.id}/files/content?path=big.bin`]: () =>
+        json({ code: 'file_too_large', message: 'big.bin is larger than 10 bytes' }, 413),
+      [`DELETE api/sandboxes/${SANDBOX.id}/files?path=gone`]: () =>
+        json({ code: 'file_not_found', message: 'no such file or directory: gone' }, 404)
+    });
+    await assert.rejects(api.readFile(SANDBOX.id, 'big.bin'), (error: SandboxApiError) => {
+      assert.equal(error.status, 413);
+      assert.equal(error.code, 'file_too_large');
+      assert.equal(error.message, 'big.bin is larger than 10 bytes');
+      return true;
+    });
+    await assert.rejects(
+      api.deleteFile(SANDBOX.id, 'gone'),
+      (error: SandboxApiError) => error.code === 'file_not_found' && !error.missingRoute
+    );
+  });
+
   it('escapes ids in paths', async () => {
     const { api, calls } = server({});
     await assert.rejects(api.getSandbox('../x'));
@@ -306,5 +377,29 @@ describe('Features', () => {
     assert.equal(await features.probe('s1'), true);
     assert.equal(features.network, true);
     assert.equal(await features.probe('s1'), false);
+  });
+
+  it("shows the files section where the server answers the sandbox's files route", async () => {
+    const { api, calls } = server({
+      'GET api/snapshots': () => json([]),
+      'GET api/sandboxes/s%2F1/files': () =>
+        json({ code: 'sandbox_conflict', message: 'sandbox s/1 is paused' }, 409)
+    });
+    const features = new Features(api);
+    assert.equal(await features.probe(), true);
+    assert.equal(features.files, null); // not asked without a sandbox
+    assert.equal(features.unknown, true);
+    assert.equal(await features.probe('s/1'), true);
+    assert.equal(features.files, true); // a refusal of its own: the route is there
+    assert.equal(features.network, false); // the test server has no network route
+    assert.equal(features.unknown, false);
+    assert.ok(calls.some(c => c.path === 'api/sandboxes/s%2F1/files'));
+    const asked = calls.length;
+    assert.equal(await features.probe('s/1'), false);
+    assert.equal(calls.length, asked, 'what is known is not asked again');
+
+    const older = new Features(server({}).api);
+    await older.probe('s1');
+    assert.equal(older.files, false); // an older server: the 404 of a route it does not know
   });
 });

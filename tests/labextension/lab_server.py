@@ -3,7 +3,7 @@
 The server and the kernels it starts read one jupyter_sandbox_config.py in a private config
 directory (a private state directory, runc, no warm pool); containers carry the test's purpose
 label. Lab loads this checkout's built extension (jupyter_sandbox/labextension): it is linked
-into a private data directory, which Lab searches before the installed copies.
+into a private data directory, which Lab is told to search before the installed copies.
 """
 
 from __future__ import annotations
@@ -121,6 +121,11 @@ def lab_server(
         JUPYTER_DATA_DIR=str(data_dir),
         JUPYTER_RUNTIME_DIR=str(data_dir / "runtime"),
         JUPYTER_SANDBOX_PURPOSE=purpose,
+        # Lab loads the first copy of an extension on its data path, and in a virtualenv
+        # jupyter_core puts the environment's (what `pip install` left there, however old)
+        # before JUPYTER_DATA_DIR unless told otherwise: user paths first, so the private data
+        # directory, with this checkout's build, wins.
+        JUPYTER_PREFER_ENV_PATH="0",
         # The kernels import this checkout, as the server does.
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
     )

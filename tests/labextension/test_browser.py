@@ -79,7 +79,10 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
     cell = page.locator(".jp-NotebookPanel .jp-Cell .cm-content").first
     cell.click()
-    page.keyboard.type("import os; os.getuid(), 6 * 7")
+    # The cell also writes a file into /workspace: under copy-on-write it stays in the sandbox.
+    page.keyboard.type(
+        "import os; open('result.txt', 'w').write('from the sandbox'); os.getuid(), 6 * 7"
+    )
     page.keyboard.press("Shift+Enter")
     output = page.locator(".jp-NotebookPanel .jp-OutputArea-output").first
     expect(output).to_contain_text("42", timeout=TIMEOUT_MS)
@@ -132,6 +135,61 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     expect(page.locator("#jupyter-sandbox-panel [data-before-redraw]")).to_have_count(0)
     expect(page.locator(":focus")).to_have_attribute("aria-label", f"Details sandbox {sandbox_id}")
     shot(page, "3-panel-light")
+
+    # The details' Files section lists the file the cell wrote in the sandbox's /workspace,
+    # which never reached the host's notebook directory (copy-on-write); it downloads through
+    # the server, walks into directories and up, uploads, and deletes (confirmed).
+    files = details.locator(".jp-SandboxFiles")
+    expect(files.locator(".jp-SandboxFiles-path")).to_have_text("/workspace")
+    result = files.locator("tr[data-path='/workspace/result.txt']")
+    expect(result).to_contain_text("16 B")
+    # /workspace shows the host's notebook directory (the notebook is there), not its writes.
+    expect(files.locator("tr[data-path='/workspace/Untitled.ipynb']")).to_have_count(1)
+    assert (server.root_dir / "Untitled.ipynb").is_file()
+    assert not (server.root_dir / "result.txt").exists(), "the sandbox's write reached the host"
+    with page.expect_download() as downloading:
+        result.get_by_role(
+            "button", name=f"Download /workspace/result.txt from sandbox {sandbox_id}"
+        ).click()
+    download = downloading.value
+    assert download.suggested_filename == "result.txt"
+    assert Path(download.path()).read_text() == "from the sandbox"
+    # A directory made behind the view's back appears on Refresh; its name opens it.
+    inner = f"api/sandboxes/{sandbox_id}/files/content?path=sub/inner.txt"
+    assert server.api("PUT", inner, "x")[0] == 200  # the body is JSON: '"x"', 3 bytes
+    files.get_by_role(
+        "button", name=f"Refresh the files in /workspace of sandbox {sandbox_id}"
+    ).click()
+    files.get_by_role("button", name=f"Open /workspace/sub in sandbox {sandbox_id}").click()
+    expect(files.locator(".jp-SandboxFiles-path")).to_have_text("/workspace/sub")
+    expect(files.locator("tbody tr")).to_have_count(1)
+    expect(files.locator("tbody tr")).to_have_attribute("data-path", "/workspace/sub/inner.txt")
+    files.locator(".jp-SandboxFiles-input").set_input_files(
+        [{"name": "up é.txt", "mimeType": "text/plain", "buffer": b"uploaded\n"}]
+    )
+    expect(files.locator("tr[data-path='/workspace/sub/up é.txt']")).to_contain_text("9 B")
+    code, listing = server.api("GET", f"api/sandboxes/{sandbox_id}/files?path=sub")
+    assert code == 200
+    assert {e["name"]: e["size"] for e in listing["entries"]} == {"inner.txt": 3, "up é.txt": 9}
+    files.get_by_role("button", name=f"Up to /workspace in sandbox {sandbox_id}").click()
+    expect(files.locator(".jp-SandboxFiles-path")).to_have_text("/workspace")
+    unlabelled = page.eval_on_selector_all(
+        f"#jupyter-sandbox-details-{sandbox_id} button",
+        "nodes => nodes.filter(n => !n.getAttribute('aria-label')).length",
+    )
+    assert unlabelled == 0
+    shot(page, "3b-details-files")
+    result.get_by_role(
+        "button", name=f"Delete /workspace/result.txt from sandbox {sandbox_id}"
+    ).click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Delete result.txt?")
+    dialog.get_by_role("button", name="Delete").click()
+    expect(result).to_have_count(0)
+    expect(files.locator("tr[data-path='/workspace/sub']")).to_have_count(1)
+    code, listing = server.api("GET", f"api/sandboxes/{sandbox_id}/files")
+    assert code == 200
+    assert "result.txt" not in [e["name"] for e in listing["entries"]]
 
     # Pause and resume through the panel; the sandbox's state follows.
     card.get_by_role("button", name=f"Pause sandbox {sandbox_id}").click()
