@@ -1,9 +1,10 @@
-"""``jupyter sandbox <verb>``: doctor, build-image, list, gc, snapshot (cli_snapshots.py).
+"""``jupyter sandbox <verb>``: doctor, build-image, list, gc, snapshot (cli_snapshots.py), files
+(cli_files.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
-work here exactly as they do for the kernel and the server extension. Both groups of verbs,
-``jupyter sandbox`` and ``jupyter sandbox snapshot``, are here; the snapshot verbs themselves are
-in cli_snapshots.py.
+work here exactly as they do for the kernel and the server extension. The groups of verbs,
+``jupyter sandbox``, ``jupyter sandbox snapshot`` and ``jupyter sandbox files``, are here; the
+snapshot and files verbs themselves are in their own modules.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
-from . import cli_snapshots
+from . import cli_files, cli_snapshots
 from ._version import __version__
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
@@ -175,6 +176,18 @@ class SnapshotApp(_CommandGroup):
     }
 
 
+class FilesApp(_CommandGroup):
+    name = "jupyter-sandbox-files"
+    version = __version__
+    description = "Files in a running sandbox: ls, get, put, rm."
+    subcommands = {
+        "ls": (cli_files.LsApp, cli_files.LsApp.description),
+        "get": (cli_files.GetApp, cli_files.GetApp.description),
+        "put": (cli_files.PutApp, cli_files.PutApp.description),
+        "rm": (cli_files.RmApp, cli_files.RmApp.description),
+    }
+
+
 class SandboxApp(_CommandGroup):
     name = "jupyter-sandbox"
     version = __version__
@@ -185,6 +198,7 @@ class SandboxApp(_CommandGroup):
         "list": (ListApp, ListApp.description),
         "gc": (GcApp, GcApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),
+        "files": (FilesApp, FilesApp.description),
     }
 
 

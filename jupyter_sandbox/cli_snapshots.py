@@ -1,64 +1,24 @@
 """``jupyter sandbox snapshot create|list|restore|delete|export``: workspace snapshots.
 
-A verb of its own module, like cli.py's: each is a small JupyterApp reading
-``jupyter_sandbox_config.py`` (``c.Snapshots.snapshot_dir`` and the caps), acting as the owner
-``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user). The
+Each verb is an OwnerCommand (cli_owner.py) reading ``jupyter_sandbox_config.py``
+(``c.Snapshots.snapshot_dir`` and the caps) and acting as the owner ``--owner`` names. The
 ``snapshot`` group that holds them is cli.py's SnapshotApp, beside the ``jupyter sandbox`` group.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-from collections.abc import Awaitable
 
-from jupyter_core.application import JupyterApp
 from traitlets import Bool, Enum, Unicode
 
-from ._version import __version__
-from .sandbox import SandboxError, SandboxManager, SandboxSettings
-from .sandbox.manager import default_owner
+from .cli_owner import OwnerCommand, owner_alias
+from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.snapshots import Snapshots
 
 
-class _SnapshotCommand(JupyterApp):
-    version = __version__
-    config_file_name = "jupyter_sandbox_config"
+class _SnapshotCommand(OwnerCommand):
     classes = [SandboxSettings, Snapshots]
-    owner = Unicode(
-        config=True,
-        help="Whose snapshots (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user).",
-    )
-    usage = ""
-
-    def run(self, manager: SandboxManager, owner: str) -> Awaitable[int]:
-        raise NotImplementedError
-
-    def start(self) -> None:
-        async def main() -> int:
-            manager = SandboxManager.from_config(self.config)
-            try:
-                return await self.run(manager, self.owner or default_owner())
-            finally:
-                await manager.close()
-
-        try:
-            status = asyncio.run(main())
-        except SandboxError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            status = 1
-        self.exit(status)
-
-    def argument(self, what: str) -> str:
-        if len(self.extra_args) != 1:
-            print(f"usage: jupyter sandbox snapshot {self.usage}", file=sys.stderr)
-            self.exit(2)
-        return str(self.extra_args[0])
-
-
-def _aliases(cls: str) -> dict[str, str]:
-    return {"owner": f"{cls}.owner"}
+    group = "snapshot"
 
 
 class CreateApp(_SnapshotCommand):
@@ -73,13 +33,13 @@ class CreateApp(_SnapshotCommand):
     leave_running = Bool(
         False, config=True, help="A memory snapshot leaves the sandbox running (default: stops)."
     )
-    aliases = {**_aliases("CreateApp"), "note": "CreateApp.note", "kind": "CreateApp.kind"}
+    aliases = {**owner_alias("CreateApp"), "note": "CreateApp.note", "kind": "CreateApp.kind"}
     flags = {
         "leave-running": ({"CreateApp": {"leave_running": True}}, leave_running.help),
     }
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument("SANDBOX_ID")
+        sandbox_id = self.argument()
         made = await manager.snapshots.persist(
             owner, sandbox_id, note=self.note, kind=self.kind, leave_running=self.leave_running
         )
@@ -90,7 +50,7 @@ class CreateApp(_SnapshotCommand):
 class ListApp(_SnapshotCommand):
     name = "jupyter-sandbox-snapshot-list"
     description = "List your snapshots."
-    aliases = _aliases("ListApp")
+    aliases = owner_alias("ListApp")
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  KIND  NOTE")
@@ -116,13 +76,13 @@ class RestoreApp(_SnapshotCommand):
     )
     runtime = Unicode("", config=True, help="Runtime of the new sandbox (default: the setting).")
     aliases = {
-        **_aliases("RestoreApp"),
+        **owner_alias("RestoreApp"),
         "sandbox": "RestoreApp.sandbox",
         "runtime": "RestoreApp.runtime",
     }
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        snapshot_id = self.argument("SNAPSHOT_ID")
+        snapshot_id = self.argument()
         if manager.snapshots.get(owner, snapshot_id)["kind"] == "memory":
             print((await manager.snapshots.restore_memory(owner, snapshot_id)).sandbox_id)
             return 0
@@ -145,8 +105,8 @@ class DeleteApp(_SnapshotCommand):
     name = "jupyter-sandbox-snapshot-delete"
     description = "Delete a snapshot."
     usage = "delete SNAPSHOT_ID"
-    aliases = _aliases("DeleteApp")
+    aliases = owner_alias("DeleteApp")
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        await manager.snapshots.delete(owner, self.argument("SNAPSHOT_ID"))
+        await manager.snapshots.delete(owner, self.argument())
         return 0

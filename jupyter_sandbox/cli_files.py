@@ -1,0 +1,106 @@
+"""``jupyter sandbox files ls|get|put|rm``: the files inside a running sandbox.
+
+Each verb is an OwnerCommand (cli_owner.py) using SandboxManager.files (sandbox/files.py): the
+work runs inside the sandbox as its user. Paths in the sandbox are relative to /workspace, or
+absolute; ``-`` as a local file is standard input or output. The ``files`` group that holds
+them is cli.py's FilesApp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from traitlets import Unicode
+
+from .cli_owner import OwnerCommand, owner_alias
+from .sandbox import SandboxManager, SandboxSettings
+from .sandbox.files import SandboxFiles
+
+
+class _FilesCommand(OwnerCommand):
+    classes = [SandboxSettings, SandboxFiles]
+    group = "files"
+
+
+class LsApp(_FilesCommand):
+    name = "jupyter-sandbox-files-ls"
+    description = "List a directory in a running sandbox (default: /workspace)."
+    usage = "ls SANDBOX_ID [PATH]"
+    aliases = owner_alias("LsApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, *path = self.arguments(1, 2)
+        listing = await manager.files.list(owner, sandbox_id, *path)
+        print(listing["path"])
+        for entry in listing["entries"]:
+            name = entry["name"] + ("/" if entry["type"] == "directory" else "")
+            print(f"{entry['mode']:>7}  {entry['size']:>12}  {entry['modified'][:19]}  {name}")
+        return 0
+
+
+class GetApp(_FilesCommand):
+    name = "jupyter-sandbox-files-get"
+    description = "Copy a file out of a running sandbox (to standard output by default)."
+    usage = "get SANDBOX_ID PATH [--output=LOCAL_FILE]"
+    output = Unicode("-", config=True, help="Where to write the file ('-': standard output).")
+    aliases = {**owner_alias("GetApp"), "output": "GetApp.output"}
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, path = self.arguments(2, 2)
+        data = await manager.files.read(owner, sandbox_id, path)
+        if self.output == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return 0
+        await asyncio.to_thread(_write_aside_then_rename, Path(self.output), data)
+        return 0
+
+
+class PutApp(_FilesCommand):
+    name = "jupyter-sandbox-files-put"
+    description = "Copy a local file (or '-': standard input) into a running sandbox, whole."
+    usage = "put SANDBOX_ID LOCAL_FILE PATH"
+    aliases = owner_alias("PutApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, local, path = self.arguments(3, 3)
+        try:
+            data = await asyncio.to_thread(_read_local, local)
+        except OSError as exc:
+            print(f"error: cannot read {local}: {exc.strerror}", file=sys.stderr)
+            return 1
+        entry = await manager.files.write(owner, sandbox_id, path, data)
+        print(f"{entry['path']} ({entry['size']} bytes)")
+        return 0
+
+
+class RmApp(_FilesCommand):
+    name = "jupyter-sandbox-files-rm"
+    description = "Remove a file, or a directory with all it holds, in a running sandbox."
+    usage = "rm SANDBOX_ID PATH"
+    aliases = owner_alias("RmApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, path = self.arguments(2, 2)
+        await manager.files.remove(owner, sandbox_id, path)
+        return 0
+
+
+def _read_local(local: str) -> bytes:
+    return sys.stdin.buffer.read() if local == "-" else Path(local).read_bytes()
+
+
+def _write_aside_then_rename(target: Path, data: bytes) -> None:
+    """A failure leaves no half-written file where a whole one is expected."""
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(name, target)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
