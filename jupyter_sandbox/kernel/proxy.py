@@ -32,8 +32,8 @@ from traitlets.config import Config
 
 from ..sandbox import Sandbox, SandboxError, SandboxManager
 from ..sandbox.container_spec import now_iso
-from ..sandbox.contexts import ContextBusyError, ContextLock
-from ..sandbox.errors import SandboxNotFoundError
+from ..sandbox.contexts import ContextLock
+from ..sandbox.errors import ContextBusyError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from .activity import ActivityRecord
 from .answers import fail_request, reply, serve_unavailable, with_isolation_banner

@@ -14,17 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidSettingError, SandboxError
+from .errors import ContextBusyError, InvalidSettingError
 from .process_lock import ProcessLock
 
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-class ContextBusyError(SandboxError):
-    """Another kernel process holds this context."""
-
-    code = "context_busy"
-    http_status = 409
 
 
 def check_context(context: str) -> str:

@@ -23,7 +23,7 @@ from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend_records import ExecResult, SandboxInfo
 from .engine import DockerEngine
-from .errors import SandboxDiedError, SandboxError, SandboxNotFoundError
+from .errors import OutputTooLargeError, SandboxDiedError, SandboxError, SandboxNotFoundError
 from .exec_deadline import kill_marked, new_mark
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
@@ -34,11 +34,6 @@ WATCH_SECONDS = 0.5
 NOT_STARTED = 126
 # How long an exec's output may take to end after its processes were killed (seconds).
 KILL_GRACE = 10.0
-
-
-class OutputTooLarge(SandboxError):
-    code = "output_too_large"
-    http_status = 413
 
 
 async def run_exec(
@@ -159,7 +154,7 @@ def _collect(sock: Any, max_output: int) -> tuple[bytes, bytes]:
         if stdout:
             out += stdout
             if len(out) > max_output:
-                raise OutputTooLarge(f"the command's output exceeds {max_output} bytes")
+                raise OutputTooLargeError(f"the command's output exceeds {max_output} bytes")
         if stderr and len(err) < 1024**2:  # stderr is for error messages: keep the first MiB
             err += stderr
     return bytes(out), bytes(err)
@@ -203,8 +198,8 @@ async def get_tar(
             timeout=timeout,
             max_output=max_bytes,
         )
-    except OutputTooLarge:
-        raise OutputTooLarge(f"the archive of {path} exceeds {max_bytes} bytes") from None
+    except OutputTooLargeError:
+        raise OutputTooLargeError(f"the archive of {path} exceeds {max_bytes} bytes") from None
     if result.exit_code != 0:
         raise SandboxError(
             f"archiving {path} failed: {result.stderr.decode(errors='replace')[:500]}"

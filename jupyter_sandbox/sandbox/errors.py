@@ -160,3 +160,24 @@ class FileTooLargeError(SandboxFileError):
 
     code = "file_too_large"
     http_status = 413
+
+
+class ContextBusyError(SandboxError):
+    """Another kernel process holds this context."""
+
+    code = "context_busy"
+    http_status = 409
+
+
+class NetworkSetupError(SandboxError):
+    """The forwarder or the host proxy of a sandbox could not be started."""
+
+    code = "network_setup_failed"
+    http_status = 500
+
+
+class OutputTooLargeError(SandboxError):
+    """A command's output exceeded what the host takes of it; the command was stopped."""
+
+    code = "output_too_large"
+    http_status = 413

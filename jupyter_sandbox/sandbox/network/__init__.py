@@ -6,8 +6,9 @@ the host connects into the sandbox, and control.py for who starts and stops what
 
 from __future__ import annotations
 
+from ..errors import NetworkSetupError
 from .audit import read_audit
-from .control import NetworkSetupError, apply_policy, proxy_running, stop_proxy
+from .control import apply_policy, proxy_running, stop_proxy
 from .policy import ENV_VAR, NO_NETWORK, HostPattern, NetworkPolicy, policy_of_state
 from .settings import FORWARDER_PORT, NetworkSettings
 

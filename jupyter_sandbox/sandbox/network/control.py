@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backend import SANDBOX_IO_DIR, SandboxBackend
-from ..errors import SandboxError
+from ..errors import NetworkSetupError
 from ..hostdir import SandboxDirectory
 from ..process_lock import ProcessLock
 from .forwarder import CONFIG_VARIABLE
@@ -45,13 +45,6 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 3.0
 # Processes started here and not yet reaped (they detach, but stay our children).
 _children: list[subprocess.Popen[bytes]] = []
-
-
-class NetworkSetupError(SandboxError):
-    """The forwarder or the host proxy of a sandbox could not be started."""
-
-    code = "network_setup_failed"
-    http_status = 500
 
 
 async def apply_policy(
