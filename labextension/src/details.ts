@@ -38,8 +38,10 @@ export class SandboxDetails extends Panel {
     this.addWidget(this.attestation);
     views.store.changed.connect(this.renderSummary, this);
     views.changed.connect(this.renderSections, this);
-    this.renderSummary();
-    this.renderSections();
+    this.renderSummary(); // which builds the sections when the sandbox is listed already
+    if (!this.sectionsShown) {
+      this.renderSections();
+    }
     void this.loadAttestation();
   }
 
