@@ -41,6 +41,7 @@ from .backend import SANDBOX_IO_DIR
 from .errors import InvalidSettingError
 from .host_caps import mount_capped, unmount_caps
 from .identity import is_sandbox_id
+from .private_paths import make_private_dir
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
 MAX_SOCKET_PATH = 100
@@ -114,7 +115,7 @@ class SandboxDirectory:
                 f"paths (max about {MAX_SOCKET_PATH} bytes): set SandboxSettings.state_dir to a "
                 "shorter path"
             )
-        self.root.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.root.parent)
         self.root.mkdir(mode=0o700)
         self.io.mkdir(mode=0o700)
         if io_cap:
@@ -226,7 +227,7 @@ class SandboxDirectory:
     def remove(self) -> None:
         """Remove the whole tree, its caps unmounted first; a missing directory is fine."""
         unmount_caps(self.io, self.overlay)
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root, onerror=_remove_if_unreadable)
 
     @staticmethod
     def _give(path: Path, uid: int) -> None:
@@ -238,3 +239,15 @@ class SandboxDirectory:
                 "SandboxSettings.sandbox_uid unset so sandboxes run as your own uid"
             )
         os.chown(path, uid, uid)
+
+
+def _remove_if_unreadable(function: Callable[..., Any], path: str, excinfo: Any) -> None:
+    """rmtree's error handler: what cannot be removed stays, except one directory.
+
+    The kernel's overlayfs leaves ``overlay/work/work`` behind, owned by root with mode 000:
+    a server that is not root cannot list it, so rmtree would give up on it and keep the whole
+    sandbox directory forever. It is empty and its parent is ours: rmdir removes it, and the
+    directories above then go as usual."""
+    if function in (os.open, os.scandir):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .hostdir import write_json_atomic
+from .private_paths import make_private_dir
 from .process_lock import ProcessLock
 
 POOL_DIR = "pool"
@@ -84,7 +85,7 @@ class PoolDirectory:
 
     def record_wanted(self, key: str, record: dict[str, Any]) -> None:
         """Remember that a request of ``key`` missed (its file's mtime says when, last)."""
-        self.wanted_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.wanted_dir)
         write_json_atomic(self.wanted_dir / f"{key}.json", record)
         for stale in self.wanted()[MAX_WANTED:]:
             self.forget_wanted(stale[0])

@@ -12,6 +12,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from .private_paths import make_private_dir
+
 
 class ProcessLock:
     """A non-blocking exclusive lock on the file at ``path`` (made 0600, its directory 0700)."""
@@ -37,7 +39,7 @@ class ProcessLock:
             if self._holds_the_file_at_path():
                 return True
             self.release()
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -38,6 +38,7 @@ from typing import IO, Any
 from ..backend_records import SandboxInfo
 from ..errors import SandboxError
 from ..identity import check_owner
+from ..private_paths import make_private_dir
 from .archive_scan import ArchiveSummary
 from .errors import SnapshotNotFoundError, SnapshotStorageFullError
 
@@ -143,7 +144,7 @@ class SnapshotStore:
         (and ENOSPC turned into SnapshotStorageFullError). :meth:`commit` makes it a snapshot."""
         directory = self.owner_dir(owner)
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(directory)
             fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=".tar")
         except OSError as exc:
             if exc.errno in _FULL:

@@ -1,0 +1,132 @@
+"""A kernel started by an ordinary host user, as a JupyterHub single-user server starts it.
+
+Such a server runs as its user (in the docker group), not as root: the kernel must still start
+its sandbox, show the notebook's directory copy-on-write in /workspace, run as the user's own
+uid inside, and keep its state under the user's home, private. The user is made for the test
+(useradd, in the docker group) and removed with its home afterwards; the kernel runs under
+Debian's own Python 3 (the virtualenv's interpreter may live where other users cannot reach,
+e.g. under /root), importing this checkout and the virtualenv's packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .sandbox_env import remove_containers_under
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).parents[2]
+SYSTEM_PYTHON = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+
+# Runs as the user: argv = the notebook's directory, the runtime. Prints one JSON line.
+AS_THE_USER = r"""
+import json, os, stat, sys
+from jupyter_client.manager import KernelManager
+
+notebook, runtime = sys.argv[1], sys.argv[2]
+km = KernelManager(kernel_name="sandboxed-python")
+km.start_kernel(cwd=notebook, env={**os.environ, "JUPYTER_SANDBOX_RUNTIME": runtime})
+kc = km.client()
+kc.start_channels()
+try:
+    kc.wait_for_ready(timeout=120)
+    outputs = []
+    code = (
+        "import os; open('new.txt', 'w').write('inside')\n"
+        "print(os.getuid(), os.getcwd(), open('data.csv').read().strip())"
+    )
+    reply = kc.execute_interactive(
+        code, timeout=60, output_hook=lambda m: outputs.append(m["content"].get("text", ""))
+    )
+    state = os.path.expanduser("~/.local/share/jupyter/runtime/sandboxes")
+    found = {
+        "status": reply["content"]["status"],
+        "output": "".join(outputs).strip(),
+        "state_mode": oct(stat.S_IMODE(os.stat(state).st_mode)),
+        "listed": sorted(os.listdir(state)),
+        "host_sees_new": os.path.exists(os.path.join(notebook, "new.txt")),
+    }
+finally:
+    kc.stop_channels()
+    km.shutdown_kernel(now=False)
+found["listed_after"] = sorted(os.listdir(state))
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture
+def host_user() -> Iterator[tuple[str, Path]]:
+    """A new ordinary user in the docker group, and its home; both gone afterwards."""
+    if not SYSTEM_PYTHON.exists():
+        pytest.fail(f"{SYSTEM_PYTHON} is missing: the test runs the kernel with it as the user")
+    name = f"jsbx-{secrets.token_hex(4)}"
+    subprocess.run(
+        ["useradd", "--create-home", "--groups", "docker", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+    )
+    home = Path(f"/home/{name}")
+    try:
+        yield name, home
+    finally:
+        state = home / ".local/share/jupyter/runtime/sandboxes"
+        if state.exists():
+            remove_containers_under(state)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a host user needs root")
+def test_an_ordinary_host_user_runs_a_sandboxed_kernel(
+    host_user: tuple[str, Path], runtime: str, purpose: str
+) -> None:
+    name, home = host_user
+    notebook = home / "notebooks"
+    notebook.mkdir()
+    (notebook / "data.csv").write_text("a,b\n1,2\n")
+    script = home / "as_the_user.py"
+    script.write_text(AS_THE_USER)
+    subprocess.run(["chown", "-R", f"{name}:{name}", str(home)], check=True)
+    uid = int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout)
+
+    site_packages = sysconfig.get_paths()["purelib"]
+    env = {
+        "HOME": str(home),
+        "USER": name,
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.pathsep.join([str(REPO), site_packages]),
+        "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter"),  # the kernelspec
+        "JUPYTER_SANDBOX_PURPOSE": purpose,
+    }
+    as_user = ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--"]
+    result = subprocess.run(
+        [*as_user, str(SYSTEM_PYTHON), str(script), str(notebook), runtime],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["status"] == "ok", found
+    # Its own uid inside; the notebook's files seen; its write kept in the sandbox.
+    assert found["output"] == f"{uid} /workspace a,b\n1,2", found
+    assert not found["host_sees_new"]
+    assert not (notebook / "new.txt").exists()
+    # State under the user's home, private; the kernel's shutdown removed its sandbox.
+    assert found["state_mode"] == "0o700"
+    sandboxes = [name for name in found["listed"] if re.fullmatch("[0-9a-f]{12}", name)]
+    assert len(sandboxes) == 1, found["listed"]
+    assert sandboxes[0] not in found["listed_after"]
