@@ -53,7 +53,9 @@ class ContextLock:
             )
 
     def release(self) -> None:
-        self._lock.release()
+        """Let the context go and remove its lock file: kernels come and go (an unnamed
+        context is never taken again), and their files would pile up in the state directory."""
+        self._lock.release(remove=True)
 
     def __enter__(self) -> ContextLock:
         self.acquire()

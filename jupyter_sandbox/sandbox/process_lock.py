@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .private_paths import make_private_dir
 
+OPEN_ATTEMPTS = 10  # files a try_acquire may find removed under it before it gives up
+
 
 class ProcessLock:
     """A non-blocking exclusive lock on the file at ``path`` (made 0600, its directory 0700)."""
@@ -39,17 +41,25 @@ class ProcessLock:
             if self._holds_the_file_at_path():
                 return True
             self.release()
-        make_private_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        for _ in range(OPEN_ATTEMPTS):
+            make_private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            self._fd = fd
+            if self._holds_the_file_at_path():
+                break
+            # A holder removed the file (release with remove=True) between our open and our
+            # flock: the lock is on a file nobody else will open. Take the one at the path.
+            self.release()
+        else:
             return False
         if note:
             os.ftruncate(fd, 0)
             os.write(fd, note.encode())
-        self._fd = fd
         return True
 
     def _holds_the_file_at_path(self) -> bool:
@@ -68,8 +78,13 @@ class ProcessLock:
         except OSError:
             return ""
 
-    def release(self) -> None:
+    def release(self, remove: bool = False) -> None:
+        """Let go of the lock; with ``remove``, delete its file first (while still holding it,
+        and only if it is still the one at the path), so that none is left behind."""
         if self._fd is not None:
+            if remove and self._holds_the_file_at_path():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
             with contextlib.suppress(OSError):
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from pathlib import Path
 
+import pytest
+
+from jupyter_sandbox.sandbox import process_lock
+from jupyter_sandbox.sandbox.contexts import ContextLock
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
 
@@ -32,3 +37,50 @@ def test_a_hold_on_a_removed_file_is_not_a_hold(tmp_path: Path) -> None:
     second.release()
     assert first.try_acquire()  # and once free, taken anew
     first.release()
+
+
+def test_release_can_remove_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "contexts" / "c1.lock"
+    lock = ProcessLock(path)
+    assert lock.try_acquire(note="1")
+    lock.release(remove=True)
+    assert not path.exists()
+    assert lock.try_acquire()  # a new file, taken as usual
+    lock.release()
+    assert path.exists()  # without remove, the file stays
+
+
+def test_a_file_removed_between_open_and_flock_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holder that removes its file as it lets go may do so after another process opened
+    that file and before it locks it: that process must take the file now at the path."""
+    path = tmp_path / "c1.lock"
+    holder, taker = ProcessLock(path), ProcessLock(path)
+    assert holder.try_acquire()
+    real_flock = fcntl.flock
+    letting_go = False
+
+    def flock_after_the_holder_let_go(fd: int, operation: int) -> None:
+        nonlocal letting_go
+        if holder.held and not letting_go:
+            letting_go = True
+            holder.release(remove=True)  # between the taker's open and its flock
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(process_lock.fcntl, "flock", flock_after_the_holder_let_go)
+    assert taker.try_acquire()
+    monkeypatch.undo()
+    assert ProcessLock.is_held(path)  # what a third process finds at the path is taken
+    assert not ProcessLock(path).try_acquire()
+    taker.release(remove=True)
+    assert not path.exists()
+
+
+def test_a_context_leaves_no_lock_file_once_released(tmp_path: Path) -> None:
+    lock = ContextLock(tmp_path, "alice", "c1")
+    lock.acquire()
+    assert lock.path.exists()
+    lock.release()
+    assert not lock.path.exists()
+    assert not ContextLock.is_held(lock.path)
