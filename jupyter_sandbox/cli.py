@@ -147,7 +147,8 @@ class GcApp(_SandboxCommand):
                 await manager.close()
             print(
                 f"removed {len(report.containers)} container(s), {len(report.directories)} "
-                f"state director(ies), {len(report.processes)} stray runtime process(es)"
+                f"state director(ies), {len(report.processes)} stray runtime process(es), "
+                f"{len(report.locks)} free context lock file(s)"
             )
             return 0
 

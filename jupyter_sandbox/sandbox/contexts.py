@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,24 @@ def kernel_attached(state_dir: Path, state: dict[str, Any]) -> bool:
     if not owner or not context:
         return False
     return ContextLock.is_held(lock_path(state_dir, str(owner), str(context)))
+
+
+def remove_free_lock_files(state_dir: Path, grace: float) -> list[str]:
+    """Remove the lock files no kernel holds, older than ``grace`` seconds; their names.
+
+    A kernel removes its file as it lets its context go (ContextLock.release); one that was
+    killed leaves it. Each is taken before it is removed, as a kernel would take it, so a
+    kernel taking it at the same moment either wins (and the file stays) or finds it gone and
+    takes a new one (ProcessLock.try_acquire)."""
+    removed = []
+    for path in sorted((state_dir / "locks").glob("*.lock")):
+        try:
+            if time.time() - path.stat().st_mtime < grace:
+                continue
+        except FileNotFoundError:
+            continue
+        lock = ProcessLock(path)
+        if lock.try_acquire():
+            lock.release(remove=True)
+            removed.append(path.name)
+    return removed

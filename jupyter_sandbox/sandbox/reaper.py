@@ -1,4 +1,5 @@
-"""Remove what a crash left behind: containers without state, failed starts, stray state.
+"""Remove what a crash left behind: containers without state, failed starts, stray state, and
+the context lock files of kernels that were killed.
 
 "Ours" means a labelled container whose host directory lies under this manager's state
 directory, so two host users sharing one engine never reap each other's sandboxes. The engine is
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pool
-from .contexts import ContextLock, lock_path
+from .contexts import ContextLock, lock_path, remove_free_lock_files
 from .hostdir import SandboxDirectory
 from .identity import is_sandbox_id
 from .manager import SandboxManager
@@ -35,9 +36,12 @@ class ReapReport:
     directories: list[str] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     tickets: list[str] = field(default_factory=list)  # warm pool tickets of removed sandboxes
+    locks: list[str] = field(default_factory=list)  # context lock files killed kernels left
 
     def __bool__(self) -> bool:
-        return bool(self.containers or self.directories or self.processes or self.tickets)
+        return bool(
+            self.containers or self.directories or self.processes or self.tickets or self.locks
+        )
 
 
 async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -> ReapReport:
@@ -87,6 +91,7 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
                 report.directories.append(entry.name)
 
     report.tickets = pool.remove_stale_tickets(state_dir, grace)
+    report.locks = remove_free_lock_files(state_dir, grace)
     report.processes = await manager.backend.end_stray_runtime_processes()
     return report
 

@@ -1,15 +1,18 @@
-"""ProcessLock: one holder at a time, even after its file was removed under it."""
+"""ProcessLock: one holder at a time, even after its file was removed under it; context lock
+files removed once free."""
 
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from jupyter_sandbox.sandbox import process_lock
-from jupyter_sandbox.sandbox.contexts import ContextLock
+from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path, remove_free_lock_files
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
 
@@ -84,3 +87,18 @@ def test_a_context_leaves_no_lock_file_once_released(tmp_path: Path) -> None:
     lock.release()
     assert not lock.path.exists()
     assert not ContextLock.is_held(lock.path)
+
+
+def test_the_reaper_removes_only_free_old_lock_files(tmp_path: Path) -> None:
+    held = ContextLock(tmp_path, "alice", "held")
+    held.acquire()
+    killed = lock_path(tmp_path, "alice", "killed")  # a kernel killed without letting go
+    killed.write_text("4242")
+    young = lock_path(tmp_path, "alice", "young")  # a kernel taking its context right now
+    young.write_text("")
+    old = time.time() - 3600
+    for path in (held.path, killed):
+        os.utime(path, (old, old))
+    assert remove_free_lock_files(tmp_path, grace=60) == [killed.name]
+    assert (held.path.exists(), young.exists(), killed.exists()) == (True, True, False)
+    held.release()
