@@ -2,7 +2,8 @@
 
 Such a server runs as its user (in the docker group), not as root: the kernel must still start
 its sandbox, show the notebook's directory copy-on-write in /workspace, run as the user's own
-uid inside, and keep its state under the user's home, private. The user is made for the test
+uid inside, and keep its state under the user's home, private; and what the server extension
+does for that user (files, snapshots, a network policy) must work and leave nothing behind. The user is made for the test
 (useradd, in the docker group) and removed with its home afterwards; the kernel runs under
 Debian's own Python 3 (the virtualenv's interpreter may live where other users cannot reach,
 e.g. under /root), importing this checkout and the virtualenv's packages.
@@ -20,6 +21,7 @@ import sys
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +68,48 @@ print(json.dumps(found))
 """
 
 
+# Runs as the user: argv = the notebook's directory, the runtime. What the server extension does
+# for that user: files, a snapshot restored into a new sandbox, a network policy (its host proxy
+# a process of the user's), then removal. Prints one JSON line.
+MANAGER_AS_THE_USER = r"""
+import asyncio, json, os, sys
+from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.network import NetworkPolicy
+
+async def main(notebook, runtime):
+    manager = SandboxManager.from_config()
+    owner = os.environ["USER"]
+    purpose = os.environ["JUPYTER_SANDBOX_PURPOSE"]
+    found = {}
+    made = []
+    try:
+        source = await manager.create(owner, runtime=runtime, launch_dir=notebook, purpose=purpose)
+        made.append(source.sandbox_id)
+        await manager.files.write(owner, source.sandbox_id, "out/result.txt", b"42")
+        snapshot = await manager.snapshots.persist(owner, source.sandbox_id)
+        copy = await manager.snapshots.create_sandbox(
+            owner, snapshot["id"], runtime=runtime, purpose=purpose
+        )
+        made.append(copy.sandbox_id)
+        found["restored"] = [
+            (await manager.files.read(owner, copy.sandbox_id, name)).decode()
+            for name in ("out/result.txt", "data.csv")
+        ]
+        policy = NetworkPolicy.from_dict({"mode": "allowlist", "allow": ["pypi.org"]})
+        found["policy"] = (await manager.set_network_policy(owner, source.sandbox_id, policy)).mode
+        await manager.snapshots.delete(owner, snapshot["id"])
+    finally:
+        for sandbox_id in made:
+            await manager.remove(owner, sandbox_id)
+        await manager.close()
+    state = os.path.expanduser("~/.local/share/jupyter/runtime/sandboxes")
+    found["left"] = sorted(n for n in os.listdir(state) if n not in ("locks", "pool"))
+    print(json.dumps(found))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
 @pytest.fixture
 def host_user() -> Iterator[tuple[str, Path]]:
     """A new ordinary user in the docker group, and its home; both gone afterwards."""
@@ -87,31 +131,26 @@ def host_user() -> Iterator[tuple[str, Path]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a host user needs root")
-def test_an_ordinary_host_user_runs_a_sandboxed_kernel(
-    host_user: tuple[str, Path], runtime: str, purpose: str
-) -> None:
-    name, home = host_user
+def run_as(user: tuple[str, Path], script: str, runtime: str, purpose: str) -> dict[str, Any]:
+    """Run ``script`` as the user, in its home, on its notebook directory (with a data.csv);
+    the JSON line it prints last."""
+    name, home = user
     notebook = home / "notebooks"
     notebook.mkdir()
     (notebook / "data.csv").write_text("a,b\n1,2\n")
-    script = home / "as_the_user.py"
-    script.write_text(AS_THE_USER)
+    (home / "script.py").write_text(script)
     subprocess.run(["chown", "-R", f"{name}:{name}", str(home)], check=True)
-    uid = int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout)
-
-    site_packages = sysconfig.get_paths()["purelib"]
     env = {
         "HOME": str(home),
         "USER": name,
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": os.pathsep.join([str(REPO), site_packages]),
+        "PYTHONPATH": os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]]),
         "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter"),  # the kernelspec
         "JUPYTER_SANDBOX_PURPOSE": purpose,
     }
     as_user = ["setpriv", f"--reuid={name}", f"--regid={name}", "--init-groups", "--"]
     result = subprocess.run(
-        [*as_user, str(SYSTEM_PYTHON), str(script), str(notebook), runtime],
+        [*as_user, str(SYSTEM_PYTHON), str(home / "script.py"), str(notebook), runtime],
         capture_output=True,
         text=True,
         env=env,
@@ -119,7 +158,21 @@ def test_an_ordinary_host_user_runs_a_sandboxed_kernel(
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    found = json.loads(result.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return found
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a host user needs root")
+
+
+@needs_root
+def test_an_ordinary_host_user_runs_a_sandboxed_kernel(
+    host_user: tuple[str, Path], runtime: str, purpose: str
+) -> None:
+    name, home = host_user
+    notebook = home / "notebooks"
+    found = run_as(host_user, AS_THE_USER, runtime, purpose)
+    uid = int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout)
     assert found["status"] == "ok", found
     # Its own uid inside; the notebook's files seen; its write kept in the sandbox.
     assert found["output"] == f"{uid} /workspace a,b\n1,2", found
@@ -130,3 +183,13 @@ def test_an_ordinary_host_user_runs_a_sandboxed_kernel(
     sandboxes = [name for name in found["listed"] if re.fullmatch("[0-9a-f]{12}", name)]
     assert len(sandboxes) == 1, found["listed"]
     assert sandboxes[0] not in found["listed_after"]
+
+
+@needs_root
+def test_an_ordinary_host_user_gets_files_snapshots_and_network(
+    host_user: tuple[str, Path], runtime: str, purpose: str
+) -> None:
+    found = run_as(host_user, MANAGER_AS_THE_USER, runtime, purpose)
+    assert found["restored"] == ["42", "a,b\n1,2\n"], found
+    assert found["policy"] == "allowlist"
+    assert found["left"] == []  # both sandboxes removed without a trace, as the user
