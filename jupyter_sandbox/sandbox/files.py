@@ -46,9 +46,9 @@ MAX_PATH_BYTES = 4096
 MAX_REPORT_BYTES = 32 * 1024**2
 
 # Runs in the sandbox: python3 -I -S -c PROGRAM <operation> <path>. -I: no environment, no user
-# site; -S: no site module. Modules are imported where needed: under gVisor json costs ~20 ms to
-# import and shutil with tempfile ~45 ms, against 35 ms for the interpreter itself, so a read
-# imports none of them (benchmarks/files.py).
+# site; -S: no site module. Modules are imported where needed: under gVisor json with datetime
+# took ~35 ms to import and shutil with tempfile ~45 ms more, as much as the interpreter's own
+# start, so a read imports none of them (measured through exec; benchmarks/files.py).
 PROGRAM = r"""
 import os, stat, sys, time
 
