@@ -9,9 +9,7 @@ them is cli.py's FilesApp.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from traitlets import Unicode
@@ -19,6 +17,7 @@ from traitlets import Unicode
 from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.files import SandboxFiles
+from .sandbox.hostdir import replaced_atomically
 
 
 class _FilesCommand(OwnerCommand):
@@ -56,7 +55,7 @@ class GetApp(_FilesCommand):
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
             return 0
-        await asyncio.to_thread(_write_aside_then_rename, Path(self.output), data)
+        await asyncio.to_thread(_write_local, Path(self.output), data)
         return 0
 
 
@@ -94,13 +93,7 @@ def _read_local(local: str) -> bytes:
     return sys.stdin.buffer.read() if local == "-" else Path(local).read_bytes()
 
 
-def _write_aside_then_rename(target: Path, data: bytes) -> None:
+def _write_local(target: Path, data: bytes) -> None:
     """A failure leaves no half-written file where a whole one is expected."""
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(name, target)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    with replaced_atomically(target) as out:
+        out.write(data)

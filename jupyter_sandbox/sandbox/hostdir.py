@@ -33,9 +33,9 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .backend import SANDBOX_IO_DIR
 from .errors import InvalidSettingError
@@ -51,17 +51,26 @@ IO_MAX_FILES = 4096
 _SOCKET_NAME = re.compile(rf"^{KERNEL_SOCKET_PREFIX}-(?:g(\d+)-)?\d+$")
 
 
-def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never half."""
+@contextlib.contextmanager
+def replaced_atomically(path: Path, mode: int = 0o600) -> Iterator[IO[bytes]]:
+    """A new file (open for writing and reading) that takes ``path``'s place when the block
+    ends, so that readers see the old file or the new one, never half; removed if the block
+    fails. It is written beside ``path``, so the rename never crosses a filesystem."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+        with os.fdopen(fd, "w+b") as f:
+            yield f
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never half."""
+    with replaced_atomically(path, mode) as f:
+        f.write(json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 def sandbox_directories(state_dir: Path) -> list[SandboxDirectory]:

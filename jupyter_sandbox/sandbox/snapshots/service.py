@@ -21,16 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError, QuotaExceededError
-from ..hostdir import SandboxDirectory
+from ..hostdir import SandboxDirectory, replaced_atomically
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
 from .archive_scan import ArchiveSummary, scan_archive
@@ -155,17 +153,8 @@ class Snapshots(SnapshotSettings):
     ) -> ArchiveSummary:
         """Write a checked archive of the sandbox's /workspace to ``path`` (atomically)."""
         await self.manager.get(owner, sandbox_id)
-        target = Path(path)
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        try:
-            with os.fdopen(fd, "w+b") as out:
-                summary = await self._archive(sandbox_id, out)
-            os.replace(name, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-            raise
-        return summary
+        with replaced_atomically(Path(path)) as out:
+            return await self._archive(sandbox_id, out)
 
     async def persist_bytes(self, owner: str, sandbox_id: str) -> bytes:
         """A checked archive of the sandbox's /workspace, in memory (for small workspaces)."""
