@@ -147,8 +147,8 @@ class SandboxSettings(LoggingConfigurable):
         config=True,
         help="""Size cap of a sandbox's io/ directory, /run/sandbox inside (bytes or with a unit;
         see cap_host_writes). It holds the kernel's sockets and connection file, and with the
-        'host-dir' snapshot transport an archive being restored: keep it at least
-        Snapshots.max_archive_bytes.""",
+        'host-dir' snapshot transport an archive being restored; one that does not fit is
+        restored over the slower exec stream instead.""",
     )
     memory_snapshots = Bool(
         False,
