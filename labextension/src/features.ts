@@ -4,6 +4,8 @@
  * their routes answer.
  */
 
+import { Widget } from '@lumino/widgets';
+
 import { SandboxApi } from './api';
 
 export class Features {
@@ -50,4 +52,18 @@ export class Features {
   }
 
   private _probing: Promise<boolean> | null = null;
+}
+
+/**
+ * A section of an optional feature shows only once the server is known to have it: shown and
+ * true then; otherwise emptied, hidden and false (the section loads nothing).
+ */
+export function showIfPresent(section: Widget, present: boolean | null): boolean {
+  if (present !== true) {
+    section.node.replaceChildren();
+    section.hide();
+    return false;
+  }
+  section.show();
+  return true;
 }

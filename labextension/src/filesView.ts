@@ -10,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 
 import { attempt, confirm } from './dialogs';
 import { button, el, saveBlob } from './dom';
-import { Features } from './features';
+import { Features, showIfPresent } from './features';
 import {
   formatModified,
   IFileEntry,
@@ -66,12 +66,9 @@ class FilesSection extends Widget {
   }
 
   private async load(): Promise<void> {
-    if (this.features.files !== true) {
-      this.node.replaceChildren();
-      this.hide();
+    if (!showIfPresent(this, this.features.files)) {
       return;
     }
-    this.show();
     const ticket = ++this.loads; // a slower, older listing must not overwrite a newer one
     const directory = this.directory;
     let listing: IFileListing;

@@ -6,7 +6,7 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { Features } from './features';
+import { Features, showIfPresent } from './features';
 import { attempt } from './dialogs';
 import { button, el } from './dom';
 import { ISandbox } from './models';
@@ -51,12 +51,9 @@ class NetworkSection extends Widget {
   }
 
   private async load(): Promise<void> {
-    if (this.features.network !== true) {
-      this.node.replaceChildren();
-      this.hide();
+    if (!showIfPresent(this, this.features.network)) {
       return;
     }
-    this.show();
     const id = this.sandbox.id;
     const heading = el('h3', {}, 'Network policy');
     let state: INetworkPolicyState;

@@ -7,7 +7,7 @@
 import { Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { Features } from './features';
+import { Features, showIfPresent } from './features';
 import { attempt, confirm } from './dialogs';
 import { button, el, saveBlob } from './dom';
 import { formatBytes, ISandbox } from './models';
@@ -54,12 +54,9 @@ class SnapshotSection extends Widget {
   }
 
   private async load(): Promise<void> {
-    if (this.features.snapshots !== true) {
-      this.node.replaceChildren();
-      this.hide();
+    if (!showIfPresent(this, this.features.snapshots)) {
       return;
     }
-    this.show();
     const heading = el('h3', {}, 'Snapshots');
     const take = button(
       'Take a snapshot',
