@@ -9,13 +9,14 @@ operating system releases it when the process ends in any way, SIGKILL included.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 from .errors import ContextBusyError, InvalidSettingError
+from .hostdir import age_of
 from .process_lock import ProcessLock
 
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -85,10 +86,8 @@ def remove_free_lock_files(state_dir: Path, grace: float) -> list[str]:
     takes a new one (ProcessLock.try_acquire)."""
     removed = []
     for path in sorted((state_dir / "locks").glob("*.lock")):
-        try:
-            if time.time() - path.stat().st_mtime < grace:
-                continue
-        except FileNotFoundError:
+        age = age_of(path)
+        if age < grace or math.isinf(age):  # a kernel may be taking it; or it is gone
             continue
         lock = ProcessLock(path)
         if lock.try_acquire():

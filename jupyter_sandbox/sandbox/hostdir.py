@@ -33,6 +33,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -71,6 +72,14 @@ def write_json_atomic(path: Path, data: dict[str, Any], mode: int = 0o600) -> No
     """Write ``data`` to ``path`` so that readers see the old or the new file, never half."""
     with replaced_atomically(path, mode) as f:
         f.write(json.dumps(data, indent=1, sort_keys=True).encode())
+
+
+def age_of(path: Path) -> float:
+    """Seconds since ``path`` last changed (its mtime); infinite once it is gone."""
+    try:
+        return time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
 
 
 def sandbox_directories(state_dir: Path) -> list[SandboxDirectory]:

@@ -35,14 +35,13 @@ import hashlib
 import json
 import logging
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from .container_spec import now_iso
 from .errors import SandboxError
-from .hostdir import SandboxDirectory
+from .hostdir import SandboxDirectory, age_of
 from .pool_directory import PoolDirectory, is_pool_key
 
 if TYPE_CHECKING:
@@ -84,13 +83,6 @@ def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _age(path: Path) -> float:
-    try:
-        return time.time() - path.stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")
-
-
 def take(directory: SandboxDirectory, by: str) -> bool:
     """Claim the member in ``directory``: True for exactly one caller, whoever calls first."""
     try:
@@ -128,10 +120,10 @@ def is_stale_member(
         return False
     marker = directory.root / CLAIM_MARKER
     if marker.exists():
-        return _age(marker) >= grace
+        return age_of(marker) >= grace
     if PoolDirectory(state_dir).has_ticket(key, directory.root.name):
         return False
-    return _age(directory.state_file) >= grace
+    return age_of(directory.state_file) >= grace
 
 
 def forget_member(state_dir: Path, sandbox_id: str, state: dict[str, Any]) -> None:
@@ -148,7 +140,7 @@ def remove_stale_tickets(state_dir: Path, grace: float) -> list[str]:
     for key in pool_dir.pool_keys():
         for sandbox_id in pool_dir.tickets(key):
             ticket = pool_dir.root / key / sandbox_id
-            if not (state_dir / sandbox_id).is_dir() and _age(ticket) >= grace:
+            if not (state_dir / sandbox_id).is_dir() and age_of(ticket) >= grace:
                 pool_dir.remove_ticket(key, sandbox_id)
                 removed.append(sandbox_id)
     return removed

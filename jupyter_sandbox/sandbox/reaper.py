@@ -12,14 +12,12 @@ ticket are left alone; one that lost its claimer (see pool.is_stale_member) is r
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import pool
 from .contexts import ContextLock, lock_path, remove_free_lock_files
-from .hostdir import SandboxDirectory
+from .hostdir import SandboxDirectory, age_of
 from .identity import is_sandbox_id
 from .manager import SandboxManager
 
@@ -57,7 +55,7 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     ours = [c for c in containers if manager.holds(c)]
     for info in ours:
         directory = SandboxDirectory(state_dir, info.sandbox_id)
-        young = _age(directory.root) < grace
+        young = age_of(directory.root) < grace
         orphan = not directory.exists() and not young
         # One reading of the state for every decision below (and the pool's clean-up).
         state = directory.read_state()
@@ -85,7 +83,7 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
         for entry in state_dir.iterdir():
             if not is_sandbox_id(entry.name):  # e.g. locks/, pool/
                 continue
-            if entry.is_dir() and entry.name not in known and _age(entry) >= grace:
+            if entry.is_dir() and entry.name not in known and age_of(entry) >= grace:
                 log.info("removing stale sandbox directory %s", entry)
                 SandboxDirectory(state_dir, entry.name).remove()
                 report.directories.append(entry.name)
@@ -107,11 +105,4 @@ def _abandoned(
         return False
     if ContextLock.is_held(lock_path(directory.root.parent, owner, context)):
         return False
-    return _age(directory.state_file) >= grace
-
-
-def _age(path: Path) -> float:
-    try:
-        return time.time() - path.stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")
+    return age_of(directory.state_file) >= grace
