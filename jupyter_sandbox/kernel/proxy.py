@@ -63,7 +63,8 @@ class SandboxKernel:
         self.pending: dict[str, WireMessage] = {}  # execute_requests awaiting their reply
         self.done = asyncio.Event()
         self.exit_code = 0
-        self.shutting_down = False
+        self.shutdown_held = False  # a shutdown_request came while the sandbox was starting
+        self.shutting_down = False  # a shutdown_request was relayed (or answered)
         self.restarting = False
         self.remove_on_exit = False
         self.activity: ActivityRecord | None = None  # busy and last_activity in the state file
@@ -71,6 +72,7 @@ class SandboxKernel:
 
     async def run(self) -> int:
         self.relay.bind_frontend()
+        self.relay.hold_control(self._held_while_starting)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._terminated)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts arrive as messages
@@ -115,6 +117,10 @@ class SandboxKernel:
             runtime,
             named=self.context is not None,
         )
+
+    def _held_while_starting(self, message: WireMessage) -> None:
+        if message.msg_type == "shutdown_request":
+            self.shutdown_held = True
 
     # -- hooks on the relay -------------------------------------------------------------------
 
@@ -247,6 +253,12 @@ class SandboxKernel:
         asyncio.get_running_loop().call_later(UNAVAILABLE_SECONDS, self._stop, 1)
 
     def _terminated(self) -> None:
+        if self.shutdown_held and not self.shutting_down:
+            # jupyter_client's patience with a shutdown or restart this kernel could not relay
+            # yet, its sandbox still starting. Do what was asked once it is up (a restart
+            # keeps the sandbox); SIGKILL, if it comes first, leaves the sandbox as it is.
+            log.info("terminated while starting: the shutdown asked before is carried out first")
+            return
         # SIGTERM outside a restart: jupyter_client gave up waiting, or the server stops.
         if self.context is None and not self.restarting:
             self.remove_on_exit = True

@@ -4,7 +4,8 @@ Every channel is relayed generically, so comms, widgets, the debugger and messag
 invented pass without special cases. Replies find their way back by ZMQ identity stacking: the
 frontend's routing identities travel in front of the message to the sandbox's kernel, which sends
 them back with its reply; the relay keeps no table of requests. Until the sandbox is connected,
-requests wait in the frontend sockets' queues and are answered once it is (none are dropped).
+requests wait in the frontend sockets' queues and are answered once it is (none are dropped);
+control requests are read at once and held (see ``hold_control``).
 Heartbeats are answered by the proxy itself: the proxy lives exactly as long as its sandbox.
 
 All sockets are plain zmq sockets owned by one Reactor on the event loop's thread (see
@@ -72,6 +73,10 @@ class Pump:
         if not self.source_signer.verify(message):
             log.warning("dropped a %s message with a bad signature", self.channel)
             return
+        self.relay(message)
+
+    def relay(self, message: WireMessage) -> None:
+        """Hand a received, verified message to the hook and send on what it passes."""
         try:
             passed = self.hook(self.channel, message)
         except (MalformedMessage, ValueError) as exc:
@@ -118,6 +123,7 @@ class Relay:
         self.sandbox_pins: PinnedSockets | None = None
         self._pumps: list[Pump] = []
         self._requests_open = False
+        self._held_control: list[WireMessage] = []
 
     # -- frontend side ------------------------------------------------------------------------
 
@@ -139,6 +145,22 @@ class Relay:
             self.frontend[channel] = sock
         self.reactor.watch(self.frontend["hb"], self._echo_heartbeat)
         self.reactor.watch(self.frontend["iopub"], self._welcome_iopub_subscriber)
+
+    def hold_control(self, notice: Callable[[WireMessage], None]) -> None:
+        """Until requests are relayed (``start``) or answered (``serve``), read control
+        requests as they arrive and keep them, in order, to go first; ``notice`` sees each.
+
+        Why control alone: it carries shutdown_request, and jupyter_client sends SIGTERM to a
+        kernel that has not exited some seconds after one. A proxy still waiting for its sandbox
+        must know by then whether a restart was asked, or it would take the SIGTERM for a
+        shutdown and remove the sandbox the restart was to keep."""
+
+        def hold(channel: str, message: WireMessage) -> None:
+            self._held_control.append(message)
+            notice(message)
+
+        signer = self.frontend_signer
+        self._pump("control", (self.frontend["control"], signer), (None, signer), hold)
 
     def _echo_heartbeat(self, sock: Socket) -> None:
         self.reactor.send(sock, recv_frames(sock))
@@ -209,7 +231,9 @@ class Relay:
             opening.cancel()
             for channel in REQUEST_CHANNELS:
                 frontend, sandbox = self.frontend[channel], self.sandbox[channel]
-                self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+                pump = self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+                if channel == "control":
+                    self._release_held_control(pump)
 
         def iopub(channel: str, message: WireMessage) -> WireMessage | None:
             # Decoding the header costs; once requests flow, only the proxy's hook looks.
@@ -228,7 +252,16 @@ class Relay:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
         for channel in ("shell", "control"):
             source = (self.frontend[channel], self.frontend_signer)
-            self._pump(channel, source, (None, self.frontend_signer), answer)
+            pump = self._pump(channel, source, (None, self.frontend_signer), answer)
+            if channel == "control":
+                self._release_held_control(pump)
+
+    def _release_held_control(self, pump: Pump) -> None:
+        # The pump now serving control takes the held requests first: the reactor reads the
+        # socket's newer ones only after this call returns, so their order stays.
+        held, self._held_control = self._held_control, []
+        for message in held:
+            pump.relay(message)
 
     def _pump(
         self,
@@ -236,10 +269,11 @@ class Relay:
         source: tuple[Socket, Signer],
         target: tuple[Socket | None, Signer],
         hook: Hook,
-    ) -> None:
+    ) -> Pump:
         pump = Pump(self.reactor, channel, source, target, hook)
         self._pumps.append(pump)
-        self.reactor.watch(source[0], pump)
+        self.reactor.watch(source[0], pump)  # in place of the socket's former pump, if any
+        return pump
 
     # -- lifetime -----------------------------------------------------------------------------
 

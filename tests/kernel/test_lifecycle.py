@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import docker
 import pytest
 import zmq
+from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox.sandbox.hostdir import sandbox_directories
 
@@ -73,7 +75,10 @@ def test_restarts_leave_no_sockets_of_older_kernels(env: Path, runtime: str) -> 
         for _ in range(3):
             km.restart_kernel()
             kc.wait_for_ready(timeout=120)
-        assert value_of(kc, "6 * 7") == "42"
+            # wait_for_ready takes any kernel_info_reply, and the surplus replies to the
+            # requests it repeated while a slow restart went on answer the next one at once:
+            # only a reply to this execution shows that this kernel runs.
+            assert value_of(kc, "6 * 7") == "42"
         (directory,) = sandbox_directories(env)
         generations = {
             int(match.group(1) or 0)
@@ -82,6 +87,50 @@ def test_restarts_leave_no_sockets_of_older_kernels(env: Path, runtime: str) -> 
         }
         assert 3 in generations  # the running kernel's
         assert generations <= {2, 3}  # and at most those of the one before, shutting down
+
+
+def test_a_restart_asked_while_the_kernel_starts_keeps_the_sandbox(env: Path, runtime: str) -> None:
+    """A restart clicked again while the kernel is still starting: jupyter_client sends a
+    shutdown_request, then SIGTERM when the kernel has not exited a few seconds later. The
+    proxy, still waiting for its sandbox's interpreter, could not relay the request yet; it
+    must not take the SIGTERM for a shutdown (removing the sandbox and its files), but carry
+    out the restart once the sandbox is up."""
+    cwd = notebook_dir(env)
+    with running_kernel(cwd, JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc):
+        # An interpreter slow to exit (up to the supervisor's 5 s grace) keeps the next
+        # kernel waiting for its successor: the window this test needs.
+        run(kc, "import atexit, time; atexit.register(time.sleep, 60)")
+        run(kc, "open('/workspace/kept.txt', 'w').write('still here')")
+        sandboxes = [c.name for c in containers_under(env)]
+        km.restart_kernel()
+        wait_for_heartbeat(km)  # the new proxy runs and handles SIGTERM
+        starting = km.provisioner.process  # type: ignore[union-attr]
+        km.request_shutdown(restart=True)
+        time.sleep(1)  # jupyter_client waits longer, but the proxy reads the request at once
+        km.signal_kernel(signal.SIGTERM)
+        km.finish_shutdown(waittime=120, restart=True)
+        assert starting.returncode == 0
+        km.cleanup_resources(restart=True)
+        km.start_kernel(cwd=str(cwd), env={**os.environ, "JUPYTER_SANDBOX_RUNTIME": runtime})
+        kc.wait_for_ready(timeout=120)
+        assert value_of(kc, "open('/workspace/kept.txt').read()") == "'still here'"
+        assert [c.name for c in containers_under(env)] == sandboxes
+        (directory,) = sandbox_directories(env)
+        assert any(name.startswith("kernel-g2-") for name in os.listdir(directory.io))
+
+
+def wait_for_heartbeat(km: KernelManager, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sock = km.connect_hb()
+        try:
+            sock.send(b"ping")
+            if sock.poll(200):
+                sock.recv()
+                return
+        finally:
+            sock.close(linger=0)
+    raise AssertionError(f"the kernel did not answer heartbeats within {timeout}s")
 
 
 def test_restart_ends_an_interpreter_that_hangs_on_its_way_out(env: Path) -> None:

@@ -47,7 +47,9 @@ class Peers:
         self.kernel.rcvhwm = 1  # so that a kernel which stops reading backs the relay up soon
         self.kernel.bind(endpoint(self.back_info, "shell"))
         # The relay connects only to sockets the kernel has bound (see socket_pin.py).
-        for channel, kind in (("control", zmq.ROUTER), ("stdin", zmq.ROUTER), ("iopub", zmq.PUB)):
+        self.kernel_control = self.ctx.socket(zmq.ROUTER)
+        self.kernel_control.bind(endpoint(self.back_info, "control"))
+        for channel, kind in (("stdin", zmq.ROUTER), ("iopub", zmq.PUB)):
             self.ctx.socket(kind).bind(endpoint(self.back_info, channel))
 
     async def request(self, n: int) -> None:
@@ -118,3 +120,39 @@ async def test_bad_messages_are_dropped_and_the_relay_goes_on(
     assert msg["content"]["code"] == "1"
     assert "dropped a malformed shell message" in caplog.text
     assert "dropped a shell message with a bad signature" in caplog.text
+
+
+async def test_control_requests_before_the_sandbox_are_seen_at_once_and_relayed_first(
+    tmp_path: Path,
+) -> None:
+    p = Peers(tmp_path)
+    relay = Relay(p.front_info)
+    try:
+        relay.bind_frontend()
+        seen: list[str] = []
+        relay.hold_control(lambda message: seen.append(message.msg_type))
+        control = p.ctx.socket(zmq.DEALER)
+        control.connect(endpoint(p.front_info, "control"))
+        p.front.send(control, "interrupt_request", {})
+        p.front.send(control, "shutdown_request", {"restart": True})
+        for _ in range(100):  # the sandbox is not there yet, but the proxy learns of them
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert seen == ["interrupt_request", "shutdown_request"]
+        relay.connect_sandbox(p.back_info)
+        relay.start(passing, passing)
+        p.front.send(control, "debug_request", {})
+        received = []
+        for _ in range(3):
+            frames = await asyncio.wait_for(p.kernel_control.recv_multipart(), 5)
+            received.append(p.back.deserialize(p.back.feed_identities(frames)[1]))
+        assert [m["msg_type"] for m in received] == [
+            "interrupt_request",
+            "shutdown_request",
+            "debug_request",
+        ]
+        assert received[1]["content"] == {"restart": True}
+    finally:
+        p.close()
+        await relay.close()
