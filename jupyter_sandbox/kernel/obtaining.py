@@ -62,8 +62,16 @@ async def find_or_create(
             )
         if named:
             check_network_of(manager, existing.sandbox_id, key)
-        sandbox = await manager.attach(owner, existing.sandbox_id)
-        log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
+        if not named and used_by_a_kernel_before(manager, existing.sandbox_id):
+            sandbox = await manager.restart_kernel(owner, existing.sandbox_id)
+            log.info(
+                "kernel reattached to sandbox %s with a fresh interpreter: the kernel before "
+                "this one ended without a restart (killed, or restarted with now=True)",
+                existing.sandbox_id,
+            )
+        else:
+            sandbox = await manager.attach(owner, existing.sandbox_id)
+            log.info("kernel reattached to sandbox %s (context %s)", existing.sandbox_id, key)
     else:
         sandbox = await manager.create(
             owner,
@@ -78,12 +86,29 @@ async def find_or_create(
     manager.update_state(
         sandbox.sandbox_id,
         kernel_pid=os.getpid(),
+        # the interpreter this process relays to (see used_by_a_kernel_before)
+        kernel_generation=int(manager.read_state(sandbox.sandbox_id).get("generation", 0)),
         # jupyter_client names connection files kernel-<id>.json
         kernel_id=connection_file.stem.removeprefix("kernel-"),
         attached=now_iso(),
         notebook=os.environ.get("JPY_SESSION_NAME", ""),
     )
     return sandbox
+
+
+def used_by_a_kernel_before(manager: SandboxManager, sandbox_id: str) -> bool:
+    """Whether a kernel process already relayed to the sandbox's current interpreter.
+
+    An unnamed kernel's next process finds its sandbox again, but Jupyter promises a fresh
+    interpreter with every new kernel process. A restart asked by shutdown_request gives one
+    (the generation moves on before the next process attaches); a kernel process killed
+    instead (``restart_kernel(now=True)``, which agent code uses on a hung kernel, or
+    Jupyter's restarter after the process died) leaves the old one, maybe hung, which the next
+    process must restart rather than reattach. Named contexts keep theirs: that is their use.
+    """
+    state = manager.read_state(sandbox_id)
+    attached = state.get("kernel_generation")
+    return attached is not None and int(attached) == int(state.get("generation", 0))
 
 
 def check_network_of(manager: SandboxManager, sandbox_id: str, context: str) -> None:

@@ -161,8 +161,12 @@ class SandboxDirectory:
         capped io/ would run out of files after some hundred restarts. Only names are unlinked,
         never followed; whatever the sandbox put there under such a name goes too.
         """
-        generation = int(self.read_state().get("generation", 0)) + 1
-        self.update_state(generation=generation)
+        # One read-modify-write under the state's lock: two restarts at once (a kernel's and
+        # one over REST) must not both take the same generation.
+        state = self.modify_state(
+            lambda state: {**state, "generation": int(state.get("generation", 0)) + 1}
+        )
+        generation = int(state["generation"])
         for entry in os.scandir(self.io):
             match = _SOCKET_NAME.match(entry.name)
             if match and int(match.group(1) or 0) < generation - 1:

@@ -51,3 +51,8 @@ def value_of(kc: BlockingKernelClient, expression: str) -> str:
     out, reply = run(kc, f"print(repr({expression}))")
     assert reply["status"] == "ok", out
     return out.strip()
+
+
+def is_input_of(message: dict[str, Any], msg_id: str) -> bool:
+    """Whether an iopub ``message`` shows the kernel has begun the cell ``msg_id``."""
+    return message["msg_type"] == "execute_input" and message["parent_header"]["msg_id"] == msg_id

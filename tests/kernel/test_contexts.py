@@ -8,7 +8,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
 from jupyter_sandbox.sandbox.identity import default_owner
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
-from .kernels import run, running_kernel, value_of
+from .kernels import is_input_of, run, running_kernel, value_of
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -94,10 +93,6 @@ def test_a_context_whose_cell_still_runs_is_found_again_at_once(env: Path) -> No
         # An attach that asked shell waited out SandboxSettings.start_timeout here and failed:
         # the new kernel then answered every request with that error.
         assert value_of(kc, "x") == "'kept'"
-
-
-def is_input_of(message: dict[str, Any], msg_id: str) -> bool:
-    return message["msg_type"] == "execute_input" and message["parent_header"]["msg_id"] == msg_id
 
 
 def test_a_kernel_whose_context_lock_file_is_removed_takes_it_again(env: Path) -> None:

@@ -18,7 +18,7 @@ from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox.sandbox.hostdir import sandbox_directories
 
-from .kernels import run, running_kernel, value_of
+from .kernels import is_input_of, run, running_kernel, value_of
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -117,6 +117,25 @@ def test_a_restart_asked_while_the_kernel_starts_keeps_the_sandbox(env: Path, ru
         assert [c.name for c in containers_under(env)] == sandboxes
         (directory,) = sandbox_directories(env)
         assert any(name.startswith("kernel-g2-") for name in os.listdir(directory.io))
+
+
+def test_a_killed_kernel_comes_back_with_a_fresh_interpreter(env: Path, runtime: str) -> None:
+    """restart_kernel(now=True) kills the kernel process, as agent code does with a kernel it
+    cannot interrupt: the next process keeps the sandbox and its files, but must not reattach
+    to the hung interpreter."""
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc):
+        run(kc, "x = 1; open('/workspace/kept.txt', 'w').write('still here')")
+        sandboxes = [c.name for c in containers_under(env)]
+        hung = kc.execute(
+            "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile 1: pass"
+        )
+        while not is_input_of(kc.get_iopub_msg(timeout=30), hung):
+            pass  # until the interpreter runs the cell
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=120)
+        assert value_of(kc, "'x' in globals()") == "False"
+        assert value_of(kc, "open('/workspace/kept.txt').read()") == "'still here'"
+        assert [c.name for c in containers_under(env)] == sandboxes
 
 
 def wait_for_heartbeat(km: KernelManager, timeout: float = 30) -> None:

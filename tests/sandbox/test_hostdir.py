@@ -110,6 +110,20 @@ def test_concurrent_changes_inside_one_key_lose_nothing(tmp_path: Path) -> None:
     assert len(state["nested"]) == 200
 
 
+def _next_generations(state_dir: str, prefix: str) -> None:
+    directory = SandboxDirectory(Path(state_dir), "0123456789ab")
+    for _ in range(100):
+        directory.next_generation()
+
+
+def test_restarts_at_once_each_take_their_own_generation(tmp_path: Path) -> None:
+    directory = SandboxDirectory(tmp_path, "0123456789ab")
+    directory.create(os.getuid())
+    directory.write_state({"generation": 0})
+    _two_writers(_next_generations, tmp_path)
+    assert directory.read_state()["generation"] == 200
+
+
 def _two_writers(target: Callable[[str, str], None], state_dir: Path) -> None:
     """Run ``target(state_dir, prefix)`` in two processes at once, prefixes "a" and "b"."""
     context = multiprocessing.get_context("spawn")
