@@ -8,7 +8,10 @@ Lifecycle, as jupyter_client drives it:
   every request with the reason and the fix.
 * restart (shutdown_request with restart=true): the sandbox's supervisor starts a fresh
   interpreter in the same sandbox (files in /workspace stay); this process exits and the next
-  one, started with the same connection file, reattaches.
+  one, started with the same connection file, reattaches. A restart or shutdown asked while the
+  sandbox starts is held and carried out once it is up, even if jupyter_client's SIGTERM comes
+  meanwhile. A process killed instead leaves the next one of an unnamed kernel to restart the
+  interpreter (obtaining.py).
 * shutdown: an unnamed kernel's sandbox is removed; a named context's interpreter lives on for
   the next kernel that names it.
 * the sandbox dies: running cells get an error naming the cause, and the process exits non-zero
