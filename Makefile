@@ -59,6 +59,7 @@ image: engine install
 
 benchmark: image
 	$(BIN)/python benchmarks/startup.py --runs 10
+	$(BIN)/python benchmarks/restart.py --runs 10
 	$(BIN)/python benchmarks/pool.py --runs 30 --runtime runsc --gap 6
 	$(BIN)/python benchmarks/pool.py --runs 30 --runtime runc --gap 4
 	$(BIN)/python benchmarks/pool_members.py --members 5 --kernels 7
