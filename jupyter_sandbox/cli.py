@@ -1,5 +1,5 @@
-"""``jupyter sandbox <verb>``: doctor, build-image, list, gc, snapshot (cli_snapshots.py), files
-(cli_files.py).
+"""``jupyter sandbox <verb>``: doctor, build-image, list, gc; stop, restart, pause, resume
+(cli_sandboxes.py); snapshot (cli_snapshots.py), files (cli_files.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
@@ -16,7 +16,7 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
-from . import cli_files, cli_snapshots
+from . import cli_files, cli_sandboxes, cli_snapshots
 from ._version import __version__
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
@@ -198,6 +198,10 @@ class SandboxApp(_CommandGroup):
         "build-image": (BuildImageApp, BuildImageApp.description),
         "list": (ListApp, ListApp.description),
         "gc": (GcApp, GcApp.description),
+        "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),
+        "restart": (cli_sandboxes.RestartApp, cli_sandboxes.RestartApp.description),
+        "pause": (cli_sandboxes.PauseApp, cli_sandboxes.PauseApp.description),
+        "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),
         "files": (FilesApp, FilesApp.description),
     }

@@ -1,5 +1,6 @@
-"""The base of the verbs that act as one owner: ``jupyter sandbox snapshot ...`` (cli_snapshots.py)
-and ``jupyter sandbox files ...`` (cli_files.py).
+"""The base of the verbs that act as one owner: ``jupyter sandbox snapshot ...`` (cli_snapshots.py),
+``jupyter sandbox files ...`` (cli_files.py) and ``stop``, ``restart``, ``pause``, ``resume``
+(cli_sandboxes.py).
 
 Each verb is a small JupyterApp reading ``jupyter_sandbox_config.py``, acting as the owner
 ``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user), with one
@@ -30,7 +31,7 @@ class OwnerCommand(JupyterApp):
         help="Whose sandboxes and snapshots (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or "
         "the OS user).",
     )
-    group = ""  # the verbs' group, as usage lines name it: "snapshot", "files"
+    group = ""  # the verbs' group, as usage lines name it: "snapshot", "files" (or none)
     usage = ""  # the verb and its arguments, e.g. "delete SNAPSHOT_ID"
 
     def run(self, manager: SandboxManager, owner: str) -> Awaitable[int]:
@@ -55,7 +56,8 @@ class OwnerCommand(JupyterApp):
     def arguments(self, least: int, most: int) -> list[str]:
         """The verb's arguments, ``least`` to ``most`` of them; else its usage, status 2."""
         if not least <= len(self.extra_args) <= most:
-            print(f"usage: jupyter sandbox {self.group} {self.usage}", file=sys.stderr)
+            verb = " ".join(part for part in ("jupyter sandbox", self.group, self.usage) if part)
+            print(f"usage: {verb}", file=sys.stderr)
             self.exit(2)
         return [str(arg) for arg in self.extra_args]
 

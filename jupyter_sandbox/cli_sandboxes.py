@@ -1,0 +1,93 @@
+"""``jupyter sandbox stop|restart|pause|resume``: one sandbox's life, without a server.
+
+What the server extension offers over REST (``DELETE /api/sandboxes/{id}``, ``POST .../restart``,
+``.../pause``, ``.../resume``), for those who run kernels from jupyter_client, nbclient or a
+script and have no Jupyter Server: a named context (JUPYTER_SANDBOX_CONTEXT) outlives its kernel
+and is otherwise only ended by a server's culler. Each verb is an OwnerCommand (cli_owner.py);
+``jupyter sandbox list`` shows the ids.
+"""
+
+from __future__ import annotations
+
+from traitlets import Unicode
+
+from .cli_owner import OwnerCommand, owner_alias
+from .sandbox import SandboxManager
+from .sandbox.contexts import kernel_attached
+from .sandbox.errors import SandboxConflictError, SandboxNotFoundError
+
+
+class StopApp(OwnerCommand):
+    name = "jupyter-sandbox-stop"
+    description = "Stop and remove sandboxes (a kernel still using one sees it end)."
+    usage = "stop SANDBOX_ID... | stop --context=NAME"
+    context = Unicode("", config=True, help="Stop the sandbox of this named context.")
+    aliases = {**owner_alias("StopApp"), "context": "StopApp.context"}
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        if self.context:
+            self.arguments(0, 0)
+            sandbox_ids = [await _sandbox_of_context(manager, owner, self.context)]
+        else:
+            sandbox_ids = self.arguments(1, 100)
+        for sandbox_id in sandbox_ids:
+            await manager.get(owner, sandbox_id)  # an unknown id is an error, not a quiet no-op
+            await manager.remove(owner, sandbox_id)
+            print(f"removed {sandbox_id}")
+        return 0
+
+
+async def _sandbox_of_context(manager: SandboxManager, owner: str, context: str) -> str:
+    # Not manager.find_context: that would bring a context stopped by a memory snapshot back.
+    for info in await manager.list_sandboxes(owner):
+        if manager.read_state(info.sandbox_id).get("context") == context:
+            return info.sandbox_id
+    raise SandboxNotFoundError(
+        f"no sandbox of {owner} has context '{context}' (`jupyter sandbox list` shows them)"
+    )
+
+
+class RestartApp(OwnerCommand):
+    name = "jupyter-sandbox-restart"
+    description = "A fresh interpreter in a sandbox no kernel is using; /workspace is kept."
+    usage = "restart SANDBOX_ID"
+    aliases = owner_alias("RestartApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id = self.argument()
+        await manager.get(owner, sandbox_id)
+        if kernel_attached(manager.settings.state_path, manager.read_state(sandbox_id)):
+            # Restarting under a running kernel would leave that kernel relaying to nothing.
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is in use by a running kernel: restart that kernel "
+                "from its own client (JupyterLab, or KernelManager.restart_kernel)"
+            )
+        await manager.restart_kernel(owner, sandbox_id)
+        print(f"restarted the interpreter of {sandbox_id}")
+        return 0
+
+
+class PauseApp(OwnerCommand):
+    name = "jupyter-sandbox-pause"
+    description = "Freeze every process of a sandbox (its memory stays); resume thaws it."
+    usage = "pause SANDBOX_ID"
+    aliases = owner_alias("PauseApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id = self.argument()
+        await manager.pause(owner, sandbox_id)
+        print(f"paused {sandbox_id}")
+        return 0
+
+
+class ResumeApp(OwnerCommand):
+    name = "jupyter-sandbox-resume"
+    description = "Thaw a paused sandbox."
+    usage = "resume SANDBOX_ID"
+    aliases = owner_alias("ResumeApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id = self.argument()
+        await manager.resume(owner, sandbox_id)
+        print(f"resumed {sandbox_id}")
+        return 0
