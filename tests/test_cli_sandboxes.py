@@ -37,6 +37,9 @@ async def test_pause_resume_restart_and_stop(
     paused = await sandbox_cli("pause", plain, state_dir=state_dir)
     assert (paused.returncode, paused.stdout) == (0, f"paused {plain}\n"), paused.stderr
     assert (await manager.get("alice", plain)).status == "paused"
+    frozen = await sandbox_cli("restart", plain, state_dir=state_dir)
+    assert frozen.returncode == 1
+    assert frozen.stderr == f"error: sandbox {plain} is paused: resume it first\n"
     resumed = await sandbox_cli("resume", plain, state_dir=state_dir)
     assert resumed.returncode == 0, resumed.stderr
     assert (await manager.get("alice", plain)).status == "running"

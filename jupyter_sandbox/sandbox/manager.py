@@ -159,7 +159,13 @@ class SandboxManager(SandboxStarter):
     async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
         """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
         own no kernel process attached to it (the REST API). Returns once the new one answers."""
-        await self.get(owner, sandbox_id)
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            # Refused before the restart is asked: a paused kernel would take it on resuming.
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: "
+                + ("resume it first" if info.status == "paused" else "its interpreter is gone")
+            )
         directory = SandboxDirectory(self.settings.state_path, sandbox_id)
         generation = int(directory.read_state().get("generation", 0))
         current = with_socket_prefix(

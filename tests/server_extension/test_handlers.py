@@ -87,6 +87,8 @@ async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension
 
     status, model = await api(jp_fetch, "POST", sandbox_id, "pause")
     assert (status, model["status"]) == (200, "paused")
+    status, error = await api(jp_fetch, "POST", sandbox_id, "restart")
+    assert (status, error["message"]) == (409, f"sandbox {sandbox_id} is paused: resume it first")
     status, model = await api(jp_fetch, "POST", sandbox_id, "resume")
     assert (status, model["status"]) == (200, "running")
 
