@@ -156,16 +156,23 @@ class SandboxManager(SandboxStarter):
         directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
         directory.request_restart(directory.next_generation())
 
-    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
-        """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
-        own no kernel process attached to it (the REST API). Returns once the new one answers."""
+    async def restartable(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        """The sandbox, if its interpreter can be restarted now (SandboxConflictError if not).
+
+        Checked before any restart is asked, by this manager or by a Jupyter kernel manager: a
+        paused kernel cannot answer, and would take the restart on resuming."""
         info = await self.get(owner, sandbox_id)
         if not info.running:
-            # Refused before the restart is asked: a paused kernel would take it on resuming.
             raise SandboxConflictError(
                 f"sandbox {sandbox_id} is {info.status}: "
                 + ("resume it first" if info.status == "paused" else "its interpreter is gone")
             )
+        return info
+
+    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
+        """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
+        own no kernel process attached to it (the REST API). Returns once the new one answers."""
+        await self.restartable(owner, sandbox_id)
         directory = SandboxDirectory(self.settings.state_path, sandbox_id)
         generation = int(directory.read_state().get("generation", 0))
         current = with_socket_prefix(

@@ -158,9 +158,7 @@ class SandboxActionHandler(SandboxAPIHandler):
         self.write_json(await self.model(sandbox_id))
 
     async def _restart(self, owner: str, sandbox_id: str) -> None:
-        if (await self.manager.get(owner, sandbox_id)).status == "paused":
-            # Its kernel could not answer; it would take the restart on resuming.
-            raise SandboxConflictError(f"sandbox {sandbox_id} is paused: resume it first")
+        await self.manager.restartable(owner, sandbox_id)
         state = self.manager.read_state(sandbox_id)
         if not kernel_attached(self.manager.settings.state_path, state):
             await self.manager.restart_kernel(owner, sandbox_id)
