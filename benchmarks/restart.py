@@ -35,6 +35,9 @@ from typing import Any
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
+# Run as a script from benchmarks/, whose directory is on sys.path.
+from startup import local_kernel_python, p90
+
 KINDS = ("runc", "runsc", "local")
 MODES = ("graceful", "forced")
 TIMEOUT = 120.0  # seconds a restart may take before the run fails
@@ -101,12 +104,6 @@ async def measure(runs: int) -> dict[str, dict[str, list[float]]]:
     return samples
 
 
-def p90(values: list[float]) -> float:
-    if len(values) < 2:
-        return values[0]
-    return statistics.quantiles(values, n=10, method="inclusive")[-1]
-
-
 def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, Any]]:
     summary: dict[str, dict[str, Any]] = {}
     for kind, modes in samples.items():
@@ -138,6 +135,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    python = local_kernel_python()  # the local kernel must run this interpreter, to be fair
     try:
         samples = asyncio.run(measure(args.runs))
     except KeyboardInterrupt:
@@ -146,7 +144,8 @@ def main() -> int:
     summary = summarize(samples)
     print_table(summary, args.runs)
     if args.json:
-        result = {"runs": args.runs, "unit": "seconds", "samples": samples, "summary": summary}
+        result = {"runs": args.runs, "unit": "seconds", "local_kernel_python": python}
+        result.update(samples=samples, summary=summary)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
