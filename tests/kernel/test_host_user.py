@@ -3,10 +3,11 @@
 Such a server runs as its user (in the docker group), not as root: the kernel must still start
 its sandbox, show the notebook's directory copy-on-write in /workspace, run as the user's own
 uid inside, and keep its state under the user's home, private; and what the server extension
-does for that user (files, snapshots, a network policy) must work and leave nothing behind. The user is made for the test
-(useradd, in the docker group) and removed with its home afterwards; the kernel runs under
-Debian's own Python 3 (the virtualenv's interpreter may live where other users cannot reach,
-e.g. under /root), importing this checkout and the virtualenv's packages.
+does for that user (files, snapshots, a network policy) must work and leave nothing behind.
+The user is made for the test (useradd, in the docker group) and removed with its home
+afterwards; the kernel runs under Debian's own Python 3 (the virtualenv's interpreter may live
+where other users cannot reach, e.g. under /root), importing this checkout and the
+virtualenv's packages.
 """
 
 from __future__ import annotations
