@@ -1,5 +1,6 @@
-"""``jupyter sandbox <verb>``: doctor, build-image, list, gc; stop, restart, pause, resume
-(cli_sandboxes.py); snapshot (cli_snapshots.py), files (cli_files.py).
+"""``jupyter sandbox <verb>``: doctor, build-image, list, gc; install-kernel (cli_kernelspec.py);
+stop, restart, pause, resume (cli_sandboxes.py); snapshot (cli_snapshots.py), files
+(cli_files.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
@@ -11,21 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from jupyter_core.application import JupyterApp
-from traitlets import Bool, Unicode
+from traitlets import Bool, List, Unicode
 
 from . import cli_files, cli_sandboxes, cli_snapshots
 from ._version import __version__
+from .cli_kernelspec import InstallKernelApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
 from .sandbox.engine import DockerEngine
+from .sandbox.errors import ImageBuildError
+from .sandbox.image_packages import PackageImageBuilder, read_requirements
 from .sandbox.images import ImageBuilder
 from .sandbox.manager import default_owner
 from .sandbox.pool import unclaimed_member
 from .sandbox.reaper import reap_orphans
+from .sandbox.settings import DEFAULT_IMAGE
 
 # Seconds a build step may stay silent (pip installing the wheels is the longest).
 BUILD_TIMEOUT = 1800
@@ -75,22 +81,58 @@ class DoctorApp(_SandboxCommand):
 class BuildImageApp(_SandboxCommand):
     name = "jupyter-sandbox-build-image"
     description = "Build the sandbox image locally; no container registry is needed."
-    classes = [SandboxSettings, ImageBuilder]
+    examples = """
+    jupyter sandbox build-image
+    jupyter sandbox build-image --requirements=ml.txt --tag=jupyter-sandbox/python-ml:1
+    """
+    classes = [SandboxSettings, ImageBuilder, PackageImageBuilder]
     force = Bool(False, config=True, help="Rebuild even when an image of the same recipe exists.")
     base = Unicode(
         "", config=True, help="Base image (e.g. python:3.11-slim-bookworm); empty: debootstrap."
     )
+    requirements = List(
+        Unicode(),
+        config=True,
+        help="""Requirements files (one package per line) of Python packages to add to the
+        sandbox image; the result is a new image, named by --tag.""",
+    )
     flags = {"force": ({"BuildImageApp": {"force": True}}, "Rebuild even when up to date.")}
-    aliases = {"base": "BuildImageApp.base", "tag": "ImageBuilder.tag"}
+    aliases = {
+        "base": "BuildImageApp.base",
+        "tag": "ImageBuilder.tag",
+        "requirements": "BuildImageApp.requirements",
+        "from": "PackageImageBuilder.extends",
+    }
 
     def run(self) -> int:
         settings = SandboxSettings(parent=self)
+        tagged = "tag" in self.config.get("ImageBuilder", {})
+        if self.requirements and not tagged:
+            raise ImageBuildError(
+                "--requirements makes a new image: name it with --tag, e.g. "
+                "--tag=jupyter-sandbox/python-ml:1 (the standard image stays as kernels expect)"
+            )
+        # checked before anything is built
+        requirements = (
+            read_requirements([Path(name) for name in self.requirements])
+            if self.requirements
+            else []
+        )
         extra: dict[str, Any] = {"base_image": self.base} if self.base else {}
-        if "tag" not in self.config.get("ImageBuilder", {}):
-            extra["tag"] = settings.image  # build what kernels will ask for
         engine = DockerEngine(timeout=BUILD_TIMEOUT)
         try:
-            ImageBuilder(engine.client, parent=self, **extra).build(force=self.force)
+            if not requirements:
+                # without --tag: build what kernels will ask for
+                extra.update({} if tagged else {"tag": settings.image})
+                ImageBuilder(engine.client, parent=self, **extra).build(force=self.force)
+                return 0
+            tag = str(self.config["ImageBuilder"]["tag"])
+            packages = PackageImageBuilder(engine.client, parent=self)
+            packages.check_tag(tag)
+            if packages.extends == DEFAULT_IMAGE:  # the standard image, brought up to date
+                extra["tag"] = DEFAULT_IMAGE
+                ImageBuilder(engine.client, parent=self, **extra).build()
+            packages.build(tag, requirements, force=self.force)
         finally:
             engine.close()
         return 0
@@ -196,6 +238,7 @@ class SandboxApp(_CommandGroup):
     subcommands = {
         "doctor": (DoctorApp, DoctorApp.description),
         "build-image": (BuildImageApp, BuildImageApp.description),
+        "install-kernel": (InstallKernelApp, InstallKernelApp.description),
         "list": (ListApp, ListApp.description),
         "gc": (GcApp, GcApp.description),
         "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),

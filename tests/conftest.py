@@ -7,7 +7,10 @@ end of the session, any container labelled by a test is reported and fails the r
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -87,6 +90,35 @@ def purpose(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def sandbox(manager: SandboxManager, runtime: str, purpose: str) -> Sandbox:
     return await manager.create("alice", runtime=runtime, purpose=purpose)
+
+
+# What packages_image adds to the sandbox image: small, pure Python, and not in the image.
+ADDED_PACKAGE = "tabulate"
+
+
+@pytest.fixture(scope="session")
+def packages_image() -> Iterator[str]:
+    """An image adding ADDED_PACKAGE to the sandbox image, built as an operator would
+    (``jupyter sandbox build-image --requirements``), once per run; removed after the run."""
+    tag = f"jupyter-sandbox/test-packages:{TEST_PURPOSE_PREFIX.split(':')[1]}"
+    with tempfile.TemporaryDirectory(prefix="jsbx-") as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text(f"# for the tests\n{ADDED_PACKAGE}  # tables\n")
+        built = subprocess.run(
+            [
+                *(sys.executable, "-m", "jupyter_sandbox.cli", "build-image"),
+                *(f"--requirements={requirements}", f"--tag={tag}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert built.returncode == 0, built.stdout + built.stderr
+    yield tag
+    client = docker.from_env(version="auto")
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        client.images.remove(tag, force=True)
 
 
 @pytest.fixture(autouse=True)

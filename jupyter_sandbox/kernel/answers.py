@@ -18,6 +18,7 @@ from typing import Any
 from ..sandbox import Sandbox
 from ..sandbox.attestation import banner_line
 from ..sandbox.network import policy_of_state
+from ..sandbox.settings import RUNTIME_NAMES
 from .relay import Relay
 from .wire import WireMessage
 
@@ -30,7 +31,6 @@ LANGUAGE_INFO = {
     "codemirror_mode": {"name": "ipython", "version": 3},
     "nbconvert_exporter": "python",
 }
-RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 
 
 def error_content(ename: str, evalue: str) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 The proxy kernel (proxy.py) takes the context's lock first, then calls :func:`find_or_create`:
 a sandbox already running for the owner's context is reattached (if the runtime and network
 the kernel asks for are the ones it has), otherwise one is created for the context. Everything
-the kernel asks for comes from its environment, as Jupyter starts it: JUPYTER_SANDBOX_RUNTIME,
-JUPYTER_SANDBOX_NETWORK, JPY_SESSION_NAME and JUPYTER_SANDBOX_PURPOSE.
+the kernel asks for comes from its environment, as Jupyter starts it (a kernelspec's ``env``
+included): JUPYTER_SANDBOX_RUNTIME, JUPYTER_SANDBOX_IMAGE, JUPYTER_SANDBOX_NETWORK,
+JPY_SESSION_NAME and JUPYTER_SANDBOX_PURPOSE.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def requested_runtime() -> str | None:
     return runtime
 
 
+def requested_image() -> str | None:
+    """JUPYTER_SANDBOX_IMAGE (None: the settings' image); the settings' ``allowed_images``
+    decide whether it may be used, when the sandbox is created."""
+    return os.environ.get("JUPYTER_SANDBOX_IMAGE") or None
+
+
 def unnamed_context(connection_file: Path) -> str:
     """The context of a kernel without JUPYTER_SANDBOX_CONTEXT: one per connection file, which
     jupyter_client keeps across restarts, so a restart finds the same sandbox."""
@@ -48,6 +55,7 @@ async def find_or_create(
     runtime: str | None,
     *,
     named: bool,
+    image: str | None = None,
 ) -> Sandbox:
     """The sandbox of ``owner``'s context ``key`` (whose lock the caller holds), reattached or
     created, and recorded as this kernel's. ``named``: the user named the context
@@ -58,6 +66,11 @@ async def find_or_create(
         if runtime is not None and existing.runtime != runtime:
             raise InvalidSettingError(
                 f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
+                "first, or use another JUPYTER_SANDBOX_CONTEXT"
+            )
+        if image is not None and existing.image != image:
+            raise InvalidSettingError(
+                f"context '{key}' runs image {existing.image}, not {image}: shut it down "
                 "first, or use another JUPYTER_SANDBOX_CONTEXT"
             )
         if named:
@@ -76,6 +89,7 @@ async def find_or_create(
         sandbox = await manager.create(
             owner,
             runtime=runtime,
+            image=image,
             context=key,
             ephemeral=not named,
             launch_dir=os.getcwd(),

@@ -40,7 +40,7 @@ from ..sandbox.errors import ContextBusyError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from .activity import ActivityRecord
 from .answers import fail_request, reply, serve_unavailable, with_isolation_banner
-from .obtaining import find_or_create, requested_runtime, unnamed_context
+from .obtaining import find_or_create, requested_image, requested_runtime, unnamed_context
 from .output_cap import OutputCap
 from .relay import Relay
 from .wire import WireMessage, as_bytes
@@ -119,6 +119,7 @@ class SandboxKernel:
             self.connection_file,
             runtime,
             named=self.context is not None,
+            image=requested_image(),
         )
 
     def _held_while_starting(self, message: WireMessage) -> None:

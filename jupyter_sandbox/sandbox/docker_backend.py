@@ -33,6 +33,7 @@ from .errors import (
     SandboxStartTimeoutError,
 )
 from .runtime_processes import kill_runsc_processes
+from .settings import DEFAULT_IMAGE
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 ARCHIVE_TIMEOUT = 600.0
 # A runsc process is only "stray" once its container has been unknown for this long (seconds).
 STRAY_MIN_AGE = 60.0
-BUILD_HINT = "build it with 'jupyter sandbox build-image' (no registry is needed)"
 
 
 class DockerBackend(SandboxBackend):
@@ -66,7 +66,7 @@ class DockerBackend(SandboxBackend):
                 "'sudo scripts/engine-bootstrap.sh', or choose runtime 'runc'"
             )
         if not await self.image_exists(image):
-            raise ImageNotFoundError(f"image '{image}' is not on this machine: {BUILD_HINT}")
+            raise ImageNotFoundError(missing_image(image))
 
     async def image_exists(self, image: str) -> bool:
         try:
@@ -89,9 +89,7 @@ class DockerBackend(SandboxBackend):
         try:
             await self.engine.run(f"create sandbox {sandbox_id}", create)
         except docker.errors.NotFound:
-            raise ImageNotFoundError(
-                f"image '{spec.image}' is not on this machine: {BUILD_HINT}"
-            ) from None
+            raise ImageNotFoundError(missing_image(spec.image)) from None
         except SandboxError as exc:
             if "runtime" in exc.message and "unknown" in exc.message:
                 raise RuntimeUnavailableError(
@@ -286,3 +284,15 @@ class DockerBackend(SandboxBackend):
             )
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
+
+
+def missing_image(image: str) -> str:
+    """The error for a missing image, naming the command that builds it (no registry needed)."""
+    if image == DEFAULT_IMAGE:
+        fix = "'jupyter sandbox build-image' (no registry is needed)"
+    else:  # an image the operator named: perhaps one with extra packages (image_packages.py)
+        fix = (
+            f"'jupyter sandbox build-image --tag={image}', with --requirements=FILE for an "
+            "image that adds packages to the standard one"
+        )
+    return f"image '{image}' is not on this machine: build it with {fix}"

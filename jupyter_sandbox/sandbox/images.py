@@ -92,15 +92,15 @@ class ImageBuilder(LoggingConfigurable):
         base = self.base_image or self._debootstrap_base(force=force)
         python_tag = self._python_version(base)
         recipe_files = sorted(p for p in source.iterdir() if p.is_file())
-        recipe = _digest(
+        recipe = digest(
             BUILDER_VERSION,
             base,
-            self._image_id(base),
+            image_id(self.client, base),
             python_tag,
             platform.machine(),
             *(f"{p.name}\0{p.read_text()}" for p in recipe_files),
         )
-        if not force and self._has_recipe(self.tag, recipe):
+        if not force and has_recipe(self.client, self.tag, recipe):
             self.say(f"{self.tag} is up to date (recipe {recipe[:12]}); nothing to build")
             return self.tag
         started = time.monotonic()
@@ -108,21 +108,27 @@ class ImageBuilder(LoggingConfigurable):
             context = Path(tmp)
             for path in recipe_files:
                 shutil.copy(path, context / path.name)
-            self._download_wheels(source / "requirements.txt", context / "wheels", python_tag)
+            download_wheels(
+                context / "wheels",
+                python_tag,
+                [source / "requirements.txt"],
+                source / "constraints.txt",
+                self.say,
+            )
             self.say(f"building {self.tag} from {base}")
             self._docker_build(context, base, recipe)
-        size = (self._inspect(self.tag) or {}).get("Size", 0)
+        size = (inspect_image(self.client, self.tag) or {}).get("Size", 0)
         self.say(f"built {self.tag} in {time.monotonic() - started:.0f}s ({size / 1e6:.0f} MB)")
         return self.tag
 
     # -- base ---------------------------------------------------------------------------------
 
     def _debootstrap_base(self, *, force: bool) -> str:
-        recipe = _digest(
+        recipe = digest(
             BUILDER_VERSION, self.debian_suite, self.debian_mirror, *BASE_PACKAGES, *BASE_PRUNE
         )
         tag = f"jupyter-sandbox/base:{self.debian_suite}-{recipe[:12]}"
-        if not force and self._has_recipe(tag, recipe):
+        if not force and has_recipe(self.client, tag, recipe):
             self.say(f"base {tag} exists")
             return tag
         if shutil.which("debootstrap") is None:
@@ -188,36 +194,6 @@ class ImageBuilder(LoggingConfigurable):
 
     # -- wheels and build ---------------------------------------------------------------------
 
-    def _download_wheels(self, requirements: Path, target: Path, python_tag: str) -> None:
-        target.mkdir()
-        machine = platform.machine()
-        platforms = [arg for tag in MANYLINUX for arg in ("--platform", f"{tag}_{machine}")]
-        self.say(f"downloading wheels for CPython {python_tag[0]}.{python_tag[1:]} on the host")
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--dest",
-                str(target),
-                "--only-binary=:all:",
-                "--implementation",
-                "cp",
-                "--python-version",
-                python_tag,
-                "--abi",
-                f"cp{python_tag}",
-                *platforms,
-                "-r",
-                str(requirements),
-                "-c",
-                str(requirements.with_name("constraints.txt")),
-            ],
-            "pip could not download the sandbox image's wheels (is PyPI reachable?)",
-        )
-
     def _docker_build(self, context: Path, base: str, recipe: str) -> None:
         stream = self.client.api.build(
             path=str(context),
@@ -235,27 +211,73 @@ class ImageBuilder(LoggingConfigurable):
             if line.startswith("Step "):
                 self.say(line)
 
-    def _has_recipe(self, tag: str, recipe: str) -> bool:
-        found = self._inspect(tag)
-        return found is not None and bool(
-            (found.get("Config") or {}).get("Labels", {}).get(labels.IMAGE_RECIPE) == recipe
-        )
 
-    def _image_id(self, tag: str) -> str:
-        found = self._inspect(tag)
-        if found is None:
-            raise ImageBuildError(f"base image {tag} vanished during the build")
-        return str(found["Id"])
-
-    def _inspect(self, tag: str) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = self.client.api.inspect_image(tag)  # type: ignore[no-untyped-call]
-        except docker.errors.NotFound:
-            return None
-        return found
+def inspect_image(client: docker.DockerClient, tag: str) -> dict[str, Any] | None:
+    """The engine's record of image ``tag``, or None when there is none."""
+    try:
+        found: dict[str, Any] = client.api.inspect_image(tag)  # type: ignore[no-untyped-call]
+    except docker.errors.NotFound:
+        return None
+    return found
 
 
-def _digest(*parts: str) -> str:
+def image_id(client: docker.DockerClient, tag: str) -> str:
+    """The id of image ``tag``, which must exist."""
+    found = inspect_image(client, tag)
+    if found is None:
+        raise ImageBuildError(f"image {tag} is not on this machine (it vanished during the build?)")
+    return str(found["Id"])
+
+
+def has_recipe(client: docker.DockerClient, tag: str, recipe: str) -> bool:
+    """Whether image ``tag`` exists and was built from ``recipe`` (its label says so)."""
+    found = inspect_image(client, tag)
+    return found is not None and image_labels(found).get(labels.IMAGE_RECIPE) == recipe
+
+
+def image_labels(found: dict[str, Any]) -> dict[str, str]:
+    """The labels of an inspected image (an image without any has null there)."""
+    return dict((found.get("Config") or {}).get("Labels") or {})
+
+
+def download_wheels(
+    target: Path, python_tag: str, requirements: list[Path], constraints: Path, say: Say
+) -> None:
+    """Wheels for CPython ``python_tag`` ('311') on this machine's architecture, of
+    ``requirements`` and their dependencies under ``constraints``, downloaded into ``target``
+    by the host's pip (wheels only: nothing is built)."""
+    target.mkdir(exist_ok=True)
+    machine = platform.machine()
+    platforms = [arg for tag in MANYLINUX for arg in ("--platform", f"{tag}_{machine}")]
+    say(f"downloading wheels for CPython {python_tag[0]}.{python_tag[1:]} on the host")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--dest",
+            str(target),
+            "--only-binary=:all:",
+            "--implementation",
+            "cp",
+            "--python-version",
+            python_tag,
+            "--abi",
+            f"cp{python_tag}",
+            *platforms,
+            *(arg for path in requirements for arg in ("-r", str(path))),
+            "-c",
+            str(constraints),
+        ],
+        "pip could not download the wheels (is PyPI reachable, and has every package a wheel "
+        f"for CPython {python_tag[0]}.{python_tag[1:]} on {machine}?)",
+    )
+
+
+def digest(*parts: str) -> str:
+    """A recipe's hash: the same parts give the same image."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 

@@ -22,6 +22,8 @@ PURPOSE = PREFIX + "purpose"
 # Labels on images the builder makes.
 IMAGE_RECIPE = PREFIX + "recipe"
 IMAGE_KIND = PREFIX + "image"
+# The requirements an image with extra packages added (image_packages.py), "; "-separated.
+IMAGE_PACKAGES = PREFIX + "packages"
 
 
 def owner_filter(owner: str | None = None) -> dict[str, list[str]]:

@@ -21,6 +21,8 @@ from .host_caps import can_cap
 from .limits import SandboxLimits, check_disk_size, parse_size
 
 RUNTIMES = ("runsc", "runc")
+# How banners and kernelspecs name them.
+RUNTIME_NAMES = {"runsc": "gVisor (runsc)", "runc": "runc, sharing the host kernel"}
 CONFIG_FILE = "jupyter_sandbox_config.py"
 DEFAULT_IMAGE = f"jupyter-sandbox/python:{__version__}"
 # The uid/gid the image's non-root user has; used when the host user is root.

@@ -9,16 +9,26 @@ from pathlib import Path
 from typing import IO, Any
 
 from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 
 @contextmanager
 def running_kernel(
-    cwd: Path, *, stderr: IO[str] | None = None, ready: bool = True, **env: str
+    cwd: Path,
+    *,
+    stderr: IO[str] | None = None,
+    ready: bool = True,
+    kernelspec: tuple[str, KernelSpecManager] | None = None,
+    **env: str,
 ) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    """A started sandboxed-python kernel with ``env`` added to its environment; ready (it
-    answered kernel_info on shell) unless ``ready`` is False."""
-    km = KernelManager(kernel_name="sandboxed-python")
+    """A started sandboxed-python kernel (or ``kernelspec``: a name and where to find it) with
+    ``env`` added to its environment; ready (it answered kernel_info on shell) unless
+    ``ready`` is False."""
+    if kernelspec is None:
+        km = KernelManager(kernel_name="sandboxed-python")
+    else:
+        km = KernelManager(kernel_name=kernelspec[0], kernel_spec_manager=kernelspec[1])
     km.start_kernel(cwd=str(cwd), env={**os.environ, **env}, stderr=stderr)
     kc = km.client()
     kc.start_channels()

@@ -1,0 +1,165 @@
+"""``jupyter sandbox install-kernel``: a kernelspec whose kernels use another image, runtime or
+network policy.
+
+JupyterLab's launcher, nbclient, papermill and ``jupyter_client`` choose kernels by kernelspec.
+What a Sandboxed Python kernel reads from its environment (JUPYTER_SANDBOX_IMAGE,
+JUPYTER_SANDBOX_RUNTIME, JUPYTER_SANDBOX_NETWORK; kernel/obtaining.py) becomes a kernelspec's
+``env``, so a "Sandboxed Python (ML)" beside "Sandboxed Python" is one command::
+
+    jupyter sandbox install-kernel --name=sandboxed-ml --image=jupyter-sandbox/python-ml:1
+
+The kernelspec is a copy of the installed ``sandboxed-python`` one (its standard-library
+launcher and logos) with that ``env``, installed by jupyter_client's KernelSpecManager into this
+environment's prefix (``--user``: the user's Jupyter data directory). Everything is checked
+before it is written; ``jupyter kernelspec remove NAME`` removes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_core.application import JupyterApp
+from traitlets import Bool, Unicode
+
+from ._version import __version__
+from .sandbox import SandboxError, SandboxSettings
+from .sandbox.docker_backend import missing_image
+from .sandbox.engine import DockerEngine
+from .sandbox.errors import InvalidSettingError
+from .sandbox.network import ENV_VAR as NETWORK_ENV_VAR
+from .sandbox.network import NetworkPolicy
+from .sandbox.settings import RUNTIME_NAMES, RUNTIMES
+
+SOURCE = "sandboxed-python"
+# jupyter_client's rule for kernelspec names
+NAME = re.compile(r"^[a-z0-9._-]+$", re.IGNORECASE)
+
+
+class InstallKernelApp(JupyterApp):
+    name = "jupyter-sandbox-install-kernel"
+    version = __version__
+    config_file_name = "jupyter_sandbox_config"
+    classes = [SandboxSettings]
+    description = "Install a kernelspec whose sandboxes use another image, runtime or network."
+    examples = """
+    jupyter sandbox install-kernel --name=sandboxed-ml --image=jupyter-sandbox/python-ml:1
+    jupyter sandbox install-kernel --name=sandboxed-runc --runtime=runc --display-name="Python (runc)"
+    """
+    kernel_name = Unicode("", config=True, help="Name of the kernelspec (letters, digits, . _ -).")
+    display_name = Unicode(
+        "", config=True, help="Name shown in the launcher (default: 'Sandboxed Python (...)')."
+    )
+    image = Unicode("", config=True, help="JUPYTER_SANDBOX_IMAGE of its kernels.")
+    runtime = Unicode("", config=True, help="JUPYTER_SANDBOX_RUNTIME of its kernels.")
+    network = Unicode(
+        "", config=True, help="JUPYTER_SANDBOX_NETWORK of its kernels: none, open or an allowlist."
+    )
+    user = Bool(False, config=True, help="Install for this user rather than this environment.")
+    prefix = Unicode("", config=True, help="Install under this prefix (e.g. a virtualenv's).")
+    aliases = {
+        "name": "InstallKernelApp.kernel_name",
+        "display-name": "InstallKernelApp.display_name",
+        "image": "InstallKernelApp.image",
+        "runtime": "InstallKernelApp.runtime",
+        "network": "InstallKernelApp.network",
+        "prefix": "InstallKernelApp.prefix",
+    }
+    flags = {"user": ({"InstallKernelApp": {"user": True}}, "Install for this user.")}
+
+    def start(self) -> None:
+        try:
+            env = self.environment()
+            destination = self.install(env)
+        except SandboxError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            self.exit(1)
+        print(f"installed kernelspec {self.kernel_name!r} ({self.title()}) in {destination}")
+        if self.image:
+            self.warn_if_missing(self.image)
+        self.exit(0)
+
+    def environment(self) -> dict[str, str]:
+        """The kernelspec's ``env``, every value checked as its kernels would check it."""
+        if not NAME.match(self.kernel_name) or self.kernel_name == SOURCE:
+            raise InvalidSettingError(
+                f"--name must be a kernelspec name of letters, digits, '.', '_' and '-', other "
+                f"than {SOURCE!r} (given: {self.kernel_name!r}); e.g. --name=sandboxed-ml"
+            )
+        env: dict[str, str] = {}
+        if self.image:
+            env["JUPYTER_SANDBOX_IMAGE"] = SandboxSettings(parent=self).check_image(self.image)
+        if self.runtime:
+            if self.runtime not in RUNTIMES:
+                raise InvalidSettingError(
+                    f"--runtime must be 'runsc' (gVisor) or 'runc', not {self.runtime!r}"
+                )
+            env["JUPYTER_SANDBOX_RUNTIME"] = self.runtime
+        if self.network:
+            NetworkPolicy.from_text(self.network)
+            env[NETWORK_ENV_VAR] = self.network
+        if not env:
+            raise InvalidSettingError(
+                f"nothing would differ from {SOURCE!r}: give --image, --runtime or --network"
+            )
+        return env
+
+    def title(self) -> str:
+        detail = self.image.rpartition("/")[2] or self.runtime or f"network {self.network}"
+        return self.display_name or f"Sandboxed Python ({detail})"
+
+    def install(self, env: dict[str, str]) -> str:
+        """Copy the installed sandboxed-python kernelspec with ``env`` and install it."""
+        specs = KernelSpecManager(parent=self)
+        try:
+            source = specs.get_kernel_spec(SOURCE)
+        except NoSuchKernel:
+            raise InvalidSettingError(
+                f"the {SOURCE!r} kernelspec is not installed: reinstall jupyter-sandbox"
+            ) from None
+        with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-kernelspec-") as tmp:
+            directory = Path(tmp) / self.kernel_name
+            shutil.copytree(
+                source.resource_dir, directory, ignore=shutil.ignore_patterns("__pycache__")
+            )
+            spec: dict[str, Any] = json.loads((directory / "kernel.json").read_text())
+            prefix = self.prefix or (None if self.user else sys.prefix)
+            if prefix != sys.prefix:
+                # Another environment's Jupyter may read it, and would run "python" as its own
+                # interpreter, without jupyter_sandbox. In this environment "python" stays:
+                # jupyter_client runs its own interpreter, as the server's zygote expects.
+                spec["argv"][0] = sys.executable
+            spec["display_name"] = self.title()
+            spec["env"] = {**spec.get("env", {}), **env}
+            spec.setdefault("metadata", {})["jupyter_sandbox"] = {
+                "isolation": RUNTIME_NAMES[self.runtime or "runsc"],
+                "env": env,
+            }
+            (directory / "kernel.json").write_text(json.dumps(spec, indent=2) + "\n")
+            return str(
+                specs.install_kernel_spec(
+                    str(directory),
+                    kernel_name=self.kernel_name,
+                    user=self.user,
+                    prefix=prefix,
+                )
+            )
+
+    def warn_if_missing(self, image: str) -> None:
+        """A note (not an error: it may be built later) when the image is not here yet."""
+        engine = DockerEngine(timeout=10)
+        try:
+            engine.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            print(f"note: {missing_image(image)}", file=sys.stderr)
+        except (SandboxError, docker.errors.DockerException):
+            pass  # no engine here now: its kernels will say what is missing
+        finally:
+            engine.close()
