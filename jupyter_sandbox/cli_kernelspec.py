@@ -2,8 +2,8 @@
 network policy.
 
 JupyterLab's launcher, nbclient, papermill and ``jupyter_client`` choose kernels by kernelspec.
-What a Sandboxed Python kernel reads from its environment (JUPYTER_SANDBOX_IMAGE,
-JUPYTER_SANDBOX_RUNTIME, JUPYTER_SANDBOX_NETWORK; kernel/obtaining.py) becomes a kernelspec's
+What a Sandboxed Python kernel reads from its environment (JUPYTER_SANDBOX_IMAGE, _RUNTIME,
+_LIMITS and _NETWORK; kernel/kernel_request.py) becomes a kernelspec's
 ``env``, so a "Sandboxed Python (ML)" beside "Sandboxed Python" is one command::
 
     jupyter sandbox install-kernel --name=sandboxed-ml --image=jupyter-sandbox/python-ml:1
@@ -30,13 +30,14 @@ from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
 from ._version import __version__
+from .kernel.kernel_request import LIMITS_ENV_VAR, KernelRequest
 from .sandbox import SandboxError, SandboxSettings
 from .sandbox.docker_backend import missing_image
 from .sandbox.engine import DockerEngine
 from .sandbox.errors import InvalidSettingError
 from .sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from .sandbox.network import NetworkPolicy
-from .sandbox.settings import RUNTIME_NAMES, RUNTIMES
+from .sandbox.settings import RUNTIME_NAMES
 
 SOURCE = "sandboxed-python"
 # jupyter_client's rule for kernelspec names
@@ -48,7 +49,9 @@ class InstallKernelApp(JupyterApp):
     version = __version__
     config_file_name = "jupyter_sandbox_config"
     classes = [SandboxSettings]
-    description = "Install a kernelspec whose sandboxes use another image, runtime or network."
+    description = (
+        "Install a kernelspec whose sandboxes have another image, runtime, network or limits."
+    )
     examples = """
     jupyter sandbox install-kernel --name=sandboxed-ml --image=jupyter-sandbox/python-ml:1
     jupyter sandbox install-kernel --name=sandboxed-runc --runtime=runc --display-name="Python (runc)"
@@ -62,6 +65,12 @@ class InstallKernelApp(JupyterApp):
     network = Unicode(
         "", config=True, help="JUPYTER_SANDBOX_NETWORK of its kernels: none, open or an allowlist."
     )
+    limits = Unicode(
+        "",
+        config=True,
+        help="""JUPYTER_SANDBOX_LIMITS of its kernels, e.g. 'memory=8g,cpus=2' (the names of
+        the REST API's limits: memory, cpus, pids, nofile, tmp_size, workspace_size).""",
+    )
     user = Bool(False, config=True, help="Install for this user rather than this environment.")
     prefix = Unicode("", config=True, help="Install under this prefix (e.g. a virtualenv's).")
     aliases = {
@@ -70,6 +79,7 @@ class InstallKernelApp(JupyterApp):
         "image": "InstallKernelApp.image",
         "runtime": "InstallKernelApp.runtime",
         "network": "InstallKernelApp.network",
+        "limits": "InstallKernelApp.limits",
         "prefix": "InstallKernelApp.prefix",
     }
     flags = {"user": ({"InstallKernelApp": {"user": True}}, "Install for this user.")}
@@ -93,26 +103,34 @@ class InstallKernelApp(JupyterApp):
                 f"--name must be a kernelspec name of letters, digits, '.', '_' and '-', other "
                 f"than {SOURCE!r} (given: {self.kernel_name!r}); e.g. --name=sandboxed-ml"
             )
-        env: dict[str, str] = {}
-        if self.image:
-            env["JUPYTER_SANDBOX_IMAGE"] = SandboxSettings(parent=self).check_image(self.image)
-        if self.runtime:
-            if self.runtime not in RUNTIMES:
-                raise InvalidSettingError(
-                    f"--runtime must be 'runsc' (gVisor) or 'runc', not {self.runtime!r}"
-                )
-            env["JUPYTER_SANDBOX_RUNTIME"] = self.runtime
-        if self.network:
-            NetworkPolicy.from_text(self.network)
-            env[NETWORK_ENV_VAR] = self.network
+        chosen = (
+            ("JUPYTER_SANDBOX_IMAGE", self.image),
+            ("JUPYTER_SANDBOX_RUNTIME", self.runtime),
+            (NETWORK_ENV_VAR, self.network),
+            (LIMITS_ENV_VAR, self.limits),
+        )
+        env = {name: value for name, value in chosen if value}
         if not env:
             raise InvalidSettingError(
-                f"nothing would differ from {SOURCE!r}: give --image, --runtime or --network"
+                f"nothing would differ from {SOURCE!r}: give --image, --runtime, --network "
+                "or --limits"
             )
+        request = KernelRequest.from_environment(env)  # the syntax, as its kernels read it
+        settings = SandboxSettings(parent=self)  # what is allowed, as the manager decides it
+        if request.image:
+            settings.check_image(request.image)
+        if request.limits:
+            settings.default_limits().with_overrides(**request.limits)
+        if request.network:
+            NetworkPolicy.from_text(request.network)
         return env
 
     def title(self) -> str:
-        detail = self.image.rpartition("/")[2] or self.runtime or f"network {self.network}"
+        detail = (
+            self.image.rpartition("/")[2]
+            or self.runtime
+            or (f"network {self.network}" if self.network else self.limits)
+        )
         return self.display_name or f"Sandboxed Python ({detail})"
 
     def install(self, env: dict[str, str]) -> str:

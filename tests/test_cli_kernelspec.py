@@ -62,8 +62,14 @@ def test_the_kernelspec_carries_the_choices_in_its_environment(tmp_path: Path) -
     [
         (["--name=sandboxed-python", "--runtime=runc"], "other than 'sandboxed-python'"),
         (["--name=has space", "--runtime=runc"], "--name must be a kernelspec name"),
-        (["--name=ok"], "give --image, --runtime or --network"),
-        (["--name=ok", "--runtime=kata"], "--runtime must be 'runsc' (gVisor) or 'runc'"),
+        (["--name=ok"], "give --image, --runtime, --network or --limits"),
+        (["--name=ok", "--limits=memory=1k"], "below the minimum"),
+        (["--name=ok", "--limits=mem=1g"], "unknown limit(s) mem"),
+        (["--name=ok", "--limits=4g"], "JUPYTER_SANDBOX_LIMITS must be name=value pairs"),
+        (
+            ["--name=ok", "--runtime=kata"],
+            "JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc'",
+        ),
         (["--name=ok", "--network=*"], "would allow every host"),
         (["--name=ok", "--image=someone/else:1"], "is not allowed here"),
     ],
@@ -97,7 +103,11 @@ def test_its_kernels_run_in_the_image_it_names(
     env: Path, tmp_path: Path, packages_image: str
 ) -> None:
     result = install_kernel(
-        tmp_path, "--name=sandboxed-tables", f"--image={packages_image}", "--runtime=runc"
+        tmp_path,
+        "--name=sandboxed-tables",
+        f"--image={packages_image}",
+        "--runtime=runc",
+        "--limits=memory=768m",
     )
     assert result.returncode == 0, result.stderr
     specs = KernelSpecManager(kernel_dirs=[str(kernels_in(tmp_path))])
@@ -106,6 +116,7 @@ def test_its_kernels_run_in_the_image_it_names(
         assert reply["status"] == "ok", out
         # runc shares the host's kernel; gVisor would report its own release (4.4.0)
         assert value_of(kc, "__import__('platform').release()") != "'4.4.0'"
+        assert "memory 768m (no swap)" in kc.kernel_info(reply=True)["content"]["banner"]
     with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME="runc") as (_, kc):
         out, reply = run(kc, f"import {ADDED_PACKAGE}")
         assert reply["status"] == "error"

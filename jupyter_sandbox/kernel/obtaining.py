@@ -1,11 +1,9 @@
 """Which sandbox a proxy kernel relays to: its context's, found again, or a new one.
 
-The proxy kernel (proxy.py) takes the context's lock first, then calls :func:`find_or_create`:
-a sandbox already running for the owner's context is reattached (if the runtime and network
-the kernel asks for are the ones it has), otherwise one is created for the context. Everything
-the kernel asks for comes from its environment, as Jupyter starts it (a kernelspec's ``env``
-included): JUPYTER_SANDBOX_RUNTIME, JUPYTER_SANDBOX_IMAGE, JUPYTER_SANDBOX_NETWORK,
-JPY_SESSION_NAME and JUPYTER_SANDBOX_PURPOSE.
+The proxy kernel (proxy.py) takes the context's lock first, then calls :func:`find_or_create`
+with what the kernel asks for (kernel_request.py): a sandbox already running for the owner's
+context is reattached if it is what the kernel asks for, otherwise one is created for the
+context.
 """
 
 from __future__ import annotations
@@ -17,28 +15,9 @@ from pathlib import Path
 
 from ..sandbox import Sandbox, SandboxManager
 from ..sandbox.container_spec import now_iso
-from ..sandbox.errors import InvalidSettingError
-from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
-from ..sandbox.network import NetworkPolicy, policy_of_state
-from ..sandbox.settings import RUNTIMES
+from .kernel_request import KernelRequest
 
 log = logging.getLogger(__name__)
-
-
-def requested_runtime() -> str | None:
-    """JUPYTER_SANDBOX_RUNTIME, checked (None: the settings' default)."""
-    runtime = os.environ.get("JUPYTER_SANDBOX_RUNTIME") or None
-    if runtime is not None and runtime not in RUNTIMES:
-        raise InvalidSettingError(
-            f"JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc', not {runtime!r}"
-        )
-    return runtime
-
-
-def requested_image() -> str | None:
-    """JUPYTER_SANDBOX_IMAGE (None: the settings' image); the settings' ``allowed_images``
-    decide whether it may be used, when the sandbox is created."""
-    return os.environ.get("JUPYTER_SANDBOX_IMAGE") or None
 
 
 def unnamed_context(connection_file: Path) -> str:
@@ -52,10 +31,9 @@ async def find_or_create(
     owner: str,
     key: str,
     connection_file: Path,
-    runtime: str | None,
+    request: KernelRequest,
     *,
     named: bool,
-    image: str | None = None,
 ) -> Sandbox:
     """The sandbox of ``owner``'s context ``key`` (whose lock the caller holds), reattached or
     created, and recorded as this kernel's. ``named``: the user named the context
@@ -63,18 +41,7 @@ async def find_or_create(
     when the kernel shuts down."""
     existing = await manager.find_context(owner, key)
     if existing is not None:
-        if runtime is not None and existing.runtime != runtime:
-            raise InvalidSettingError(
-                f"context '{key}' runs under {existing.runtime}, not {runtime}: shut it down "
-                "first, or use another JUPYTER_SANDBOX_CONTEXT"
-            )
-        if image is not None and existing.image != image:
-            raise InvalidSettingError(
-                f"context '{key}' runs image {existing.image}, not {image}: shut it down "
-                "first, or use another JUPYTER_SANDBOX_CONTEXT"
-            )
-        if named:
-            check_network_of(manager, existing.sandbox_id, key)
+        request.check_found(manager, existing, key, named=named)
         if not named and used_by_a_kernel_before(manager, existing.sandbox_id):
             sandbox = await manager.restart_kernel(owner, existing.sandbox_id)
             log.info(
@@ -88,14 +55,15 @@ async def find_or_create(
     else:
         sandbox = await manager.create(
             owner,
-            runtime=runtime,
-            image=image,
+            runtime=request.runtime,
+            image=request.image,
+            limits=request.limits,
             context=key,
             ephemeral=not named,
             launch_dir=os.getcwd(),
-            notebook=os.environ.get("JPY_SESSION_NAME", ""),
-            purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
-            network=os.environ.get(NETWORK_ENV_VAR),  # a context found keeps its own
+            notebook=request.notebook,
+            purpose=request.purpose,
+            network=request.network,  # a context found keeps its own
         )
     manager.update_state(
         sandbox.sandbox_id,
@@ -105,7 +73,7 @@ async def find_or_create(
         # jupyter_client names connection files kernel-<id>.json
         kernel_id=connection_file.stem.removeprefix("kernel-"),
         attached=now_iso(),
-        notebook=os.environ.get("JPY_SESSION_NAME", ""),
+        notebook=request.notebook,
     )
     return sandbox
 
@@ -123,20 +91,3 @@ def used_by_a_kernel_before(manager: SandboxManager, sandbox_id: str) -> bool:
     state = manager.read_state(sandbox_id)
     attached = state.get("kernel_generation")
     return attached is not None and int(attached) == int(state.get("generation", 0))
-
-
-def check_network_of(manager: SandboxManager, sandbox_id: str, context: str) -> None:
-    """A named context asked for with another network policy than its sandbox has is refused,
-    not reused with the wrong network (checklist row 36). An unnamed one is a kernel
-    restarting: the policy it has now (perhaps changed live) is kept, so it is not checked."""
-    requested = os.environ.get(NETWORK_ENV_VAR)
-    if not requested:
-        return
-    wanted = NetworkPolicy.from_text(requested)
-    current = policy_of_state(manager.read_state(sandbox_id))
-    if wanted != current:
-        raise InvalidSettingError(
-            f"context '{context}' has network policy {current.describe()}, not "
-            f"{wanted.describe()}: change it with PUT /api/sandboxes/{sandbox_id}/network, "
-            "shut the context down first, or use another JUPYTER_SANDBOX_CONTEXT"
-        )

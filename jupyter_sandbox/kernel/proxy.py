@@ -40,7 +40,8 @@ from ..sandbox.errors import ContextBusyError, SandboxNotFoundError
 from ..sandbox.manager import default_owner
 from .activity import ActivityRecord
 from .answers import fail_request, reply, serve_unavailable, with_isolation_banner
-from .obtaining import find_or_create, requested_image, requested_runtime, unnamed_context
+from .kernel_request import KernelRequest
+from .obtaining import find_or_create, unnamed_context
 from .output_cap import OutputCap
 from .relay import Relay
 from .wire import WireMessage, as_bytes
@@ -108,7 +109,7 @@ class SandboxKernel:
 
     async def _obtain_sandbox(self) -> Sandbox:
         self.output_cap = OutputCap(self.manager.settings.max_cell_output_bytes)
-        runtime = requested_runtime()
+        request = KernelRequest.from_environment()
         key = self.context or unnamed_context(self.connection_file)
         self.lock = ContextLock(self.manager.settings.state_path, self.owner, key)
         self.lock.acquire()
@@ -117,9 +118,8 @@ class SandboxKernel:
             self.owner,
             key,
             self.connection_file,
-            runtime,
+            request,
             named=self.context is not None,
-            image=requested_image(),
         )
 
     def _held_while_starting(self, message: WireMessage) -> None:

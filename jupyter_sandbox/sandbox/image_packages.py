@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import platform
+import re
 import tarfile
 import tempfile
 import time
@@ -67,6 +68,8 @@ cd {WORK}
 find /opt/sandbox -xdev -type f -perm /6000 -exec chmod ug-s {{}} +
 cd / && rm -rf {WORK}
 """
+# A comment, as pip reads requirements files: '#' at the start or after whitespace.
+COMMENT = re.compile(r"(^|\s+)#.*$")
 # Printed by the sandbox image's Python: its version tag, then one 'name==version' per line.
 PROBE = (
     "import sys, importlib.metadata as m; print('%d%d' % sys.version_info[:2]); "
@@ -84,9 +87,7 @@ def read_requirements(paths: Sequence[Path]) -> list[str]:
         except OSError as exc:
             raise ImageBuildError(f"cannot read requirements file {path}: {exc.strerror}") from None
         for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if "#" in line and (line.startswith("#") or " #" in line):
-                line = line[: line.find("#") if line.startswith("#") else line.find(" #")].strip()
+            line = COMMENT.sub("", raw).strip()
             if not line:
                 continue
             found.append(_requirement(line, f"{path}, line {number}"))
@@ -255,8 +256,7 @@ def _conflict_hint(pip_output: str) -> str:
     return (
         "\nThe sandbox image's own packages stay at the versions it has (its kernel runs on "
         "them): a requirement that needs another version of one of them cannot be added. "
-        "Loosen its version, or add it to images/python/requirements.txt and rebuild the "
-        "standard image."
+        "Loosen its version bound."
     )
 
 

@@ -7,9 +7,12 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
 from jupyter_sandbox.sandbox.identity import default_owner
@@ -207,3 +210,32 @@ def test_a_context_is_not_reused_with_another_network(
     with running_kernel(notebook_dir(env), **kernel_env) as (_, kc):
         assert value_of(kc, "x") == "1"  # the same sandbox, still without network
     observe("refused: " + out.strip().splitlines()[-1][:160])
+
+
+def test_a_context_keeps_its_limits(env: Path) -> None:
+    """JUPYTER_SANDBOX_LIMITS makes the sandbox; asking a context for other limits is refused,
+    while asking for the ones it has (or none) reattaches."""
+
+    def kernel(**limits: str) -> AbstractContextManager[tuple[KernelManager, BlockingKernelClient]]:
+        return running_kernel(
+            notebook_dir(env),
+            JUPYTER_SANDBOX_CONTEXT="c10",
+            JUPYTER_SANDBOX_RUNTIME="runc",
+            **limits,
+        )
+
+    with kernel(JUPYTER_SANDBOX_LIMITS="memory=512m,pids=128") as (_, kc):
+        run(kc, "x = 1")
+        assert (
+            "memory 512m (no swap), 1 CPU, 128 pids"
+            in kc.kernel_info(reply=True)["content"]["banner"]
+        )
+    with kernel(JUPYTER_SANDBOX_LIMITS="memory=1g") as (_, kc):
+        out, reply = run(kc, "x")
+    assert reply["status"] == "error"
+    assert "context 'c10' has limits memory 512m (no swap)" in out
+    assert "not memory 1g (no swap)" in out
+    with kernel(JUPYTER_SANDBOX_LIMITS="pids=128") as (_, kc):
+        assert value_of(kc, "x") == "1"
+    with kernel() as (_, kc):
+        assert value_of(kc, "x") == "1"

@@ -34,7 +34,7 @@ def requirements_file(tmp_path: Path, text: str) -> Path:
 def test_package_requirements_are_read_without_comments(tmp_path: Path) -> None:
     path = requirements_file(
         tmp_path,
-        "# what the course needs\n\npolars>=1.0  # dataframes\n"
+        "# what the course needs\n\npolars>=1.0\t# dataframes\n"
         "scikit-learn[alldeps] ==1.5.*\nrich; python_version >= '3.8'\n",
     )
     assert read_requirements([path]) == [

@@ -1,0 +1,118 @@
+"""What a Sandboxed Python kernel asks of its sandbox, read from its environment.
+
+Jupyter starts a kernel with the server's environment plus its kernelspec's ``env`` (see
+``jupyter sandbox install-kernel``) plus what the client adds, so that is where a kernel's
+choices live:
+
+==========================  ====================================================================
+JUPYTER_SANDBOX_RUNTIME     ``runsc`` (gVisor) or ``runc``; default ``SandboxSettings.runtime``
+JUPYTER_SANDBOX_IMAGE       an image ``SandboxSettings.allowed_images`` allows
+JUPYTER_SANDBOX_LIMITS      ``memory=4g,cpus=2``: limits of the REST API's ``limits`` object
+JUPYTER_SANDBOX_NETWORK     ``none``, ``open`` or an allowlist (sandbox/network/policy.py)
+JPY_SESSION_NAME            the notebook's path, set by Jupyter Server (shown in listings)
+JUPYTER_SANDBOX_PURPOSE     a free-form label (the tests name themselves)
+==========================  ====================================================================
+
+The syntax of each is checked here, when the kernel starts; whether the values are allowed
+(images, limits against the owner's quotas, network patterns) is checked by the manager, which
+checks REST requests the same way. A context found again keeps what it was made with: a
+request that differs is refused (:meth:`KernelRequest.check_found`), never silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..sandbox import SandboxInfo, SandboxManager
+from ..sandbox.errors import InvalidSettingError
+from ..sandbox.limits import SandboxLimits
+from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
+from ..sandbox.network import NetworkPolicy, policy_of_state
+from ..sandbox.settings import RUNTIMES
+
+LIMITS_ENV_VAR = "JUPYTER_SANDBOX_LIMITS"
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    runtime: str | None  # None: the settings' default
+    image: str | None
+    limits: dict[str, Any] | None  # names and human forms, as REST takes them
+    network: str | None  # the text form
+    notebook: str = ""
+    purpose: str = ""
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KernelRequest:
+        """The request of a kernel started with ``environ``; InvalidSettingError names the
+        variable whose syntax is wrong."""
+        runtime = environ.get("JUPYTER_SANDBOX_RUNTIME") or None
+        if runtime is not None and runtime not in RUNTIMES:
+            raise InvalidSettingError(
+                f"JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc', not {runtime!r}"
+            )
+        return cls(
+            runtime=runtime,
+            image=environ.get("JUPYTER_SANDBOX_IMAGE") or None,
+            limits=parse_limits(environ.get(LIMITS_ENV_VAR, "")),
+            network=environ.get(NETWORK_ENV_VAR) or None,
+            notebook=environ.get("JPY_SESSION_NAME", ""),
+            purpose=environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
+        )
+
+    def check_found(
+        self, manager: SandboxManager, found: SandboxInfo, context: str, *, named: bool
+    ) -> None:
+        """Refuse to reattach ``context``'s sandbox when it differs from this request.
+
+        Runtime, image and limits are fixed when a sandbox is made. The network policy can
+        change on a live sandbox, so only a named context is checked (checklist row 36): an
+        unnamed one is a kernel restarting, which keeps the policy its sandbox has now.
+        """
+        fix = "shut it down first, or use another JUPYTER_SANDBOX_CONTEXT"
+        if self.runtime is not None and found.runtime != self.runtime:
+            raise InvalidSettingError(
+                f"context '{context}' runs under {found.runtime}, not {self.runtime}: {fix}"
+            )
+        if self.image is not None and found.image != self.image:
+            raise InvalidSettingError(
+                f"context '{context}' runs image {found.image}, not {self.image}: {fix}"
+            )
+        state = manager.read_state(found.sandbox_id)
+        if self.limits is not None and "limits" in state:
+            has = SandboxLimits.parse(**state["limits"])
+            wanted = has.with_overrides(**self.limits)  # only what is asked for is compared
+            if has != wanted:
+                raise InvalidSettingError(
+                    f"context '{context}' has limits {has.describe()}, not {wanted.describe()}: "
+                    f"{fix}"
+                )
+        if named and self.network is not None:
+            requested = NetworkPolicy.from_text(self.network)
+            current = policy_of_state(state)
+            if requested != current:
+                raise InvalidSettingError(
+                    f"context '{context}' has network policy {current.describe()}, not "
+                    f"{requested.describe()}: change it with PUT /api/sandboxes/"
+                    f"{found.sandbox_id}/network, {fix}"
+                )
+
+
+def parse_limits(text: str) -> dict[str, Any] | None:
+    """``memory=4g,cpus=2`` as REST's ``limits`` object (whole numbers as ints); None when
+    empty. Names and values are checked when the sandbox is made, as REST's are."""
+    if not text.strip():
+        return None
+    limits: dict[str, Any] = {}
+    for item in text.split(","):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name or not value:
+            raise InvalidSettingError(
+                f"{LIMITS_ENV_VAR} must be name=value pairs separated by commas, e.g. "
+                f"'memory=4g,cpus=2', not {text!r}"
+            )
+        limits[name] = int(value) if value.isdigit() else value
+    return limits
