@@ -105,37 +105,38 @@ class BuildImageApp(_SandboxCommand):
     }
 
     def run(self) -> int:
-        settings = SandboxSettings(parent=self)
         tagged = "tag" in self.config.get("ImageBuilder", {})
         if self.requirements and not tagged:
             raise ImageBuildError(
                 "--requirements makes a new image: name it with --tag, e.g. "
                 "--tag=jupyter-sandbox/python-ml:1 (the standard image stays as kernels expect)"
             )
-        # checked before anything is built
-        requirements = (
-            read_requirements([Path(name) for name in self.requirements])
-            if self.requirements
-            else []
-        )
-        extra: dict[str, Any] = {"base_image": self.base} if self.base else {}
+        # read and checked before anything is built
+        requirements = read_requirements([Path(name) for name in self.requirements])
         engine = DockerEngine(timeout=BUILD_TIMEOUT)
         try:
-            if not requirements:
-                # without --tag: build what kernels will ask for
-                extra.update({} if tagged else {"tag": settings.image})
-                ImageBuilder(engine.client, parent=self, **extra).build(force=self.force)
-                return 0
-            tag = str(self.config["ImageBuilder"]["tag"])
-            packages = PackageImageBuilder(engine.client, parent=self)
-            packages.check_tag(tag)
-            if packages.extends == DEFAULT_IMAGE:  # the standard image, brought up to date
-                extra["tag"] = DEFAULT_IMAGE
-                ImageBuilder(engine.client, parent=self, **extra).build()
-            packages.build(tag, requirements, force=self.force)
+            if requirements:
+                self._build_with_packages(engine, requirements)
+            else:  # without --tag: the image kernels will ask for
+                tag = None if tagged else SandboxSettings(parent=self).image
+                self._standard_builder(engine, tag).build(force=self.force)
         finally:
             engine.close()
         return 0
+
+    def _standard_builder(self, engine: DockerEngine, tag: str | None) -> ImageBuilder:
+        extra: dict[str, Any] = {"base_image": self.base} if self.base else {}
+        if tag is not None:
+            extra["tag"] = tag
+        return ImageBuilder(engine.client, parent=self, **extra)
+
+    def _build_with_packages(self, engine: DockerEngine, requirements: list[str]) -> None:
+        tag = str(self.config["ImageBuilder"]["tag"])
+        packages = PackageImageBuilder(engine.client, parent=self)
+        packages.check_tag(tag)
+        if packages.extends == DEFAULT_IMAGE:  # the standard image, brought up to date first
+            self._standard_builder(engine, DEFAULT_IMAGE).build()
+        packages.build(tag, requirements, force=self.force)
 
 
 class ListApp(_SandboxCommand):

@@ -78,8 +78,8 @@ PROBE = (
 
 
 def read_requirements(paths: Sequence[Path]) -> list[str]:
-    """The package requirements the files list, normalised; an error names the file, the line
-    and what is wrong with it."""
+    """The package requirements the files list, normalised (none for no files); an error names
+    the file, the line and what is wrong with it."""
     found: list[str] = []
     for path in paths:
         try:
@@ -91,7 +91,7 @@ def read_requirements(paths: Sequence[Path]) -> list[str]:
             if not line:
                 continue
             found.append(_requirement(line, f"{path}, line {number}"))
-    if not found:
+    if paths and not found:
         raise ImageBuildError(
             "the requirements files list no package: write one requirement per line, "
             "e.g. 'scikit-learn' or 'polars>=1.0'"

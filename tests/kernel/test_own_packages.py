@@ -1,0 +1,61 @@
+"""A notebook's own `%pip install`: the image's venv is read-only, so the supervisor
+(images/python/sandbox-init.py) gives pip a prefix in the sandbox's /tmp that the kernel's
+path includes. The package here is a wheel beside the notebook, so no index is needed."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .kernels import run, running_kernel, value_of
+from .sandbox_env import notebook_dir, sandbox_kernel_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(purpose: str) -> Iterator[Path]:
+    with sandbox_kernel_env(purpose) as state_dir:
+        yield state_dir
+
+
+def demo_wheel(directory: Path, name: str = "jsbx_demo", version: str = "1.0") -> Path:
+    """A pure-Python wheel whose module holds ANSWER = 42."""
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": "ANSWER = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = [
+        f"{path},sha256={_digest(text.encode())},{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_pip_install_in_a_cell_works_and_lasts_across_restarts(env: Path, runtime: str) -> None:
+    wheel = demo_wheel(notebook_dir(env))
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc):
+        out, reply = run(kc, f"%pip install --no-index /workspace/{wheel.name}", timeout=120)
+        assert reply["status"] == "ok", out
+        assert "Successfully installed" in out, out
+        assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"
+        assert value_of(kc, "__import__('jsbx_demo').__file__").startswith("'/tmp/.local/")
+        km.restart_kernel()
+        assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"  # a fresh interpreter
