@@ -38,7 +38,9 @@ LIMITS_ENV_VAR = "JUPYTER_SANDBOX_LIMITS"
 
 @dataclass(frozen=True)
 class KernelRequest:
-    runtime: str | None  # None: the settings' default
+    """What one kernel asks for; None: what the settings say."""
+
+    runtime: str | None
     image: str | None
     limits: dict[str, Any] | None  # names and human forms, as REST takes them
     network: str | None  # the text form
