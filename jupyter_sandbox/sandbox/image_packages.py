@@ -46,11 +46,13 @@ from .errors import ImageBuildError
 from .images import (
     BUILDER_VERSION,
     Say,
+    create_build_container,
     digest,
     download_wheels,
     has_recipe,
     image_labels,
     inspect_image,
+    run_python,
 )
 from .settings import DEFAULT_IMAGE
 
@@ -200,24 +202,16 @@ class PackageImageBuilder(LoggingConfigurable):
 
     def _probe(self) -> tuple[str, dict[str, str]]:
         """The sandbox image's Python version tag ('311') and its distributions' versions."""
-        try:
-            out = self.client.containers.run(
-                self.extends,
-                ["/opt/sandbox/bin/python", "-c", PROBE],
-                remove=True,
-                network_mode="none",
-            )
-        except docker.errors.ContainerError as exc:
-            raise ImageBuildError(f"{self.extends} has no working sandbox Python: {exc}") from None
-        first, *rest = bytes(out).decode().split()
+        out = run_python(self.client, self.extends, "/opt/sandbox/bin/python", PROBE)
+        first, *rest = out.split()
         installed = dict(line.split("==", 1) for line in rest)
         return first, {canonicalize_name(name): version for name, version in installed.items()}
 
     def _install_and_commit(
         self, work: Path, base: dict[str, Any], tag: str, recipe: str, requirements: list[str]
     ) -> None:
-        container = self.client.containers.create(
-            self.extends, ["sh", "-c", INSTALL], user="0", network_mode="none"
+        container = create_build_container(
+            self.client, self.extends, ["sh", "-c", INSTALL], user="0"
         )
         try:
             with _tar_of(work, WORK.rsplit("/", 1)[1]) as archive:

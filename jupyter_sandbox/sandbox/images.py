@@ -27,9 +27,11 @@ from typing import Any
 
 import docker
 import docker.errors
+from docker.models.containers import Container
 from traitlets import Unicode
 from traitlets.config import LoggingConfigurable
 
+from .. import __version__
 from . import labels
 from .errors import ImageBuildError
 from .settings import DEFAULT_IMAGE
@@ -47,6 +49,9 @@ BASE_PRUNE = (
     "usr/share/locale",
 )
 MANYLINUX = ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34")
+
+# Printed by an image's Python: its version as wheel tags write it ('311').
+PYTHON_TAG = "import sys; print('%d%d' % sys.version_info[:2])"
 
 Say = Callable[[str], None]
 
@@ -90,13 +95,11 @@ class ImageBuilder(LoggingConfigurable):
         """Build the image unless one of the same recipe exists; return its tag."""
         source = images_dir() / "python"
         base = self.base_image or self._debootstrap_base(force=force)
-        python_tag = self._python_version(base)
         recipe_files = sorted(p for p in source.iterdir() if p.is_file())
         recipe = digest(
             BUILDER_VERSION,
             base,
-            image_id(self.client, base),
-            python_tag,
+            ensure_image(self.client, base)["Id"],  # which fixes its Python: no need to ask it here
             platform.machine(),
             *(f"{p.name}\0{p.read_text()}" for p in recipe_files),
         )
@@ -104,6 +107,7 @@ class ImageBuilder(LoggingConfigurable):
             self.say(f"{self.tag} is up to date (recipe {recipe[:12]}); nothing to build")
             return self.tag
         started = time.monotonic()
+        python_tag = run_python(self.client, base, "python3", PYTHON_TAG).strip()
         with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-build-") as tmp:
             context = Path(tmp)
             for path in recipe_files:
@@ -175,23 +179,6 @@ class ImageBuilder(LoggingConfigurable):
         self.say(f"imported base {tag} in {time.monotonic() - started:.0f}s")
         return tag
 
-    def _python_version(self, base: str) -> str:
-        """'311' for the base image's python3 (wheels must match it)."""
-        try:
-            out = self.client.containers.run(
-                base,
-                ["python3", "-c", "import sys; print('%d%d' % sys.version_info[:2])"],
-                remove=True,
-                network_mode="none",
-            )
-        except docker.errors.ImageNotFound:
-            raise ImageBuildError(
-                f"base image {base} is not available here and no registry answers"
-            ) from None
-        except docker.errors.ContainerError as exc:
-            raise ImageBuildError(f"base image {base} has no working python3: {exc}") from None
-        return bytes(out).decode().strip()
-
     # -- wheels and build ---------------------------------------------------------------------
 
     def _docker_build(self, context: Path, base: str, recipe: str) -> None:
@@ -221,12 +208,22 @@ def inspect_image(client: docker.DockerClient, tag: str) -> dict[str, Any] | Non
     return found
 
 
-def image_id(client: docker.DockerClient, tag: str) -> str:
-    """The id of image ``tag``, which must exist."""
-    found = inspect_image(client, tag)
+def ensure_image(client: docker.DockerClient, image: str) -> dict[str, Any]:
+    """The engine's record of ``image``, pulled first if this machine lacks it (a base such
+    as python:3.11-slim-bookworm, where a registry answers)."""
+    found = inspect_image(client, image)
     if found is None:
-        raise ImageBuildError(f"image {tag} is not on this machine (it vanished during the build?)")
-    return str(found["Id"])
+        try:
+            client.images.pull(image)
+        except docker.errors.APIError:
+            raise ImageBuildError(
+                f"image {image} is not on this machine and no registry answers: leave out "
+                "--base to build one with debootstrap, or load it with 'docker load'"
+            ) from None
+        found = inspect_image(client, image)
+    if found is None:
+        raise ImageBuildError(f"image {image} vanished right after it was pulled; try again")
+    return found
 
 
 def has_recipe(client: docker.DockerClient, tag: str, recipe: str) -> bool:
@@ -238,6 +235,49 @@ def has_recipe(client: docker.DockerClient, tag: str, recipe: str) -> bool:
 def image_labels(found: dict[str, Any]) -> dict[str, str]:
     """The labels of an inspected image (an image without any has null there)."""
     return dict((found.get("Config") or {}).get("Labels") or {})
+
+
+def run_python(client: docker.DockerClient, image: str, interpreter: str, code: str) -> str:
+    """What ``interpreter -c code`` prints in a throw-away container of ``image`` (no
+    network, labelled as a build's, removed however it ends); how a build asks an image about
+    its Python."""
+    try:
+        container = _create(client, image, [interpreter, "-c", code])
+    except docker.errors.ImageNotFound:
+        raise ImageBuildError(f"image {image} is not on this machine") from None
+    try:
+        container.start()
+        status = container.wait()
+        out = bytes(container.logs(stdout=True, stderr=True)).decode(errors="replace")
+    except docker.errors.APIError as exc:  # e.g. the interpreter is not in the image
+        raise ImageBuildError(
+            f"image {image} cannot run {interpreter}: {exc.explanation or exc}"
+        ) from None
+    finally:
+        container.remove(force=True)
+    if status.get("StatusCode") != 0:
+        raise ImageBuildError(f"{interpreter} in image {image} failed:\n{out.strip()[-2000:]}")
+    return out
+
+
+def create_build_container(
+    client: docker.DockerClient, image: str, command: list[str], **options: Any
+) -> Container:
+    """A stopped container for a build step: no network, labelled so that one a killed build
+    left behind is found (``docker ps -a --filter label=io.jupyter-sandbox.build``)."""
+    return _create(client, image, command, **options)
+
+
+def _create(
+    client: docker.DockerClient, image: str, command: list[str], **options: Any
+) -> Container:
+    return client.containers.create(
+        image,
+        command,
+        network_mode="none",
+        labels={labels.BUILD: image, labels.VERSION: __version__},
+        **options,
+    )
 
 
 def download_wheels(

@@ -19,6 +19,9 @@ VERSION = PREFIX + "version"
 # Free-form tag naming who created the container, e.g. the test that did (for cleanup checks).
 PURPOSE = PREFIX + "purpose"
 
+# On the throw-away containers of an image build (never a sandbox): the image they run.
+BUILD = PREFIX + "build"
+
 # Labels on images the builder makes.
 IMAGE_RECIPE = PREFIX + "recipe"
 IMAGE_KIND = PREFIX + "image"
