@@ -83,6 +83,9 @@ class KernelRequest:
             raise InvalidSettingError(
                 f"context '{context}' runs image {found.image}, not {self.image}: {fix}"
             )
+        checks_network = named and self.network is not None
+        if self.limits is None and not checks_network:
+            return  # the common reattach: nothing left to compare, no state file to read
         state = manager.read_state(found.sandbox_id)
         if self.limits is not None and "limits" in state:
             has = SandboxLimits.parse(**state["limits"])
@@ -92,7 +95,8 @@ class KernelRequest:
                     f"context '{context}' has limits {has.describe()}, not {wanted.describe()}: "
                     f"{fix}"
                 )
-        if named and self.network is not None:
+        if checks_network:
+            assert self.network is not None
             requested = NetworkPolicy.from_text(self.network)
             current = policy_of_state(state)
             if requested != current:

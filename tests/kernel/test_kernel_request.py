@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from jupyter_sandbox.kernel.kernel_request import KernelRequest, parse_limits
+from jupyter_sandbox.sandbox import SandboxInfo, SandboxManager, labels
 from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 
 
 def test_an_empty_environment_asks_for_the_defaults() -> None:
@@ -54,3 +58,52 @@ def test_limits_that_are_not_pairs_are_refused_with_an_example(text: str) -> Non
         parse_limits(text)
     assert "JUPYTER_SANDBOX_LIMITS must be name=value pairs" in raised.value.message
     assert "'memory=4g,cpus=2'" in raised.value.message
+
+
+def found_context(manager: SandboxManager, state: dict[str, Any] | None) -> SandboxInfo:
+    """A context's sandbox as the engine lists it, with ``state`` as its state file (None: a
+    state file that cannot be read at all, so any read of it fails the test)."""
+    sandbox_id = "a1b2c3d4e5f6"
+    directory = SandboxDirectory(manager.settings.state_path, sandbox_id)
+    directory.root.mkdir(parents=True)
+    if state is None:
+        directory.state_file.mkdir()
+    else:
+        directory.write_state(state)
+    return SandboxInfo(
+        sandbox_id=sandbox_id,
+        container_id="0" * 64,
+        name=labels.container_name(sandbox_id),
+        owner="alice",
+        runtime="runc",
+        image="jupyter-sandbox/python:1",
+        status="running",
+        labels={},
+        host_dir=str(directory.root),
+        created="",
+    )
+
+
+async def test_a_reattach_asking_for_nothing_fixed_reads_no_state(manager: SandboxManager) -> None:
+    found = found_context(manager, None)
+    request = KernelRequest(runtime="runc", image=None, limits=None, network="open")
+    request.check_found(manager, found, "c1", named=False)  # an unnamed kernel's restart
+
+
+async def test_only_the_limits_asked_for_are_compared(manager: SandboxManager) -> None:
+    made_with = manager.settings.default_limits().with_overrides(memory="2g", cpus=1)
+    found = found_context(manager, {"limits": made_with.as_settings()})
+    asking = KernelRequest.from_environment({"JUPYTER_SANDBOX_LIMITS": "memory=2g"})
+    asking.check_found(manager, found, "c1", named=True)
+    more = KernelRequest.from_environment({"JUPYTER_SANDBOX_LIMITS": "memory=4g"})
+    with pytest.raises(InvalidSettingError, match=r"context .c1. has limits .*shut it down"):
+        more.check_found(manager, found, "c1", named=True)
+
+
+async def test_a_named_context_with_another_network_policy_is_refused(
+    manager: SandboxManager,
+) -> None:
+    found = found_context(manager, {})
+    request = KernelRequest(runtime=None, image=None, limits=None, network="open")
+    with pytest.raises(InvalidSettingError, match=r"network policy .*PUT /api/sandboxes/"):
+        request.check_found(manager, found, "c1", named=True)
