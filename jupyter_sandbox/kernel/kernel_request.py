@@ -28,6 +28,7 @@ from typing import Any
 
 from ..sandbox import SandboxInfo, SandboxManager
 from ..sandbox.errors import InvalidSettingError
+from ..sandbox.image_reference import image_reference, same_image
 from ..sandbox.limits import SandboxLimits
 from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from ..sandbox.network import NetworkPolicy, policy_of_state
@@ -56,9 +57,15 @@ class KernelRequest:
             raise InvalidSettingError(
                 f"JUPYTER_SANDBOX_RUNTIME must be 'runsc' (gVisor) or 'runc', not {runtime!r}"
             )
+        image = environ.get("JUPYTER_SANDBOX_IMAGE") or None
+        if image is not None:
+            try:
+                image = image_reference(image)
+            except InvalidSettingError as exc:
+                raise InvalidSettingError(f"JUPYTER_SANDBOX_IMAGE: {exc.message}") from None
         return cls(
             runtime=runtime,
-            image=environ.get("JUPYTER_SANDBOX_IMAGE") or None,
+            image=image,
             limits=parse_limits(environ.get(LIMITS_ENV_VAR, "")),
             network=environ.get(NETWORK_ENV_VAR) or None,
             notebook=environ.get("JPY_SESSION_NAME", ""),
@@ -79,7 +86,7 @@ class KernelRequest:
             raise InvalidSettingError(
                 f"context '{context}' runs under {found.runtime}, not {self.runtime}: {fix}"
             )
-        if self.image is not None and found.image != self.image:
+        if self.image is not None and not same_image(found.image, self.image):
             raise InvalidSettingError(
                 f"context '{context}' runs image {found.image}, not {self.image}: {fix}"
             )

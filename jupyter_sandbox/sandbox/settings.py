@@ -18,6 +18,7 @@ from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 from .._version import __version__
 from .errors import InvalidSettingError
 from .host_caps import can_cap
+from .image_reference import image_reference, same_image
 from .limits import SandboxLimits, check_disk_size, parse_size
 
 RUNTIMES = ("runsc", "runc")
@@ -214,6 +215,13 @@ class SandboxSettings(LoggingConfigurable):
     def _default_state_dir(self) -> str:
         return os.path.join(jupyter_runtime_dir(), "sandboxes")
 
+    @validate("image")
+    def _full_reference(self, proposal: dict[str, object]) -> str:
+        try:
+            return image_reference(str(proposal["value"]))
+        except InvalidSettingError as exc:
+            raise TraitError(f"SandboxSettings.image: {exc.message}") from None
+
     @validate("sandbox_uid")
     def _refuse_root(self, proposal: dict[str, object]) -> int | None:
         value = proposal["value"]
@@ -245,9 +253,14 @@ class SandboxSettings(LoggingConfigurable):
         return parse_size(self.max_cell_output, "max_cell_output")
 
     def check_image(self, image: str) -> str:
-        """``image`` if a request may choose it (see ``allowed_images``)."""
-        if image == self.image or any(fnmatch.fnmatchcase(image, p) for p in self.allowed_images):
-            return image
+        """``image`` in its full form (image_reference.py) if a request may choose it (see
+        ``allowed_images``); InvalidSettingError otherwise."""
+        full = image_reference(image)
+        if full == self.image or any(
+            fnmatch.fnmatchcase(image, p) or fnmatch.fnmatchcase(full, p) or same_image(full, p)
+            for p in self.allowed_images
+        ):
+            return full
         allowed = ", ".join([self.image, *self.allowed_images])
         raise InvalidSettingError(
             f"image {image!r} is not allowed here (allowed: {allowed}); ask the operator to add "

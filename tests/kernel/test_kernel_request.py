@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -107,3 +108,22 @@ async def test_a_named_context_with_another_network_policy_is_refused(
     request = KernelRequest(runtime=None, image=None, limits=None, network="open")
     with pytest.raises(InvalidSettingError, match=r"network policy .*PUT /api/sandboxes/"):
         request.check_found(manager, found, "c1", named=True)
+
+
+def test_the_image_is_read_in_its_full_form_and_bad_text_is_refused() -> None:
+    request = KernelRequest.from_environment({"JUPYTER_SANDBOX_IMAGE": "jupyter-sandbox/ml"})
+    assert request.image == "jupyter-sandbox/ml:latest"
+    with pytest.raises(InvalidSettingError, match="JUPYTER_SANDBOX_IMAGE: 'ML' is not an image"):
+        KernelRequest.from_environment({"JUPYTER_SANDBOX_IMAGE": "ML"})
+
+
+async def test_a_context_made_with_another_spelling_of_its_image_is_found(
+    manager: SandboxManager,
+) -> None:
+    found = found_context(manager, {})
+    found = dataclasses.replace(found, image="jupyter-sandbox/python")  # made before full forms
+    same = KernelRequest.from_environment({"JUPYTER_SANDBOX_IMAGE": "jupyter-sandbox/python"})
+    same.check_found(manager, found, "c1", named=True)
+    other = KernelRequest.from_environment({"JUPYTER_SANDBOX_IMAGE": "jupyter-sandbox/python:1"})
+    with pytest.raises(InvalidSettingError, match="runs image jupyter-sandbox/python, not"):
+        other.check_found(manager, found, "c1", named=True)
