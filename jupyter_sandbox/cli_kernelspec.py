@@ -31,10 +31,11 @@ from traitlets import Bool, Unicode
 
 from ._version import __version__
 from .kernel.kernel_request import LIMITS_ENV_VAR, KernelRequest
-from .sandbox import SandboxError, SandboxSettings
+from .sandbox import SandboxError, SandboxSettings, labels
 from .sandbox.docker_backend import missing_image
 from .sandbox.engine import DockerEngine
 from .sandbox.errors import InvalidSettingError
+from .sandbox.images import image_labels, inspect_image
 from .sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from .sandbox.network import NetworkPolicy
 from .sandbox.settings import RUNTIME_NAMES
@@ -87,13 +88,17 @@ class InstallKernelApp(JupyterApp):
     def start(self) -> None:
         try:
             env = self.environment()
-            destination = self.install(env)
+            found, note = self.find_image(self.image) if self.image else (None, "")
+            debugger = found is not None and labels.IMAGE_DEBUGGER in image_labels(found)
+            destination = self.install(env, debugger=debugger)
         except SandboxError as exc:
             print(f"error: {exc.message}", file=sys.stderr)
             self.exit(1)
         print(f"installed kernelspec {self.kernel_name!r} ({self.title()}) in {destination}")
-        if self.image:
-            self.warn_if_missing(self.image)
+        if debugger:
+            print(f"its kernels offer the JupyterLab debugger: {self.image} has debugpy")
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         self.exit(0)
 
     def environment(self) -> dict[str, str]:
@@ -133,8 +138,9 @@ class InstallKernelApp(JupyterApp):
         )
         return self.display_name or f"Sandboxed Python ({detail})"
 
-    def install(self, env: dict[str, str]) -> str:
-        """Copy the installed sandboxed-python kernelspec with ``env`` and install it."""
+    def install(self, env: dict[str, str], *, debugger: bool = False) -> str:
+        """Copy the installed sandboxed-python kernelspec with ``env`` and install it;
+        ``debugger``: its kernels offer the debugger (JupyterLab shows it only then)."""
         specs = KernelSpecManager(parent=self)
         try:
             source = specs.get_kernel_spec(SOURCE)
@@ -156,7 +162,8 @@ class InstallKernelApp(JupyterApp):
                 spec["argv"][0] = sys.executable
             spec["display_name"] = self.title()
             spec["env"] = {**spec.get("env", {}), **env}
-            spec.setdefault("metadata", {})["jupyter_sandbox"] = {
+            spec.setdefault("metadata", {})["debugger"] = debugger
+            spec["metadata"]["jupyter_sandbox"] = {
                 "isolation": RUNTIME_NAMES[self.runtime or "runsc"],
                 "env": env,
             }
@@ -170,14 +177,22 @@ class InstallKernelApp(JupyterApp):
                 )
             )
 
-    def warn_if_missing(self, image: str) -> None:
-        """A note (not an error: it may be built later) when the image is not here yet."""
+    def find_image(self, image: str) -> tuple[dict[str, Any] | None, str]:
+        """The engine's record of ``image``, or None and a note saying why there is none (a
+        note, not an error: the image may be built later)."""
         engine = DockerEngine(timeout=10)
         try:
-            engine.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            print(f"note: {missing_image(image)}", file=sys.stderr)
+            found = inspect_image(engine.client, image)
         except (SandboxError, docker.errors.DockerException):
-            pass  # no engine here now: its kernels will say what is missing
+            return None, (
+                "no Docker engine answered, so whether the image offers the debugger is "
+                "unknown: install the kernelspec again once one does"
+            )
         finally:
             engine.close()
+        if found is None:
+            return None, (
+                f"{missing_image(image)}; then install the kernelspec again, so that it knows "
+                "whether the image offers the debugger"
+            )
+        return found, ""

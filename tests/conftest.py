@@ -100,10 +100,20 @@ ADDED_PACKAGE = "tabulate"
 def packages_image() -> Iterator[str]:
     """An image adding ADDED_PACKAGE to the sandbox image, built as an operator would
     (``jupyter sandbox build-image --requirements``), once per run; removed after the run."""
-    tag = f"jupyter-sandbox/test-packages:{TEST_PURPOSE_PREFIX.split(':')[1]}"
+    yield from built_image("test-packages", f"# for the tests\n{ADDED_PACKAGE}  # tables\n")
+
+
+@pytest.fixture(scope="session")
+def debugger_image() -> Iterator[str]:
+    """An image whose kernels offer the debugger (it keeps debugpy), built the same way."""
+    yield from built_image("test-debugger", "debugpy\n")
+
+
+def built_image(name: str, requirements_text: str) -> Iterator[str]:
+    tag = f"jupyter-sandbox/{name}:{TEST_PURPOSE_PREFIX.split(':')[1]}"
     with tempfile.TemporaryDirectory(prefix="jsbx-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
-        requirements.write_text(f"# for the tests\n{ADDED_PACKAGE}  # tables\n")
+        requirements.write_text(requirements_text)
         built = subprocess.run(
             [
                 *(sys.executable, "-m", "jupyter_sandbox.cli", "build-image"),

@@ -3,6 +3,7 @@ found and started by jupyter_client as JupyterLab does."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ def test_the_kernelspec_carries_the_choices_in_its_environment(tmp_path: Path) -
     }
     assert spec.display_name == "Sandboxed Python (runc)"
     assert spec.interrupt_mode == "message"
+    assert spec.metadata["debugger"] is False  # only an image with debugpy offers it
     # outside this environment, the kernelspec names this interpreter, which has the package
     assert spec.argv[0] == sys.executable
     assert (Path(spec.resource_dir) / "launch.py").is_file()
@@ -90,6 +92,23 @@ def test_a_missing_image_is_named_with_the_command_that_builds_it(tmp_path: Path
         result.stderr
     )
     assert (kernels_in(tmp_path) / "later" / "kernel.json").is_file()
+
+
+@pytest.mark.integration
+def test_an_image_with_debugpy_gives_kernelspecs_the_debugger(
+    tmp_path: Path, debugger_image: str, packages_image: str
+) -> None:
+    def debugger(name: str, image: str) -> bool:
+        result = install_kernel(tmp_path, f"--name={name}", f"--image={image}")
+        assert result.returncode == 0, result.stderr
+        on: bool = json.loads((kernels_in(tmp_path) / name / "kernel.json").read_text())[
+            "metadata"
+        ]["debugger"]
+        assert on == ("offer the JupyterLab debugger" in result.stdout)
+        return on
+
+    assert debugger("debugging", debugger_image)
+    assert not debugger("tables", packages_image)
 
 
 @pytest.fixture

@@ -16,8 +16,11 @@ kernelspec made by ``jupyter sandbox install-kernel``) or all sandboxes get it
    copied in and deleted again), and commits it: the new image is one layer holding only what
    was added, with the sandbox image's user, command and labels.
 
-Like the standard image, it is labelled with a hash of its recipe (the sandbox image's id and
-the requirements) and not rebuilt while that matches.
+The standard image leaves debugpy out (kernels start faster, and offer no debugger); listing
+``debugpy`` keeps it, and labels the image as one whose kernels offer the JupyterLab debugger
+(``jupyter sandbox install-kernel`` then says so in its kernelspec). Like the standard image,
+it is labelled with a hash of its recipe (the sandbox image's id and the requirements) and not
+rebuilt while that matches.
 """
 
 from __future__ import annotations
@@ -57,19 +60,10 @@ from .images import (
 from .settings import DEFAULT_IMAGE
 
 KIND = "packages"
-# Where the wheels and the requirements go inside the build container (removed by INSTALL).
+# Where the wheels and the requirements go inside the build container (removed again).
 WORK = "/tmp/jupyter-sandbox-packages"
-# The image's venv (images/python/Dockerfile). debugpy is removed again if a package pulled it
-# in (the standard image leaves it out: see its Dockerfile), and no file may keep a set-id bit.
-INSTALL = f"""set -e
-cd {WORK}
-/opt/sandbox/bin/pip install --quiet --no-cache-dir --no-index --find-links wheels \\
-    --disable-pip-version-check --root-user-action=ignore \\
-    -r requirements.txt -c constraints.txt
-/opt/sandbox/bin/pip uninstall --yes --quiet --root-user-action=ignore debugpy 2>/dev/null || true
-find /opt/sandbox -xdev -type f -perm /6000 -exec chmod ug-s {{}} +
-cd / && rm -rf {WORK}
-"""
+# Listed in the requirements, it gives the image's kernels the JupyterLab debugger.
+DEBUGPY = "debugpy"
 # A comment, as pip reads requirements files: '#' at the start or after whitespace.
 COMMENT = re.compile(r"(^|\s+)#.*$")
 # Printed by the sandbox image's Python: its version tag, then one 'name==version' per line.
@@ -77,6 +71,27 @@ PROBE = (
     "import sys, importlib.metadata as m; print('%d%d' % sys.version_info[:2]); "
     "[print(d.metadata['Name'] + '==' + d.version) for d in m.distributions()]"
 )
+
+
+def install_script(*, keep_debugpy: bool) -> str:
+    """What the build container runs: pip into the image's venv (images/python/Dockerfile),
+    then no file may keep a set-id bit. debugpy, which ipykernel depends on, is removed again
+    unless the image is to offer the debugger (the standard image leaves it out: see its
+    Dockerfile)."""
+    remove_debugpy = (
+        ""
+        if keep_debugpy
+        else "/opt/sandbox/bin/pip uninstall --yes --quiet --root-user-action=ignore debugpy "
+        "2>/dev/null || true\n"
+    )
+    return f"""set -e
+cd {WORK}
+/opt/sandbox/bin/pip install --quiet --no-cache-dir --no-index --find-links wheels \\
+    --disable-pip-version-check --root-user-action=ignore \\
+    -r requirements.txt -c constraints.txt
+{remove_debugpy}find /opt/sandbox -xdev -type f -perm /6000 -exec chmod ug-s {{}} +
+cd / && rm -rf {WORK}
+"""
 
 
 def read_requirements(paths: Sequence[Path]) -> list[str]:
@@ -157,6 +172,10 @@ class PackageImageBuilder(LoggingConfigurable):
             self.say(f"{tag} is up to date (recipe {recipe[:12]}); nothing to build")
             return tag
         started = time.monotonic()
+        # The debugger: asked for by name, or kept from the image extended.
+        debugger = DEBUGPY in requirement_names(requirements) or labels.IMAGE_DEBUGGER in (
+            image_labels(base)
+        )
         python_tag, installed = self._probe()
         with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-packages-") as tmp:
             work = Path(tmp) / "packages"
@@ -180,7 +199,7 @@ class PackageImageBuilder(LoggingConfigurable):
                 self.say(f"adding to {self.extends}: {', '.join(added)}")
             else:
                 self.say(f"{self.extends} already has every package; {tag} will be the same")
-            self._install_and_commit(work, base, tag, recipe, requirements)
+            self._install_and_commit(work, base, tag, recipe, requirements, debugger)
         size = (inspect_image(self.client, tag) or {}).get("Size", 0) - base.get("Size", 0)
         self.say(f"built {tag} in {time.monotonic() - started:.0f}s (+{size / 1e6:.1f} MB)")
         return tag
@@ -208,10 +227,17 @@ class PackageImageBuilder(LoggingConfigurable):
         return first, {canonicalize_name(name): version for name, version in installed.items()}
 
     def _install_and_commit(
-        self, work: Path, base: dict[str, Any], tag: str, recipe: str, requirements: list[str]
+        self,
+        work: Path,
+        base: dict[str, Any],
+        tag: str,
+        recipe: str,
+        requirements: list[str],
+        debugger: bool,
     ) -> None:
+        script = install_script(keep_debugpy=debugger)
         container = create_build_container(
-            self.client, self.extends, ["sh", "-c", INSTALL], user="0"
+            self.client, self.extends, ["sh", "-c", script], user="0"
         )
         try:
             with _tar_of(work, WORK.rsplit("/", 1)[1]) as archive:
@@ -237,11 +263,17 @@ class PackageImageBuilder(LoggingConfigurable):
                         labels.IMAGE_RECIPE: recipe,
                         labels.IMAGE_KIND: KIND,
                         labels.IMAGE_PACKAGES: "; ".join(requirements),
+                        **({labels.IMAGE_DEBUGGER: DEBUGPY} if debugger else {}),
                     },
                 },
             )
         finally:
             container.remove(force=True)
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    """The canonical distribution names of checked requirements (see read_requirements)."""
+    return {canonicalize_name(Requirement(line).name) for line in requirements}
 
 
 def _conflict_hint(pip_output: str) -> str:

@@ -19,7 +19,7 @@ from jupyter_sandbox.sandbox.image_packages import (
     _drop_installed,
     read_requirements,
 )
-from jupyter_sandbox.sandbox.images import has_recipe
+from jupyter_sandbox.sandbox.images import has_recipe, run_python
 from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE
 
 from ..conftest import ADDED_PACKAGE
@@ -95,6 +95,7 @@ def test_the_image_adds_one_small_layer_to_the_sandbox_image(packages_image: str
     standard = client.api.inspect_image(DEFAULT_IMAGE)
     assert added["Config"]["Labels"][labels.IMAGE_KIND] == "packages"
     assert added["Config"]["Labels"][labels.IMAGE_PACKAGES] == ADDED_PACKAGE
+    assert labels.IMAGE_DEBUGGER not in added["Config"]["Labels"]
     # it runs as the sandbox image does, not as the root shell that installed the packages
     for key in ("Cmd", "User", "WorkingDir", "Env", "Entrypoint"):
         assert added["Config"][key] == standard["Config"][key], key
@@ -112,6 +113,20 @@ def test_the_image_adds_one_small_layer_to_the_sandbox_image(packages_image: str
     # and the container the packages were installed in is removed
     commands = [" ".join(c.attrs["Config"]["Cmd"] or []) for c in client.containers.list(all=True)]
     assert not [command for command in commands if WORK in command]
+
+
+@pytest.mark.integration
+def test_debugpy_is_kept_only_where_asked_for(packages_image: str, debugger_image: str) -> None:
+    client = docker.from_env(version="auto")
+    assert has_debugpy(client, debugger_image)
+    assert not has_debugpy(client, packages_image)  # the standard image's rule
+    found = client.api.inspect_image(debugger_image)
+    assert found["Config"]["Labels"][labels.IMAGE_DEBUGGER] == "debugpy"
+
+
+def has_debugpy(client: docker.DockerClient, image: str) -> bool:
+    code = "import importlib.util; print(importlib.util.find_spec('debugpy') is not None)"
+    return run_python(client, image, "/opt/sandbox/bin/python", code).strip() == "True"
 
 
 @pytest.mark.integration
