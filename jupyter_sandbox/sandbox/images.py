@@ -242,20 +242,21 @@ def run_python(client: docker.DockerClient, image: str, interpreter: str, code: 
     network, labelled as a build's, removed however it ends); how a build asks an image about
     its Python."""
     try:
-        container = _create(client, image, [interpreter, "-c", code])
+        container = create_build_container(client, image, [interpreter, "-c", code])
     except docker.errors.ImageNotFound:
         raise ImageBuildError(f"image {image} is not on this machine") from None
     try:
         container.start()
         status = container.wait()
-        out = bytes(container.logs(stdout=True, stderr=True)).decode(errors="replace")
+        failed = status.get("StatusCode") != 0
+        out = bytes(container.logs(stdout=True, stderr=failed)).decode(errors="replace")
     except docker.errors.APIError as exc:  # e.g. the interpreter is not in the image
         raise ImageBuildError(
             f"image {image} cannot run {interpreter}: {exc.explanation or exc}"
         ) from None
     finally:
         container.remove(force=True)
-    if status.get("StatusCode") != 0:
+    if failed:
         raise ImageBuildError(f"{interpreter} in image {image} failed:\n{out.strip()[-2000:]}")
     return out
 
@@ -265,12 +266,6 @@ def create_build_container(
 ) -> Container:
     """A stopped container for a build step: no network, labelled so that one a killed build
     left behind is found (``docker ps -a --filter label=io.jupyter-sandbox.build``)."""
-    return _create(client, image, command, **options)
-
-
-def _create(
-    client: docker.DockerClient, image: str, command: list[str], **options: Any
-) -> Container:
     return client.containers.create(
         image,
         command,
