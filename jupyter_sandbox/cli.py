@@ -27,10 +27,10 @@ from .sandbox.doctor import exit_code, run_checks
 from .sandbox.engine import DockerEngine
 from .sandbox.errors import ImageBuildError
 from .sandbox.image_packages import PackageImageBuilder, read_requirements
-from .sandbox.images import ImageBuilder
+from .sandbox.images import ImageBuilder, remove_leftover_build_containers
 from .sandbox.manager import default_owner
 from .sandbox.pool import unclaimed_member
-from .sandbox.reaper import reap_orphans
+from .sandbox.reaper import ReapReport, reap_orphans
 from .sandbox.settings import DEFAULT_IMAGE
 
 # Seconds a build step may stay silent (pip installing the wheels is the longest).
@@ -179,23 +179,32 @@ def _use_of(state: dict[str, Any], manager: SandboxManager) -> str:
 
 class GcApp(_SandboxCommand):
     name = "jupyter-sandbox-gc"
-    description = "Remove orphaned sandboxes, failed starts and stale state directories."
+    description = (
+        "Remove orphaned sandboxes, failed starts, stale state directories and the build "
+        "containers of killed image builds."
+    )
 
     def run(self) -> int:
-        async def reap() -> int:
+        async def reap() -> ReapReport:
             manager = self.manager()
             try:
-                report = await reap_orphans(manager)
+                return await reap_orphans(manager)
             finally:
                 await manager.close()
-            print(
-                f"removed {len(report.containers)} container(s), {len(report.directories)} "
-                f"state director(ies), {len(report.processes)} stray runtime process(es), "
-                f"{len(report.locks)} free context lock file(s)"
-            )
-            return 0
 
-        return asyncio.run(reap())
+        report = asyncio.run(reap())
+        engine = DockerEngine(timeout=SandboxSettings(parent=self).engine_timeout)
+        try:
+            builds = remove_leftover_build_containers(engine.client)
+        finally:
+            engine.close()
+        print(
+            f"removed {len(report.containers)} container(s), {len(report.directories)} "
+            f"state director(ies), {len(report.processes)} stray runtime process(es), "
+            f"{len(report.locks)} free context lock file(s), {len(builds)} leftover build "
+            "container(s)"
+        )
+        return 0
 
 
 class _CommandGroup(JupyterApp):

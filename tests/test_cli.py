@@ -67,6 +67,7 @@ def test_list_and_gc_on_an_empty_state_dir(state_dir: Path) -> None:
     reaped = sandbox_cli("gc", state_dir=state_dir)
     assert reaped.returncode == 0
     assert reaped.stdout.startswith("removed 0 container(s)")
+    assert reaped.stdout.rstrip().endswith("leftover build container(s)")
 
 
 def test_errors_are_one_clear_line(state_dir: Path) -> None:

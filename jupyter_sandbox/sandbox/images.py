@@ -50,6 +50,8 @@ BASE_PRUNE = (
 )
 MANYLINUX = ("manylinux2014", "manylinux_2_17", "manylinux_2_28", "manylinux_2_34")
 
+# A stopped build container this old (seconds since it was made) is a killed build's.
+LEFTOVER_SECONDS = 600.0
 # Printed by an image's Python: its version as wheel tags write it ('311').
 PYTHON_TAG = "import sys; print('%d%d' % sys.version_info[:2])"
 
@@ -273,6 +275,26 @@ def create_build_container(
         labels={labels.BUILD: image, labels.VERSION: __version__},
         **options,
     )
+
+
+def remove_leftover_build_containers(
+    client: docker.DockerClient, older_than: float = LEFTOVER_SECONDS
+) -> list[str]:
+    """Remove the build containers a killed build left (``jupyter sandbox gc``); their ids.
+
+    A build removes its own containers however it ends, unless it is killed. A live build's
+    container is running, or was made moments ago and is about to start; one that stopped, or
+    never started, more than ``older_than`` seconds after it was made is a leftover."""
+    removed = []
+    for row in client.api.containers(all=True, filters={"label": labels.BUILD}):
+        if row.get("State") == "running" or time.time() - row.get("Created", 0) < older_than:
+            continue
+        try:
+            client.api.remove_container(row["Id"], force=True)
+        except docker.errors.NotFound:
+            continue  # gone meanwhile: what was wanted
+        removed.append(str(row["Id"]))
+    return removed
 
 
 def download_wheels(

@@ -3,15 +3,23 @@ no container at all."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
 import docker
+import docker.errors
 import pytest
 
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.errors import ImageBuildError
-from jupyter_sandbox.sandbox.images import ImageBuilder, ensure_image, run_python
+from jupyter_sandbox.sandbox.images import (
+    ImageBuilder,
+    create_build_container,
+    ensure_image,
+    remove_leftover_build_containers,
+    run_python,
+)
 from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE
 
 MISSING_IMAGE = "jupyter-sandbox/no-such-image:0"
@@ -86,3 +94,24 @@ def test_an_up_to_date_standard_image_is_checked_without_a_container(
         decode=True,
     )
     assert list(created) == []
+
+
+def test_only_the_build_containers_a_killed_build_left_are_removed(
+    client: docker.DockerClient,
+) -> None:
+    never_started = create_build_container(client, DEFAULT_IMAGE, ["true"])
+    running = create_build_container(client, DEFAULT_IMAGE, ["sleep", "60"])
+    try:
+        running.start()
+        young = remove_leftover_build_containers(client)  # both young: a live build's own
+        assert never_started.id not in young
+        assert running.id not in young
+        removed = remove_leftover_build_containers(client, older_than=0)
+        assert never_started.id in removed
+        assert running.id not in removed  # a running one may be a live build
+        running.reload()
+        assert running.status == "running"
+    finally:
+        for container in (never_started, running):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
