@@ -253,6 +253,7 @@ class SandboxApp(_CommandGroup):
         "gc": (GcApp, GcApp.description),
         "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),
         "restart": (cli_sandboxes.RestartApp, cli_sandboxes.RestartApp.description),
+        "exec": (cli_sandboxes.ExecApp, cli_sandboxes.ExecApp.description),
         "pause": (cli_sandboxes.PauseApp, cli_sandboxes.PauseApp.description),
         "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),

@@ -1,7 +1,7 @@
-"""``jupyter sandbox stop|restart|pause|resume``: one sandbox's life, without a server.
+"""``jupyter sandbox stop|restart|pause|resume|exec``: one sandbox, without a server.
 
 What the server extension offers over REST (``DELETE /api/sandboxes/{id}``, ``POST .../restart``,
-``.../pause``, ``.../resume``), for those who run kernels from jupyter_client, nbclient or a
+``.../pause``, ``.../resume``, ``.../commands``), for those who run kernels from jupyter_client, nbclient or a
 script and have no Jupyter Server: a named context (JUPYTER_SANDBOX_CONTEXT) outlives its kernel
 and is otherwise only ended by a server's culler. Each verb is an OwnerCommand (cli_owner.py);
 ``jupyter sandbox list`` shows the ids.
@@ -9,12 +9,17 @@ and is otherwise only ended by a server's culler. Each verb is an OwnerCommand (
 
 from __future__ import annotations
 
-from traitlets import Unicode
+import sys
+
+from traitlets import Float, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager
+from .sandbox.commands import DEFAULT_TIMEOUT, MAX_TIMEOUT, CommandRequest, run_command
 from .sandbox.contexts import kernel_attached
 from .sandbox.errors import SandboxConflictError, SandboxNotFoundError
+
+TIMED_OUT = 124  # the exit status of a command killed at its time limit, as timeout(1) has it
 
 
 class StopApp(OwnerCommand):
@@ -91,3 +96,33 @@ class ResumeApp(OwnerCommand):
         await manager.resume(owner, sandbox_id)
         print(f"resumed {sandbox_id}")
         return 0
+
+
+class ExecApp(OwnerCommand):
+    name = "jupyter-sandbox-exec"
+    description = (
+        "Run a command in a sandbox as its user (sandbox/commands.py); print its output and "
+        "exit with its status."
+    )
+    usage = "exec [--timeout=SECONDS] SANDBOX_ID -- COMMAND [ARGUMENT...]"
+    timeout = Float(
+        DEFAULT_TIMEOUT,
+        config=True,
+        help=f"Seconds the command may run before it is killed (at most {MAX_TIMEOUT:g}).",
+    )
+    aliases = {**owner_alias("ExecApp"), "timeout": "ExecApp.timeout"}
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, *argv = self.arguments(2, 100_000)
+        request = CommandRequest.from_json({"command": argv, "timeout": self.timeout})
+        result = await run_command(manager, owner, sandbox_id, request)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        if result.timed_out:
+            print(
+                f"error: the command ran past its {self.timeout:g}s and was killed (--timeout "
+                "gives it longer)",
+                file=sys.stderr,
+            )
+            return TIMED_OUT
+        return result.exit_code if 0 <= result.exit_code <= 255 else 1

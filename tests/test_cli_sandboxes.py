@@ -75,3 +75,36 @@ async def test_stop_without_a_sandbox_prints_the_usage(state_dir: Path) -> None:
     result = await sandbox_cli("stop", state_dir=state_dir)
     assert result.returncode == 2
     assert "usage: jupyter sandbox stop SANDBOX_ID... | stop --context=NAME" in result.stderr
+
+
+async def sandbox_exec(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        *(sys.executable, "-m", "jupyter_sandbox.cli", "exec"),
+        *(f"--SandboxSettings.state_dir={state_dir}", "--owner=alice"),
+        *args,
+    ]
+    return await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=300
+    )
+
+
+async def test_exec_prints_the_output_and_exits_with_the_status(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
+    ran = await sandbox_exec(
+        state_dir, sandbox_id, "--", "sh", "-c", "echo out; echo err >&2; exit 7"
+    )
+    assert (ran.returncode, ran.stdout, ran.stderr) == (7, "out\n", "err\n")
+    # what follows -- is the command's, options included
+    ran = await sandbox_exec(state_dir, sandbox_id, "--", "ls", "-d", "--", "/workspace")
+    assert (ran.returncode, ran.stdout) == (0, "/workspace\n"), ran.stderr
+    slow = await sandbox_exec(state_dir, "--timeout=1", sandbox_id, "--", "sleep", "60")
+    assert slow.returncode == 124
+    assert "ran past its 1s and was killed" in slow.stderr
+    bad = await sandbox_exec(state_dir, "--timeout=0", sandbox_id, "--", "true")
+    assert bad.returncode == 1
+    assert "timeout must be a number of seconds above 0" in bad.stderr
+    usage = await sandbox_exec(state_dir, sandbox_id)
+    assert usage.returncode == 2
+    assert "usage: jupyter sandbox exec [--timeout=SECONDS] SANDBOX_ID -- COMMAND" in usage.stderr

@@ -18,7 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .backend_records import EngineFacts, EngineStats, ExecResult, SandboxInfo
+from .backend_records import (
+    DEFAULT_MAX_OUTPUT,
+    EngineFacts,
+    EngineStats,
+    ExecResult,
+    SandboxInfo,
+)
 
 # Where the sandbox's own host directory appears inside the container.
 SANDBOX_IO_DIR = "/run/sandbox"
@@ -146,10 +152,12 @@ class SandboxBackend(abc.ABC):
         timeout: float,
         user: str | None = None,
         stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
         """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
 
         ``stdin``, when given, is the command's whole standard input (then end of file).
+        Standard output past ``max_output`` bytes raises OutputTooLargeError.
         """
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -56,6 +56,10 @@ class SandboxInfo:
         return f"its container is {self.status}"
 
 
+# Standard output a command may send back (bytes); past it, OutputTooLargeError.
+DEFAULT_MAX_OUTPUT = 64 * 1024**2
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """Outcome of a command run inside a sandbox."""

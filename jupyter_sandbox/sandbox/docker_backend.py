@@ -17,7 +17,13 @@ import docker.errors
 
 from . import docker_checkpoints, labels
 from .backend import ContainerSpec, Feed, SandboxBackend, Sink
-from .backend_records import EngineFacts, EngineStats, ExecResult, SandboxInfo
+from .backend_records import (
+    DEFAULT_MAX_OUTPUT,
+    EngineFacts,
+    EngineStats,
+    ExecResult,
+    SandboxInfo,
+)
 from .docker_container_config import container_arguments, host_config_arguments
 from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
@@ -179,6 +185,7 @@ class DockerBackend(SandboxBackend):
         timeout: float,
         user: str | None = None,
         stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -188,6 +195,7 @@ class DockerBackend(SandboxBackend):
             user=user or "",
             stdin=stdin,
             inspect=lambda: self.inspect(sandbox_id),
+            max_output=max_output,
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import docker.errors
 from docker.utils.socket import demux_adaptor, frames_iter
 
-from .backend_records import ExecResult, SandboxInfo
+from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .engine import DockerEngine
 from .errors import OutputTooLargeError, SandboxDiedError, SandboxError, SandboxNotFoundError
 from .exec_deadline import kill_marked, new_mark
@@ -45,7 +45,7 @@ async def run_exec(
     inspect: Inspect,
     user: str = "",
     stdin: bytes | None = None,
-    max_output: int = 64 * 1024**2,
+    max_output: int = DEFAULT_MAX_OUTPUT,
 ) -> ExecResult:
     """Run ``argv`` in ``container``; stop it after ``timeout`` s; stdout capped at ``max_output``.
 

@@ -25,7 +25,7 @@ from traitlets.config import Config
 
 from .attestation import AttestationReport, record_attestation, stored_report
 from .backend import SandboxBackend
-from .backend_records import ExecResult, SandboxInfo
+from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
 from .files import SandboxFiles
@@ -214,10 +214,20 @@ class SandboxManager(SandboxStarter):
         return Path(info.host_dir).parent == self.settings.state_path
 
     async def exec(
-        self, owner: str, sandbox_id: str, argv: list[str], *, timeout: float = 60.0
+        self,
+        owner: str,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float = 60.0,
+        stdin: bytes | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
+        """Run ``argv`` in the owner's sandbox as its user (see SandboxBackend.exec)."""
         await self.get(owner, sandbox_id)
-        return await self.backend.exec(sandbox_id, argv, timeout=timeout)
+        return await self.backend.exec(
+            sandbox_id, argv, timeout=timeout, stdin=stdin, max_output=max_output
+        )
 
     async def attestation(
         self, owner: str, sandbox_id: str, *, refresh: bool = False

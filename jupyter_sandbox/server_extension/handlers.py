@@ -204,8 +204,9 @@ default_handlers = [
 ]
 
 # Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .command_handlers import command_handlers  # noqa: E402
 from .file_handlers import file_handlers  # noqa: E402
 from .network_handlers import network_handlers  # noqa: E402
 from .snapshot_handlers import snapshot_handlers  # noqa: E402
 
-default_handlers += [*network_handlers, *snapshot_handlers, *file_handlers]
+default_handlers += [*network_handlers, *snapshot_handlers, *file_handlers, *command_handlers]
