@@ -41,8 +41,8 @@ BOOT_PROBE_TAKEN = os.path.join(IO, "attestation-probe.taken")
 BOOT_RESULT = os.path.join(IO, "attestation.json")
 MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
 # Where a notebook's own `%pip install` puts packages: the image's venv is read-only, so pip
-# (PIP_PREFIX) installs here, in the sandbox's /tmp, and the kernel's PYTHONPATH and PATH
-# include it. They last as long as the sandbox, kernel restarts included, and count against
+# (PIP_PREFIX, set by the image) installs here, in the sandbox's /tmp; the image's PATH and a
+# .pth file in its venv include it, for the kernel and for commands run in the sandbox. They last as long as the sandbox, kernel restarts included, and count against
 # /tmp's size cap. pip reaches an index only where the network policy allows it.
 PIP_PREFIX = "/tmp/.local"
 # Seconds a kernel asked to restart may take to exit (jupyter_client's shutdown_wait_time).
@@ -146,16 +146,11 @@ def seed_matplotlib_cache():
         shutil.copytree(MATPLOTLIB_CACHE, target)
 
 
-def kernel_environment():
-    """The supervisor's environment, with the prefix of the notebook's own packages made and
-    named for pip and Python."""
+def make_local_packages_dir():
+    """The site-packages of the notebook's own packages, which the image's .pth file puts on
+    every interpreter's path: it is added there only if it exists when Python starts."""
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    site_packages = os.path.join(PIP_PREFIX, "lib", version, "site-packages")
-    os.makedirs(site_packages, exist_ok=True)
-    env = dict(os.environ, PIP_PREFIX=PIP_PREFIX)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [site_packages, env.get("PYTHONPATH")]))
-    env["PATH"] = os.pathsep.join([os.path.join(PIP_PREFIX, "bin"), env.get("PATH", "")])
-    return env
+    os.makedirs(os.path.join(PIP_PREFIX, "lib", version, "site-packages"), exist_ok=True)
 
 
 def start_bridge():
@@ -173,6 +168,7 @@ def start_bridge():
 
 def main() -> int:
     seed_matplotlib_cache()
+    make_local_packages_dir()
     bridge = start_bridge()
     stopping = False
     kernel = None
@@ -186,7 +182,6 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts reach the kernel as messages
     probe = take_boot_probe()
-    environment = kernel_environment()
     generation = 0
     while True:
         kernel_command = [
@@ -198,7 +193,7 @@ def main() -> int:
         ]
         # Its own session: an interrupt (SIGINT to the kernel's group) also reaches the
         # processes a cell started, and they can all be ended together below.
-        kernel = subprocess.Popen(kernel_command, start_new_session=True, env=environment)
+        kernel = subprocess.Popen(kernel_command, start_new_session=True)
         if bridge is not None:
             following = threading.Thread(target=bridge.follow_kernel, args=(generation, kernel))
             following.daemon = True

@@ -84,7 +84,9 @@ def install_script(*, keep_debugpy: bool) -> str:
         else "/opt/sandbox/bin/pip uninstall --yes --quiet --root-user-action=ignore debugpy "
         "2>/dev/null || true\n"
     )
+    # PIP_PREFIX (the image's, for a notebook's own packages in /tmp) would send these there.
     return f"""set -e
+unset PIP_PREFIX
 cd {WORK}
 /opt/sandbox/bin/pip install --quiet --no-cache-dir --no-index --find-links wheels \\
     --disable-pip-version-check --root-user-action=ignore \\
@@ -167,15 +169,18 @@ class PackageImageBuilder(LoggingConfigurable):
         image of the same recipe exists; return ``tag``."""
         self.check_tag(tag)
         base = self._sandbox_image()
-        recipe = digest(BUILDER_VERSION, KIND, base["Id"], platform.machine(), *requirements)
-        if not force and has_recipe(self.client, tag, recipe):
-            self.say(f"{tag} is up to date (recipe {recipe[:12]}); nothing to build")
-            return tag
-        started = time.monotonic()
         # The debugger: asked for by name, or kept from the image extended.
         debugger = DEBUGPY in requirement_names(requirements) or labels.IMAGE_DEBUGGER in (
             image_labels(base)
         )
+        script = install_script(keep_debugpy=debugger)
+        recipe = digest(
+            BUILDER_VERSION, KIND, base["Id"], platform.machine(), script, *requirements
+        )
+        if not force and has_recipe(self.client, tag, recipe):
+            self.say(f"{tag} is up to date (recipe {recipe[:12]}); nothing to build")
+            return tag
+        started = time.monotonic()
         python_tag, installed = self._probe()
         with tempfile.TemporaryDirectory(prefix="jupyter-sandbox-packages-") as tmp:
             work = Path(tmp) / "packages"
@@ -199,7 +204,7 @@ class PackageImageBuilder(LoggingConfigurable):
                 self.say(f"adding to {self.extends}: {', '.join(added)}")
             else:
                 self.say(f"{self.extends} already has every package; {tag} will be the same")
-            self._install_and_commit(work, base, tag, recipe, requirements, debugger)
+            self._install_and_commit(work, base, tag, recipe, requirements, script, debugger)
         size = (inspect_image(self.client, tag) or {}).get("Size", 0) - base.get("Size", 0)
         self.say(f"built {tag} in {time.monotonic() - started:.0f}s (+{size / 1e6:.1f} MB)")
         return tag
@@ -233,9 +238,9 @@ class PackageImageBuilder(LoggingConfigurable):
         tag: str,
         recipe: str,
         requirements: list[str],
+        script: str,
         debugger: bool,
     ) -> None:
-        script = install_script(keep_debugpy=debugger)
         container = create_build_container(
             self.client, self.extends, ["sh", "-c", script], user="0"
         )

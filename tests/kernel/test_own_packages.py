@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from jupyter_sandbox.sandbox import labels
+
 from .kernels import run, running_kernel, value_of
-from .sandbox_env import notebook_dir, sandbox_kernel_env
+from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+
+CLI = (sys.executable, "-m", "jupyter_sandbox.cli")
 
 pytestmark = pytest.mark.integration
 
@@ -57,5 +63,17 @@ def test_pip_install_in_a_cell_works_and_lasts_across_restarts(env: Path, runtim
         assert "Successfully installed" in out, out
         assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"
         assert value_of(kc, "__import__('jsbx_demo').__file__").startswith("'/tmp/.local/")
+        # A command run in the sandbox (not the kernel's child) sees it too, and pip's prefix.
+        (container,) = containers_under(env)
+        sandbox_id = container.labels[labels.SANDBOX_ID]
+        code = "import jsbx_demo, os; print(jsbx_demo.ANSWER, os.environ['PIP_PREFIX'])"
+        ran = subprocess.run(
+            [*CLI, "exec", sandbox_id, "--", "python", "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert (ran.returncode, ran.stdout) == (0, "42 /tmp/.local\n"), ran.stderr
         km.restart_kernel()
         assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"  # a fresh interpreter

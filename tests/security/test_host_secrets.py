@@ -28,7 +28,7 @@ IMAGE_ENVIRONMENT = {"PATH", "LANG", "PYTHONUNBUFFERED", "MPLBACKEND", "HOSTNAME
 KERNEL_ENVIRONMENT = {"JPY_PARENT_PID", "PYDEVD_USE_FRAME_EVAL", "CLICOLOR", "CLICOLOR_FORCE"}
 KERNEL_ENVIRONMENT |= {"FORCE_COLOR"}
 KERNEL_ENVIRONMENT |= {"PAGER", "GIT_PAGER", "PYTHONPATH"}
-# The supervisor's: where a notebook's own %pip install goes (images/python/sandbox-init.py).
+# The image's: where a notebook's own %pip install goes (images/python/Dockerfile).
 KERNEL_ENVIRONMENT |= {"PIP_PREFIX"}
 
 LOOK_AROUND = """
