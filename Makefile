@@ -68,3 +68,4 @@ benchmark: image
 	$(BIN)/python benchmarks/relay.py --runtime runc
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
+	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30

@@ -1,4 +1,5 @@
-"""What running a command in a sandbox costs: ``SandboxManager.exec`` of a trivial command.
+"""What running a command in a sandbox costs: ``SandboxManager.exec`` of a trivial command, and
+a command as REST's ``POST /api/sandboxes/{id}/commands`` runs it (``commands.run_command``).
 
 Every snapshot, restore and attestation starts a command in its sandbox through an engine exec,
 so this fixed cost is paid before any byte moves (docs/snapshots.md, "Fixed costs"). For each
@@ -6,7 +7,10 @@ runtime, one sandbox; ``--runs`` execs of each command, interleaved, timed from 
 result (the exec's creation, start, output and exit status included):
 
 - ``true``: the engine's and runtime's own cost;
-- ``tar -c -C /workspace .``: what a persist of an empty workspace starts with.
+- ``tar -c -C /workspace .``: what a persist of an empty workspace starts with;
+- ``python3 -c pass`` through ``run_command``: what agent code pays for a Python one-liner
+  run as a command rather than in the kernel (the sandbox's state checked first, the
+  interpreter started inside the sandbox).
 
 Prints the median and p90 of each, in milliseconds. Needs the Docker engine and the image:
 
@@ -23,14 +27,16 @@ import time
 from startup import p90
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.commands import CommandRequest, run_command
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:exec"
 COMMANDS = {"true": ["true"], "tar -c": ["tar", "-c", "-C", "/workspace", "."]}
+PYTHON = CommandRequest(["python3", "-c", "pass"])
 
 
 async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    samples: dict[str, list[float]] = {name: [] for name in [*COMMANDS, "python3 -c"]}
     manager = SandboxManager.from_config()
     try:
         sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)
@@ -42,6 +48,11 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
                     samples[name].append(time.perf_counter() - start)
                     if result.exit_code != 0:
                         raise RuntimeError(f"{name} failed: {result.stderr!r}")
+                start = time.perf_counter()
+                ran = await run_command(manager, OWNER, sandbox.sandbox_id, PYTHON)
+                samples["python3 -c"].append(time.perf_counter() - start)
+                if ran.exit_code != 0:
+                    raise RuntimeError(f"python3 -c pass failed: {ran.stderr!r}")
         finally:
             await manager.remove(OWNER, sandbox.sandbox_id)
     finally:
@@ -55,11 +66,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30, help="execs of each command")
     args = parser.parse_args()
     print(f"SandboxManager.exec, {args.runs} runs of each command")
-    print(f"{'runtime':<8} {'command':<8} {'median ms':>10} {'p90 ms':>8}")
+    print(f"{'runtime':<8} {'command':<10} {'median ms':>10} {'p90 ms':>8}")
     for runtime in args.runtime or ["runc", "runsc"]:
         for name, values in asyncio.run(measure(runtime, args.runs)).items():
             median, high = statistics.median(values) * 1000, p90(values) * 1000
-            print(f"{runtime:<8} {name:<8} {median:>10.1f} {high:>8.1f}")
+            print(f"{runtime:<8} {name:<10} {median:>10.1f} {high:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,10 @@ async def nothing_was_made(extension: SandboxExtension) -> bool:
     return await extension.manager.list_sandboxes("alice") == []
 
 
-VALID_BODIES = {("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}'}
+VALID_BODIES = {
+    ("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}',
+    ("/api/sandboxes/{sandbox_id}/commands", "post"): '{"command": "true"}',
+}
 # Routes that take a query argument: a well-formed one, so that only the owner decides.
 VALID_QUERIES = {
     "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
