@@ -3,7 +3,6 @@ checked against openapi.yaml by ``api``."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,17 +10,15 @@ import pytest
 from jupyter_sandbox.sandbox.commands import MAX_OUTPUT
 
 from .conftest import Fetch, api
-from .test_snapshots import ALICE, BOB, TwoUsers
+from .test_auth_and_spec import with_named_users
+from .test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def jp_server_config(jp_server_config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    return {
-        **jp_server_config,
-        "ServerApp": {**jp_server_config["ServerApp"], "identity_provider_class": TwoUsers},
-    }
+def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    return with_named_users(jp_server_config)
 
 
 async def command(fetch: Fetch, sandbox_id: str, body: Any, **who: Any) -> tuple[int, Any]:
