@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidRequestError, OutputTooLargeError, SandboxConflictError
+from .errors import InvalidRequestError, OutputTooLargeError
 from .manager import SandboxManager
 
 DEFAULT_TIMEOUT = 60.0  # seconds a command may run when the request does not say
@@ -75,11 +75,7 @@ class CommandResult:
 async def run_command(
     manager: SandboxManager, owner: str, sandbox_id: str, request: CommandRequest
 ) -> CommandResult:
-    """Run ``request`` in the owner's sandbox, which must be running."""
-    info = await manager.get(owner, sandbox_id)
-    if not info.running:
-        fix = "resume it first" if info.status == "paused" else "start a new one"
-        raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
+    """Run ``request`` in the owner's sandbox, which must be running (SandboxManager.exec)."""
     started = time.monotonic()
     try:
         result = await manager.exec(

@@ -223,8 +223,12 @@ class SandboxManager(SandboxStarter):
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
-        """Run ``argv`` in the owner's sandbox as its user (see SandboxBackend.exec)."""
-        await self.get(owner, sandbox_id)
+        """Run ``argv`` in the owner's sandbox, which must be running, as its user (see
+        SandboxBackend.exec); SandboxConflictError names the fix when it is not running."""
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            fix = "resume it first" if info.status == "paused" else "start a new one"
+            raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
         return await self.backend.exec(
             sandbox_id, argv, timeout=timeout, stdin=stdin, max_output=max_output
         )
