@@ -31,11 +31,11 @@ from traitlets import Bool, Unicode
 
 from ._version import __version__
 from .kernel.kernel_request import LIMITS_ENV_VAR, KernelRequest
-from .sandbox import SandboxError, SandboxSettings, labels
+from .sandbox import SandboxError, SandboxSettings
 from .sandbox.docker_backend import missing_image
 from .sandbox.engine import DockerEngine
 from .sandbox.errors import InvalidSettingError
-from .sandbox.images import image_labels, inspect_image
+from .sandbox.images import inspect_image, offers_debugger
 from .sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from .sandbox.network import NetworkPolicy
 from .sandbox.settings import RUNTIME_NAMES
@@ -89,7 +89,7 @@ class InstallKernelApp(JupyterApp):
         try:
             env = self.environment()
             found, note = self.find_image(self.image) if self.image else (None, "")
-            debugger = found is not None and labels.IMAGE_DEBUGGER in image_labels(found)
+            debugger = found is not None and offers_debugger(found)
             destination = self.install(env, debugger=debugger)
         except SandboxError as exc:
             print(f"error: {exc.message}", file=sys.stderr)

@@ -55,6 +55,7 @@ from .images import (
     has_recipe,
     image_labels,
     inspect_image,
+    offers_debugger,
     run_python,
 )
 from .settings import DEFAULT_IMAGE
@@ -170,9 +171,7 @@ class PackageImageBuilder(LoggingConfigurable):
         self.check_tag(tag)
         base = self._sandbox_image()
         # The debugger: asked for by name, or kept from the image extended.
-        debugger = DEBUGPY in requirement_names(requirements) or labels.IMAGE_DEBUGGER in (
-            image_labels(base)
-        )
+        debugger = DEBUGPY in requirement_names(requirements) or offers_debugger(base)
         script = install_script(keep_debugpy=debugger)
         recipe = digest(
             BUILDER_VERSION, KIND, base["Id"], platform.machine(), script, *requirements

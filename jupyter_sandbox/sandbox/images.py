@@ -239,6 +239,12 @@ def image_labels(found: dict[str, Any]) -> dict[str, str]:
     return dict((found.get("Config") or {}).get("Labels") or {})
 
 
+def offers_debugger(found: dict[str, Any]) -> bool:
+    """Whether an inspected image's kernels offer the JupyterLab debugger (it keeps debugpy:
+    image_packages.py)."""
+    return labels.IMAGE_DEBUGGER in image_labels(found)
+
+
 def run_python(client: docker.DockerClient, image: str, interpreter: str, code: str) -> str:
     """What ``interpreter -c code`` prints in a throw-away container of ``image`` (no
     network, labelled as a build's, removed however it ends); how a build asks an image about
