@@ -42,8 +42,9 @@ BOOT_RESULT = os.path.join(IO, "attestation.json")
 MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
 # Where a notebook's own `%pip install` puts packages: the image's venv is read-only, so pip
 # (PIP_PREFIX, set by the image) installs here, in the sandbox's /tmp; the image's PATH and a
-# .pth file in its venv include it, for the kernel and for commands run in the sandbox. They last as long as the sandbox, kernel restarts included, and count against
-# /tmp's size cap. pip reaches an index only where the network policy allows it.
+# .pth file in its venv include it, for the kernel and for commands run in the sandbox. They
+# last as long as the sandbox, kernel restarts included, and count against /tmp's size cap.
+# pip reaches an index only where the network policy allows it.
 PIP_PREFIX = "/tmp/.local"
 # Seconds a kernel asked to restart may take to exit (jupyter_client's shutdown_wait_time).
 SHUTDOWN_GRACE = 5.0
