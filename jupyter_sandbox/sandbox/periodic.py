@@ -9,6 +9,7 @@ that stops culling fails silently. Only cancellation (the owner stopping it) end
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,9 +22,11 @@ async def repeat(
     interval: Callable[[], float],
     what: str,
     log: logging.Logger,
+    wake: asyncio.Event | None = None,
 ) -> None:
     """Await ``step()``, then sleep ``interval()`` seconds (read anew each time, so a changed
-    setting applies from the next pass), forever; ``what`` names the step in log lines."""
+    setting applies from the next pass), forever; ``what`` names the step in log lines.
+    Setting ``wake`` ends a sleep early: the next pass starts at once."""
     while True:
         try:
             await step()
@@ -31,4 +34,9 @@ async def repeat(
             log.warning("%s: %s", what, exc.message)
         except Exception:
             log.exception("%s failed", what)
-        await asyncio.sleep(interval())
+        if wake is None:
+            await asyncio.sleep(interval())
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), interval())
+        wake.clear()

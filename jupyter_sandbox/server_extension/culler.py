@@ -10,10 +10,16 @@ orphans (reaper.py). What counts, read from each sandbox's state file:
   are left to Jupyter's own kernel culling unless ``cull_attached`` is set.
 * busy: a cell is running (the proxy writes ``busy``). Nothing is culled while a cell runs,
   not even past its TTL; it goes at the first pass after the cell ends.
+* deadline: when a sandbox goes for its age, whatever its activity: its own timeout
+  (``expires``, set by ``POST /api/sandboxes`` or ``PUT .../timeout``, as E2B's and
+  OpenSandbox's sandboxes have one) or ``ttl`` after its creation, whichever comes first. The
+  culler wakes for the soonest deadline rather than the next ``interval``, so a sandbox goes
+  within a second of its timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from typing import Any
@@ -23,11 +29,15 @@ from traitlets.config import LoggingConfigurable
 
 from ..sandbox import SandboxManager
 from ..sandbox.contexts import kernel_attached
+from ..sandbox.errors import InvalidRequestError
 from ..sandbox.periodic import repeat
 from ..sandbox.quotas import counts_toward_quota
 from ..sandbox.reaper import reap_orphans
 
 log = logging.getLogger(__name__)
+
+# Seconds past a deadline at which the culler wakes: the loop's timers may fire a little early.
+DEADLINE_MARGIN = 0.1
 
 
 class SandboxCuller(LoggingConfigurable):
@@ -69,26 +79,33 @@ class SandboxCuller(LoggingConfigurable):
     def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
+        self._next_deadline: datetime.datetime | None = None  # the soonest one still ahead
+        self._wake = asyncio.Event()
 
     async def run(self) -> None:
         """Cull and reap until cancelled (the extension cancels it when the server stops)."""
-        await repeat(self.cull_once, lambda: self.interval, "culling pass", log)
+        await repeat(self.cull_once, self._seconds_to_next_pass, "culling pass", log, self._wake)
 
     async def cull_once(self) -> list[str]:
         """One pass: reap orphans, then remove what is idle or expired. Returns the ids culled."""
         await reap_orphans(self.manager, grace=self.orphan_grace)
         culled = []
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = _now()
+        soonest: datetime.datetime | None = None
         for info in await self.manager.backend.list_sandboxes():
             if not self.manager.holds(info):
                 continue
             state = self.manager.read_state(info.sandbox_id)
             reason = self.reason_to_cull(state, now)
             if reason is None:
+                deadline = self.deadline(state) if counts_toward_quota(state) else None
+                if deadline is not None and deadline > now:
+                    soonest = deadline if soonest is None else min(soonest, deadline)
                 continue
             log.info("culling sandbox %s of %s: %s", info.sandbox_id, info.owner, reason)
             await self.manager.remove(info.owner, info.sandbox_id)
             culled.append(info.sandbox_id)
+        self._next_deadline = soonest
         return culled
 
     def reason_to_cull(self, state: dict[str, Any], now: datetime.datetime) -> str | None:
@@ -98,24 +115,81 @@ class SandboxCuller(LoggingConfigurable):
         attached = kernel_attached(self.manager.settings.state_path, state)
         if attached and state.get("busy"):
             return None
-        # A warm-pool member's life as the user's sandbox begins when it is claimed.
-        age = _seconds_since(state.get("claimed") or state.get("created"), now)
-        idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
-        if self.ttl and age >= self.ttl:
+        expires = _time(state.get("expires"))
+        if expires is not None and now >= expires:
+            return f"past its timeout (it expired at {expires.isoformat(timespec='seconds')})"
+        if self.ttl and _seconds_since(_life_began(state), now) >= self.ttl:
             return f"older than its time to live ({self.ttl:g} s)"
-        # Stopped by a memory snapshot, it holds no memory or CPU: only its time to live counts.
+        # Stopped by a memory snapshot, it holds no memory or CPU: only its deadline counts.
         if state.get("checkpointed"):
             return None
+        idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
         if self.idle_timeout and idle >= self.idle_timeout and (self.cull_attached or not attached):
             return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout:g} s)"
         return None
 
+    # -- deadlines ----------------------------------------------------------------------------
 
-def _seconds_since(stamp: Any, now: datetime.datetime) -> float:
+    def deadline(self, state: dict[str, Any]) -> datetime.datetime | None:
+        """When the sandbox goes for its age (its timeout or ``ttl``, the sooner); None: never."""
+        deadlines = [self._ttl_deadline(state), _time(state.get("expires"))]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def expiry(self, state: dict[str, Any], timeout: float) -> datetime.datetime:
+        """The deadline ``timeout`` seconds from now for a sandbox with ``state`` (``{}`` for one
+        about to be made); InvalidRequestError if ``ttl`` ends the sandbox's life before it."""
+        now = _now()
+        expires = now + datetime.timedelta(seconds=timeout)
+        limit = self._ttl_deadline(state) or (now + datetime.timedelta(seconds=self.ttl))
+        if self.ttl and expires > limit + datetime.timedelta(seconds=1):
+            left = max((limit - now).total_seconds(), 0.0)
+            raise InvalidRequestError(
+                f"timeout {timeout:g} s would outlast the server's time to live for sandboxes "
+                f"(SandboxCuller.ttl, {self.ttl:g} s from creation): at most {left:.0f} s are "
+                "left for this one; ask for less, or raise SandboxCuller.ttl"
+            )
+        return expires
+
+    def deadline_changed(self, deadline: datetime.datetime) -> None:
+        """A sandbox's deadline was set (a timeout given or extended): make sure a pass comes
+        by then, however long ``interval`` is."""
+        if self._next_deadline is None or deadline < self._next_deadline:
+            self._next_deadline = deadline
+            self._wake.set()  # the sleeping loop recomputes its sleep after a pass
+
+    def _ttl_deadline(self, state: dict[str, Any]) -> datetime.datetime | None:
+        began = _time(_life_began(state))
+        if not self.ttl or began is None:
+            return None
+        return began + datetime.timedelta(seconds=self.ttl)
+
+    def _seconds_to_next_pass(self) -> float:
+        if self._next_deadline is None:
+            return self.interval
+        until = (self._next_deadline - _now()).total_seconds() + DEADLINE_MARGIN
+        return max(min(self.interval, until), DEADLINE_MARGIN)
+
+
+def _life_began(state: dict[str, Any]) -> Any:
+    # A warm-pool member's life as the user's sandbox begins when it is claimed.
+    return state.get("claimed") or state.get("created")
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _time(stamp: Any) -> datetime.datetime | None:
+    """A stored ISO time (naive ones are UTC); None when absent or unreadable."""
+    if not stamp:
+        return None
     try:
         then = datetime.datetime.fromisoformat(str(stamp))
     except ValueError:
-        return 0.0  # an unreadable time never culls
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=datetime.timezone.utc)
-    return (now - then).total_seconds()
+        return None
+    return then if then.tzinfo is not None else then.replace(tzinfo=datetime.timezone.utc)
+
+
+def _seconds_since(stamp: Any, now: datetime.datetime) -> float:
+    then = _time(stamp)
+    return 0.0 if then is None else (now - then).total_seconds()  # unreadable: never culls

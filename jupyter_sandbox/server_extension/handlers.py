@@ -7,6 +7,7 @@ Core errors are raised as they are and turned into JSON here, in one place: ``wr
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import logging
@@ -19,12 +20,13 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ..sandbox import SandboxError, SandboxManager
+from ..sandbox.backend_records import SandboxInfo
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import kernel_attached
 from ..sandbox.errors import SandboxConflictError
 from ..sandbox.quotas import counts_toward_quota
 from .models import sandbox_model
-from .requests import CreateRequest
+from .requests import CreateRequest, metadata_filter, timeout_request
 
 if TYPE_CHECKING:
     from .app import SandboxExtension
@@ -74,26 +76,41 @@ class SandboxAPIHandler(APIHandler):
 
     async def model(self, sandbox_id: str) -> dict[str, Any]:
         info = await self.manager.get(self.owner, sandbox_id)
-        return sandbox_model(self.manager, info)
+        return self.model_of(info)
+
+    def model_of(self, info: SandboxInfo, state: dict[str, Any] | None = None) -> dict[str, Any]:
+        return sandbox_model(self.manager, self.extension.culler, info, state)
+
+    def set_deadline(self, sandbox_id: str, expires: datetime.datetime) -> None:
+        """Record the sandbox's own timeout, and have the culler come by then."""
+        self.manager.update_state(sandbox_id, expires=expires.isoformat())
+        self.extension.culler.deadline_changed(expires)
 
 
 class SandboxesHandler(SandboxAPIHandler):
-    """``/api/sandboxes``: list the user's sandboxes, create one."""
+    """``/api/sandboxes``: list the user's sandboxes (``?metadata=KEY=VALUE`` those with that
+    entry), create one."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
+        wanted = metadata_filter(self.get_arguments("metadata")).items()
         models = []
         for info in await self.manager.list_sandboxes(self.owner):
             state = self.manager.read_state(info.sandbox_id)
-            if counts_toward_quota(state):
-                models.append(sandbox_model(self.manager, info, state))
+            metadata = state.get("metadata") or {}
+            if counts_toward_quota(state) and wanted <= metadata.items():
+                models.append(self.model_of(info, state))
         self.write_json(models)
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         request = CreateRequest.parse(self.request.body)
+        # Refused before anything starts; counted from this request.
+        expires = None
+        if request.timeout is not None:
+            expires = self.extension.culler.expiry({}, request.timeout)
         if request.context is not None:
             existing = await self.manager.find_context(self.owner, request.context)
             if existing is not None:
@@ -119,9 +136,13 @@ class SandboxesHandler(SandboxAPIHandler):
             purpose=self.extension.container_purpose,
             network=request.network,
         )
+        if request.metadata:
+            self.manager.update_state(sandbox.sandbox_id, metadata=request.metadata)
+        if expires is not None:
+            self.set_deadline(sandbox.sandbox_id, expires)
         location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
         self.set_header("Location", location)
-        self.write_json(sandbox_model(self.manager, sandbox.info), 201)
+        self.write_json(self.model_of(sandbox.info), 201)
 
 
 class SandboxHandler(SandboxAPIHandler):
@@ -139,6 +160,20 @@ class SandboxHandler(SandboxAPIHandler):
         await self.manager.remove(self.owner, sandbox_id)
         self.set_status(204)
         self.finish()
+
+
+class SandboxTimeoutHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/timeout``: the sandbox goes ``timeout`` seconds from now (sooner or
+    later than it would have), within the server's time to live."""
+
+    @web.authenticated
+    @authorized
+    async def put(self, sandbox_id: str) -> None:
+        timeout = timeout_request(self.request.body)
+        info = await self.manager.get(self.owner, sandbox_id)
+        state = self.manager.read_state(sandbox_id)
+        self.set_deadline(sandbox_id, self.extension.culler.expiry(state, timeout))
+        self.write_json(self.model_of(info))
 
 
 class SandboxActionHandler(SandboxAPIHandler):
@@ -199,6 +234,7 @@ default_handlers = [
     (r"/api/sandboxes/?", SandboxesHandler),
     (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
     (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
+    (rf"/api/sandboxes/{_ID}/timeout/?", SandboxTimeoutHandler),
     (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
     (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
 ]

@@ -1,7 +1,8 @@
 """The JSON the REST API answers with for one sandbox (schema ``Sandbox`` in openapi.yaml).
 
-Built from the engine's view (existence, status, runtime, image: the truth) and the sandbox's
-state file (context, kernel attached, activity). Nothing secret leaves: no keys, no host paths.
+Built from the engine's view (existence, status, runtime, image: the truth), the sandbox's
+state file (context, kernel attached, activity, metadata) and the culler (when it will go).
+Nothing secret leaves: no keys, no host paths.
 """
 
 from __future__ import annotations
@@ -12,14 +13,19 @@ from ..sandbox.backend_records import SandboxInfo
 from ..sandbox.contexts import kernel_attached
 from ..sandbox.manager import SandboxManager
 from ..sandbox.network import policy_of_state
+from .culler import SandboxCuller
 
 
 def sandbox_model(
-    manager: SandboxManager, info: SandboxInfo, state: dict[str, Any] | None = None
+    manager: SandboxManager,
+    culler: SandboxCuller,
+    info: SandboxInfo,
+    state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``state`` is the sandbox's state file when the caller has read it already."""
     if state is None:
         state = manager.read_state(info.sandbox_id)
+    deadline = culler.deadline(state)
     attached = kernel_attached(manager.settings.state_path, state)
     return {
         "id": info.sandbox_id,
@@ -30,6 +36,8 @@ def sandbox_model(
         "created": state.get("created") or info.created,
         "last_activity": state.get("last_activity"),
         "busy": bool(state.get("busy")) and attached,
+        "expires": None if deadline is None else deadline.isoformat(timespec="seconds"),
+        "metadata": state.get("metadata") or {},
         "context": None if state.get("ephemeral") else state.get("context"),
         "ephemeral": bool(state.get("ephemeral")),
         "limits": state.get("limits") or {},

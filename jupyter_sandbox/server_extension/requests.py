@@ -7,6 +7,7 @@ the field and says what it takes, so a client can fix its request without readin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,14 @@ LIMIT_TYPES: dict[str, tuple[type, ...]] = {
     "tmp_size": (str, int),
     "workspace_size": (str, int),
 }
+# A sandbox's own timeout: beyond a year is "never", which is no timeout at all.
+MAX_TIMEOUT = 366 * 86400.0
+# Metadata: the caller's own labels on a sandbox (which agent, task, user of a service made it),
+# shown with it and matched by GET /api/sandboxes?metadata=KEY=VALUE, as E2B and OpenSandbox do.
+METADATA_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
+MAX_METADATA_ENTRIES = 64
+MAX_METADATA_VALUE = 1024  # characters
+METADATA_EXAMPLE = '{"agent": "planner", "task": "t-42"}'
 
 
 @dataclass(frozen=True)
@@ -36,11 +45,23 @@ class CreateRequest:
     environment: dict[str, str] = field(default_factory=dict)
     network: NetworkPolicy | None = None  # None: NetworkSettings.default_policy
     snapshot: str | None = None  # restore this snapshot into the new sandbox's /workspace
+    timeout: float | None = None  # seconds until the culler removes it; None: ttl alone
+    metadata: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, body: bytes) -> CreateRequest:
         data = json_object(body, allow_empty=True)
-        known = {"runtime", "image", "limits", "context", "environment", "network", "snapshot"}
+        known = {
+            "runtime",
+            "image",
+            "limits",
+            "context",
+            "environment",
+            "network",
+            "snapshot",
+            "timeout",
+            "metadata",
+        }
         _no_unknown(data, known, "a sandbox")
         runtime = _optional_str(data, "runtime")
         if runtime is not None and runtime not in RUNTIMES:
@@ -60,7 +81,41 @@ class CreateRequest:
             if data.get("network") is None
             else NetworkPolicy.from_dict(data["network"]),
             snapshot=_optional_str(data, "snapshot"),
+            timeout=None if data.get("timeout") is None else timeout_seconds(data["timeout"]),
+            metadata=_metadata(data.get("metadata", {})),
         )
+
+
+def timeout_request(body: bytes) -> float:
+    """``PUT /api/sandboxes/{id}/timeout``: the seconds from now the sandbox may live."""
+    data = json_object(body)
+    _no_unknown(data, {"timeout"}, "a timeout")
+    if "timeout" not in data:
+        raise InvalidRequestError('the body needs timeout, in seconds from now: {"timeout": 600}')
+    return timeout_seconds(data["timeout"])
+
+
+def timeout_seconds(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT:
+        return float(value)
+    raise InvalidRequestError(
+        f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g} (366 days), "
+        f"not {value!r}; leave it out for the server's time to live alone"
+    )
+
+
+def metadata_filter(values: list[str]) -> dict[str, str]:
+    """``GET /api/sandboxes?metadata=KEY=VALUE`` (repeatable): the entries a sandbox must have."""
+    wanted = {}
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not METADATA_KEY.fullmatch(key):
+            raise InvalidRequestError(
+                f"metadata filter {value!r} must be KEY=VALUE, e.g. ?metadata=agent=planner "
+                "(repeat it to ask for several entries at once)"
+            )
+        wanted[key] = text
+    return wanted
 
 
 def json_object(body: bytes, *, allow_empty: bool = False) -> dict[str, Any]:
@@ -112,6 +167,29 @@ def _environment(value: Any) -> dict[str, str]:
         raise InvalidRequestError(
             'environment must be an object of string values, e.g. {"MY_SETTING": "1"}'
         )
+    return dict(value)
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise InvalidRequestError(
+            f"metadata must be an object of string values, e.g. {METADATA_EXAMPLE}"
+        )
+    if len(value) > MAX_METADATA_ENTRIES:
+        raise InvalidRequestError(
+            f"metadata may hold at most {MAX_METADATA_ENTRIES} entries, not {len(value)}"
+        )
+    for key, text in value.items():
+        if not METADATA_KEY.fullmatch(key):
+            raise InvalidRequestError(
+                f"metadata key {key!r} must be 1-128 letters, digits or . _ / - and begin with "
+                f"a letter or digit, e.g. {METADATA_EXAMPLE}"
+            )
+        if len(text) > MAX_METADATA_VALUE:
+            raise InvalidRequestError(
+                f"metadata value of {key!r} has {len(text)} characters; at most "
+                f"{MAX_METADATA_VALUE}: keep larger data in a file in the sandbox"
+            )
     return dict(value)
 
 

@@ -10,12 +10,14 @@ import { SandboxApiError } from './api';
 import { button, el, facts, present } from './dom';
 import {
   attestationRows,
+  expiresIn,
   formatBytes,
   formatCpu,
   formatMemory,
   IAttestation,
   ISandbox,
   memoryLimit,
+  metadataText,
   notebookName,
   runtimeLabel,
   uptime,
@@ -100,6 +102,8 @@ export class SandboxDetails extends Panel {
           ],
           ['Created', sandbox.created],
           ['Uptime', uptime(sandbox, Date.now())],
+          ['Expires', expiresIn(sandbox, Date.now())],
+          ['Metadata', metadataText(sandbox)],
           ['CPU', `${formatCpu(stats?.cpu_percent)} (limit ${limits.cpus ?? '—'} CPU)`],
           ['Memory', formatMemory(stats?.memory_bytes, memoryLimit(sandbox, stats))],
           ['Processes', `${stats?.processes ?? '—'} (pids limit ${limits.pids ?? '—'})`],

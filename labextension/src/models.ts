@@ -19,6 +19,8 @@ export interface ISandbox {
   created: string;
   last_activity?: string | null;
   busy?: boolean;
+  expires?: string | null;
+  metadata?: { [key: string]: string };
   context?: string | null;
   ephemeral?: boolean;
   limits: { [name: string]: number | undefined };
@@ -174,6 +176,27 @@ export function formatDuration(milliseconds: number): string {
 export function uptime(sandbox: ISandbox, now: number): string {
   const created = Date.parse(sandbox.created);
   return Number.isNaN(created) ? '—' : formatDuration(now - created);
+}
+
+/** When the culler removes the sandbox for its age, from `now` (ms since the epoch). */
+export function expiresIn(sandbox: ISandbox, now: number): string {
+  if (!sandbox.expires) {
+    return 'never (only when idle)';
+  }
+  const expires = Date.parse(sandbox.expires);
+  if (Number.isNaN(expires)) {
+    return '—';
+  }
+  const left = expires - now;
+  return left > 0
+    ? `in ${formatDuration(left)} (${sandbox.expires})`
+    : `due now (${sandbox.expires})`;
+}
+
+/** The caller's metadata as `key=value, …`; "—" for none. */
+export function metadataText(sandbox: ISandbox): string {
+  const entries = Object.entries(sandbox.metadata ?? {});
+  return entries.length ? entries.map(([key, value]) => `${key}=${value}`).join(', ') : '—';
 }
 
 /** "12.5%" of one core; "—" when not measured yet (the first sample has no earlier one). */

@@ -5,6 +5,7 @@ import {
   allowedActions,
   attestationRows,
   errorMessage,
+  expiresIn,
   formatBytes,
   formatCpu,
   formatDuration,
@@ -12,6 +13,7 @@ import {
   ISandbox,
   IStats,
   memoryLimit,
+  metadataText,
   notebookName,
   runtimeLabel,
   sandboxOfKernel,
@@ -140,6 +142,19 @@ describe('formatting', () => {
     assert.equal(formatDuration(-1), '—');
     assert.equal(uptime(sandbox(), Date.parse('2026-01-01T10:00:42Z')), '42 s');
     assert.equal(uptime(sandbox({ created: 'not a date' }), Date.now()), '—');
+  });
+
+  it('says when a sandbox expires, and its metadata', () => {
+    const expires = '2026-01-01T11:00:00+00:00';
+    const now = Date.parse('2026-01-01T10:30:00Z');
+    assert.equal(expiresIn(sandbox({ expires }), now), `in 30 min (${expires})`);
+    assert.equal(expiresIn(sandbox({ expires }), now + 3_600_000), `due now (${expires})`);
+    assert.equal(expiresIn(sandbox({ expires: null }), now), 'never (only when idle)');
+    assert.equal(
+      metadataText(sandbox({ metadata: { agent: 'planner', task: 't-42' } })),
+      'agent=planner, task=t-42'
+    );
+    assert.equal(metadataText(sandbox()), '—');
   });
 
   it('formats CPU, and says when it was not measured', () => {

@@ -14,6 +14,7 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 from jupyter_sandbox.sandbox.contexts import ContextLock
+from jupyter_sandbox.sandbox.errors import InvalidRequestError
 from jupyter_sandbox.server_extension import SandboxExtension
 from jupyter_sandbox.server_extension.culler import SandboxCuller
 
@@ -147,3 +148,52 @@ async def test_sandbox_of_a_sigkilled_kernel_is_reaped(
     await extension.culler.cull_once()
     assert await extension.manager.list_sandboxes(before.owner) == []
     observe("the SIGKILLed kernel's sandbox was reaped after the 1 s grace")
+
+
+def test_a_sandbox_goes_at_its_own_timeout_or_its_ttl_whichever_is_first(
+    culler: SandboxCuller,
+) -> None:
+    soon = (NOW + datetime.timedelta(seconds=30)).isoformat()
+    assert culler.deadline(state(expires=soon)) == NOW + datetime.timedelta(seconds=30)
+    # ttl (1000 s) from creation (100 s ago) comes before a timeout 10000 s from now.
+    late = (NOW + datetime.timedelta(seconds=10000)).isoformat()
+    assert culler.deadline(state(expires=late)) == NOW + datetime.timedelta(seconds=900)
+    assert "past its timeout" in str(culler.reason_to_cull(state(expires=ago(1)), NOW))
+    # Activity does not put a deadline off; only a running cell does.
+    assert culler.reason_to_cull(state(expires=ago(1), last_activity=ago(0)), NOW) is not None
+    culler.ttl = 0.0
+    assert culler.deadline(state()) is None
+    assert culler.reason_to_cull(state(expires=ago(1), created=ago(99999)), NOW) is not None
+
+
+def test_a_timeout_may_not_outlast_the_ttl(culler: SandboxCuller) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    created = (now - datetime.timedelta(seconds=400)).isoformat()
+    with pytest.raises(InvalidRequestError, match="at most 600 s are left"):
+        culler.expiry({"created": created}, 700)
+    assert culler.expiry({"created": created}, 500) > now
+    assert culler.expiry({}, 1000) > now  # a new sandbox: ttl from now
+
+
+@pytest.mark.integration
+async def test_the_culler_wakes_for_a_deadline(
+    jp_fetch: Fetch, extension: SandboxExtension
+) -> None:
+    # pytest-jupyter's server does not start the extension's tasks: the culler runs here, with
+    # its interval an hour (conftest), so only the deadlines can bring these passes on.
+    culling = asyncio.create_task(extension.culler.run())
+    try:
+        status, _ = await api(jp_fetch, "POST", body={"timeout": 2})
+        assert status == 201
+        _, moved = await api(jp_fetch, "POST", body={})
+        _, kept = await api(jp_fetch, "POST", body={"timeout": 600})
+        status, _ = await api(jp_fetch, "PUT", moved["id"], "timeout", body={"timeout": 1})
+        assert status == 200
+        for _ in range(100):
+            _, listed = await api(jp_fetch, "GET")
+            if [s["id"] for s in listed] == [kept["id"]]:
+                break
+            await asyncio.sleep(0.1)
+        assert [s["id"] for s in listed] == [kept["id"]]
+    finally:
+        culling.cancel()

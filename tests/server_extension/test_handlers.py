@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -124,6 +125,15 @@ async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension
         ('{"environment": {"1A": "x"}}', "invalid_setting", "environment variable name"),
         ('{"image": "jupyter-sandbox/no-such:1"}', "image_not_found", "jupyter-sandbox/no-such:1"),
         ('{"image": "debian:12"}', "invalid_setting", "image 'debian:12' is not allowed here"),
+        ('{"timeout": "soon"}', "invalid_request", "timeout must be a number of seconds"),
+        ('{"timeout": 0}', "invalid_request", "timeout must be a number of seconds above 0"),
+        ('{"timeout": true}', "invalid_request", "timeout must be a number of seconds"),
+        ('{"timeout": 90000}', "invalid_request", "outlast the server's time to live"),
+        ('{"metadata": ["a"]}', "invalid_request", "metadata must be an object of string"),
+        ('{"metadata": {"a": 1}}', "invalid_request", "metadata must be an object of string"),
+        ('{"metadata": {"no space": "x"}}', "invalid_request", "metadata key 'no space' must"),
+        ('{"metadata": {"a": "' + "x" * 1025 + '"}}', "invalid_request", "at most 1024"),
+        (json.dumps({"metadata": {f"k{i}": "" for i in range(65)}}), "invalid_request", "64"),
     ],
 )
 async def test_bad_input_is_refused_with_what_to_fix(
@@ -136,6 +146,64 @@ async def test_bad_input_is_refused_with_what_to_fix(
     # Nothing was started, nothing half-made left behind.
     assert await extension.manager.list_sandboxes(default_owner()) == []
     assert not any(extension.manager.settings.state_path.glob("[0-9a-f]*"))
+
+
+async def test_metadata_is_kept_shown_and_matched(jp_fetch: Fetch) -> None:
+    planner = await create(jp_fetch, metadata={"agent": "planner", "task": "t-42"})
+    coder = await create(jp_fetch, metadata={"agent": "coder", "task": "t-42"})
+    plain = await create(jp_fetch)
+    assert planner["metadata"] == {"agent": "planner", "task": "t-42"}
+    assert plain["metadata"] == {}
+    _, got = await api(jp_fetch, "GET", planner["id"])
+    assert got["metadata"] == planner["metadata"]
+
+    async def ids(*filters: str) -> set[str]:
+        query = [("metadata", wanted) for wanted in filters]  # a repeated query argument
+        status, listed = await api(jp_fetch, "GET", params=query)
+        assert status == 200, listed
+        return {sandbox["id"] for sandbox in listed}
+
+    assert await ids() == {planner["id"], coder["id"], plain["id"]}
+    assert await ids("task=t-42") == {planner["id"], coder["id"]}
+    assert await ids("task=t-42", "agent=coder") == {coder["id"]}
+    assert await ids("agent=nobody") == set()
+    status, error = await api(jp_fetch, "GET", params={"metadata": "agent"})
+    assert status == 400
+    assert "must be KEY=VALUE" in error["message"]
+
+
+async def test_a_timeout_sets_and_moves_the_deadline(
+    jp_fetch: Fetch, extension: SandboxExtension
+) -> None:
+    before = datetime.datetime.now(datetime.timezone.utc)
+    sandbox = await create(jp_fetch, timeout=600)
+    expires = datetime.datetime.fromisoformat(sandbox["expires"])
+    assert 599 <= (expires - before).total_seconds() <= 602
+    # Without a timeout of its own, the server's time to live is its deadline.
+    plain = await create(jp_fetch)
+    ttl_end = datetime.datetime.fromisoformat(plain["expires"])
+    assert abs((ttl_end - before).total_seconds() - extension.culler.ttl) < 60
+
+    status, moved = await api(jp_fetch, "PUT", sandbox["id"], "timeout", body={"timeout": 3600})
+    assert status == 200, moved
+    assert (datetime.datetime.fromisoformat(moved["expires"]) - expires).total_seconds() > 2990
+    status, error = await api(jp_fetch, "PUT", plain["id"], "timeout", body={"timeout": 90000})
+    assert status == 400
+    assert "at most" in error["message"]
+    assert "SandboxCuller.ttl" in error["message"]
+    for body, says in [
+        ({}, "the body needs timeout"),
+        ({"timeout": -5}, "above 0"),
+        ({"timeout": 5, "when": "now"}, "unknown field(s) 'when'"),
+    ]:
+        status, error = await api(jp_fetch, "PUT", sandbox["id"], "timeout", body=body)
+        assert (status, error["code"]) == (400, "invalid_request"), error
+        assert says in error["message"]
+    status, error = await api(jp_fetch, "PUT", "0123456789ab", "timeout", body={"timeout": 5})
+    assert status == 404
+    # Refused requests changed nothing.
+    _, after = await api(jp_fetch, "GET", sandbox["id"])
+    assert after["expires"] == moved["expires"]
 
 
 @pytest.mark.parametrize("path", ["nothex", "0123456789ab", "0123456789ab/pause"])
