@@ -10,14 +10,21 @@ outlives its kernel and is otherwise only ended by a server's culler. Each verb 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
-from traitlets import Float, Unicode
+from traitlets import Bool, Float, List, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager
-from .sandbox.commands import DEFAULT_TIMEOUT, MAX_TIMEOUT, CommandRequest, run_command
+from .sandbox.commands import (
+    DEFAULT_TIMEOUT,
+    MAX_STDIN,
+    MAX_TIMEOUT,
+    CommandRequest,
+    run_command,
+)
 from .sandbox.contexts import kernel_attached
-from .sandbox.errors import SandboxConflictError, SandboxNotFoundError
+from .sandbox.errors import InvalidRequestError, SandboxConflictError, SandboxNotFoundError
 
 TIMED_OUT = 124  # the exit status of a command killed at its time limit, as timeout(1) has it
 
@@ -102,19 +109,52 @@ class ExecApp(OwnerCommand):
     name = "jupyter-sandbox-exec"
     description = (
         "Run a command in a sandbox as its user (sandbox/commands.py); print its output and "
-        "exit with its status."
+        "exit with its status. With -i, what is piped in is the command's standard input."
     )
-    usage = "exec [--timeout=SECONDS] SANDBOX_ID -- COMMAND [ARGUMENT...]"
+    usage = (
+        "exec [-i] [--timeout=SECONDS] [--env NAME=VALUE]... [--cwd=PATH] SANDBOX_ID -- "
+        "COMMAND [ARGUMENT...]"
+    )
     timeout = Float(
         DEFAULT_TIMEOUT,
         config=True,
         help=f"Seconds the command may run before it is killed (at most {MAX_TIMEOUT:g}).",
     )
-    aliases = {**owner_alias("ExecApp"), "timeout": "ExecApp.timeout"}
+    env = List(
+        Unicode(),
+        config=True,
+        help="NAME=VALUE added to the sandbox's environment for this command; repeatable.",
+    )
+    cwd = Unicode(
+        "", config=True, help="Absolute path of the directory the command starts in (/workspace)."
+    )
+    stdin = Bool(
+        False,
+        config=True,
+        help="""Send this process's standard input, to its end, as the command's (as docker
+        exec -i does); without it the command reads end of file at once. Opt-in: a script
+        whose input is a pipe that never closes would otherwise wait forever.""",
+    )
+    flags = {
+        flag: ({"ExecApp": {"stdin": True}}, "Pass standard input to the command.")
+        for flag in ("i", "stdin")
+    }
+    aliases = {
+        **owner_alias("ExecApp"),
+        "timeout": "ExecApp.timeout",
+        "env": "ExecApp.env",
+        "cwd": "ExecApp.cwd",
+    }
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, *argv = self.arguments(2, 100_000)
-        request = CommandRequest.from_json({"command": argv, "timeout": self.timeout})
+        body = {"command": argv, "timeout": self.timeout, "env": _variables(self.env)}
+        if self.cwd:
+            body["cwd"] = self.cwd
+        # stdin goes in as bytes, not through the JSON body's string: binary input stays whole.
+        request = CommandRequest.from_json(body)
+        if self.stdin:
+            request = replace(request, stdin=_standard_input())
         result = await run_command(manager, owner, sandbox_id, request)
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
@@ -126,3 +166,33 @@ class ExecApp(OwnerCommand):
             )
             return TIMED_OUT
         return result.exit_code if 0 <= result.exit_code <= 255 else 1
+
+
+def _variables(settings: list[str]) -> dict[str, str]:
+    """``--env`` settings as a mapping (a later one of the same name wins, as in a shell);
+    the names and values are checked by CommandRequest.from_json."""
+    variables: dict[str, str] = {}
+    for setting in settings:
+        name, equals, value = setting.partition("=")
+        if not equals:
+            raise InvalidRequestError(
+                f"--env takes NAME=VALUE, not {setting!r}: e.g. --env DEBUG=1 (--env NAME= "
+                "sets it empty)"
+            )
+        variables[name] = value
+    return variables
+
+
+def _standard_input() -> bytes:
+    """This process's standard input to its end (``echo hi | jupyter sandbox exec -i ID --
+    cat``; from a terminal, until Ctrl-D), as bytes: binary input stays whole."""
+    if sys.stdin is None:  # closed
+        return b""
+    data = sys.stdin.buffer.read(MAX_STDIN + 1)
+    if len(data) > MAX_STDIN:
+        raise InvalidRequestError(
+            f"standard input may hold at most {MAX_STDIN // 1024**2} MiB: copy larger input "
+            "into the sandbox with 'jupyter sandbox files put SANDBOX_ID LOCAL_FILE PATH' and "
+            "have the command read that file"
+        )
+    return data

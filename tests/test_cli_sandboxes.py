@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.commands import MAX_STDIN
 from jupyter_sandbox.sandbox.contexts import ContextLock
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
@@ -77,14 +80,23 @@ async def test_stop_without_a_sandbox_prints_the_usage(state_dir: Path) -> None:
     assert "usage: jupyter sandbox stop SANDBOX_ID... | stop --context=NAME" in result.stderr
 
 
-async def sandbox_exec(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+async def sandbox_exec(
+    state_dir: Path, *args: str, stdin: str | int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``jupyter sandbox exec``; ``stdin`` is text piped in, or a file descriptor. Without
+    one its input is /dev/null, never this process's own (a pipe that may never end)."""
     command = [
         *(sys.executable, "-m", "jupyter_sandbox.cli", "exec"),
         *(f"--SandboxSettings.state_dir={state_dir}", "--owner=alice"),
         *args,
     ]
+    source: dict[str, Any] = (
+        {"input": stdin}
+        if isinstance(stdin, str)
+        else {"stdin": subprocess.DEVNULL if stdin is None else stdin}
+    )
     return await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=300
+        subprocess.run, command, capture_output=True, text=True, timeout=300, **source
     )
 
 
@@ -107,4 +119,60 @@ async def test_exec_prints_the_output_and_exits_with_the_status(
     assert "timeout must be a number of seconds above 0" in bad.stderr
     usage = await sandbox_exec(state_dir, sandbox_id)
     assert usage.returncode == 2
-    assert "usage: jupyter sandbox exec [--timeout=SECONDS] SANDBOX_ID -- COMMAND" in usage.stderr
+    assert (
+        "usage: jupyter sandbox exec [-i] [--timeout=SECONDS] [--env NAME=VALUE]... "
+        "[--cwd=PATH] SANDBOX_ID -- COMMAND" in usage.stderr
+    )
+
+
+async def test_exec_takes_env_cwd_and_piped_input(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
+    show = ["sh", "-c", 'printf "%s|%s|%s\\n" "$A" "$B" "$PWD"']
+    ran = await sandbox_exec(
+        state_dir, "--env", "A=x=1", "--env=B=", "--env", "A=two words", sandbox_id, "--", *show
+    )
+    assert (ran.returncode, ran.stdout) == (0, "two words||/workspace\n"), ran.stderr
+    ran = await sandbox_exec(state_dir, "--cwd=/tmp", sandbox_id, "--", *show)
+    assert (ran.returncode, ran.stdout) == (0, "||/tmp\n"), ran.stderr
+    # Options after -- are the command's, not exec's.
+    ran = await sandbox_exec(state_dir, sandbox_id, "--", "echo", "--cwd=/tmp", "--env", "A=1")
+    assert (ran.returncode, ran.stdout) == (0, "--cwd=/tmp --env A=1\n"), ran.stderr
+
+    missing = await sandbox_exec(state_dir, "--cwd=/workspace/nope", sandbox_id, "--", "true")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(
+        "error: cwd /workspace/nope does not exist in the sandbox: create it first"
+    )
+    for bad, says in [
+        ("--env=NOVALUE", "--env takes NAME=VALUE, not 'NOVALUE': e.g. --env DEBUG=1"),
+        ("--env=1A=x", "env name '1A' is not a variable name"),
+        ("--env=JUPYTER_SANDBOX_EXEC=x", "env may not set JUPYTER_SANDBOX_EXEC"),
+        ("--cwd=tmp", "cwd must be an absolute path in the sandbox"),
+    ]:
+        refused = await sandbox_exec(state_dir, bad, sandbox_id, "--", "true")
+        assert (refused.returncode, refused.stdout) == (1, ""), bad
+        assert refused.stderr.startswith(f"error: {says}"), (bad, refused.stderr)
+
+    # With -i, what is piped in is the command's standard input, byte for byte.
+    piped = await sandbox_exec(state_dir, "-i", sandbox_id, "--", "cat", stdin="hi\nü\n")
+    assert (piped.returncode, piped.stdout) == (0, "hi\nü\n"), piped.stderr
+    counted = await sandbox_exec(state_dir, "--stdin", sandbox_id, "--", "wc", "-c")  # /dev/null
+    assert (counted.returncode, counted.stdout.strip()) == (0, "0"), counted.stderr
+    flood = await sandbox_exec(
+        state_dir, "-i", sandbox_id, "--", "wc", "-c", stdin="x" * (MAX_STDIN + 1)
+    )
+    assert flood.returncode == 1
+    assert flood.stderr.startswith("error: standard input may hold at most 16 MiB"), flood.stderr
+    assert "jupyter sandbox files put" in flood.stderr
+
+    # Without -i nothing is read, even from a pipe that never closes: the command sees end of
+    # file at once instead of the CLI waiting forever.
+    never_closed, writer = os.pipe()
+    try:
+        quick = await sandbox_exec(state_dir, sandbox_id, "--", "cat", stdin=never_closed)
+    finally:
+        os.close(never_closed)
+        os.close(writer)
+    assert (quick.returncode, quick.stdout) == (0, ""), quick.stderr

@@ -153,11 +153,17 @@ class SandboxBackend(abc.ABC):
         user: str | None = None,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        environment: dict[str, str] | None = None,
+        workdir: str | None = None,
     ) -> ExecResult:
         """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
 
         ``stdin``, when given, is the command's whole standard input (then end of file).
-        Standard output past ``max_output`` bytes raises OutputTooLargeError.
+        Standard output past ``max_output`` bytes raises OutputTooLargeError. ``environment``
+        is added to the sandbox's own for this command; the backend's own variables (the
+        deadline's mark) win over it. A ``workdir`` (an absolute path; default: the sandbox's
+        working directory, /workspace) the command cannot start in raises
+        SandboxFileNotFoundError when it does not exist, else SandboxFileError.
         """
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -4,8 +4,9 @@
 ``jupyter sandbox exec`` on the command line.
 
 A command runs through the engine's exec (docker_exec.py) as the sandbox's own user, under the
-sandbox's isolation, limits and network policy, in /workspace: nothing its kernel could not do
-with ``subprocess``. Past its time limit it is killed with everything it started
+sandbox's isolation, limits and network policy, in /workspace or the directory ``cwd`` names,
+with the sandbox's environment plus the variables ``env`` adds for it alone: nothing its kernel
+could not do with ``subprocess``. Past its time limit it is killed with everything it started
 (exec_deadline.py) and the result says so. Its standard output is kept up to ``MAX_OUTPUT``
 bytes (more stops the command and is refused, naming the files API that moves big results);
 of standard error, the first MiB. Both are returned as text (UTF-8, undecodable bytes
@@ -14,43 +15,63 @@ replaced): a binary result belongs in a file.
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidRequestError, OutputTooLargeError
+from .exec_deadline import EXEC_MARK
 from .manager import SandboxManager
 
 DEFAULT_TIMEOUT = 60.0  # seconds a command may run when the request does not say
 MAX_TIMEOUT = 3600.0  # seconds: longer work belongs in the kernel, or a detached process
 MAX_OUTPUT = 16 * 1024**2  # bytes of standard output a response carries
 MAX_STDIN = 16 * 1024**2  # bytes of standard input a request may send
+MAX_ENV = 256  # variables a request may add
+MAX_ENV_VALUE = 32 * 1024  # bytes of one variable's value (UTF-8)
+# Bytes of all added variables together ("NAME=VALUE" and its NUL each). Linux takes at most a
+# quarter of the stack limit (8 MiB in the sandbox: 2 MiB) for a program's arguments and
+# environment together, and runc refuses an exec request past 4 MiB: 256 values of 32 KiB would
+# fail to start with an obscure message ("argument list too long", and under gVisor "File name
+# too long" from the shell). 1 MiB leaves the rest to the arguments and the sandbox's own
+# environment.
+MAX_ENV_TOTAL = 1024**2
+MAX_CWD = 4096  # bytes of the working directory's path: Linux's PATH_MAX
 EXAMPLE = '{"command": ["ls", "-la"]} or {"command": "pip list | grep numpy", "timeout": 30}'
+ENV_EXAMPLE = '{"command": "make test", "env": {"DEBUG": "1"}, "cwd": "/workspace/project"}'
+FIELDS = ("command", "timeout", "stdin", "env", "cwd")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): no "$" newline
 
 
 @dataclass(frozen=True)
 class CommandRequest:
-    """One command: its argv (a string is run by ``/bin/sh -c``), time limit and input."""
+    """One command: its argv (a string is run by ``/bin/sh -c``), time limit, input, the
+    variables added to its environment, and its working directory (None: /workspace)."""
 
     argv: list[str]
     timeout: float = DEFAULT_TIMEOUT
     stdin: bytes | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
 
     @classmethod
     def from_json(cls, body: Any) -> CommandRequest:
         """The request in a decoded JSON body; InvalidRequestError says what is wrong."""
         if not isinstance(body, dict):
             raise InvalidRequestError(f"the body must be a JSON object, e.g. {EXAMPLE}")
-        unknown = sorted(set(body) - {"command", "timeout", "stdin"})
+        unknown = sorted(set(body) - set(FIELDS))
         if unknown:
             raise InvalidRequestError(
-                f"unknown field(s) {', '.join(unknown)}: a command takes command, timeout "
-                f"and stdin, e.g. {EXAMPLE}"
+                f"unknown field(s) {', '.join(unknown)}: a command takes command, timeout, "
+                f"stdin, env and cwd, e.g. {EXAMPLE}"
             )
         return cls(
             argv=_argv(body.get("command")),
             timeout=_timeout(body.get("timeout", DEFAULT_TIMEOUT)),
             stdin=_stdin(body.get("stdin")),
+            env=_env(body.get("env")),
+            cwd=_cwd(body.get("cwd")),
         )
 
 
@@ -85,6 +106,8 @@ async def run_command(
             timeout=request.timeout,
             stdin=request.stdin,
             max_output=MAX_OUTPUT,
+            environment=request.env,
+            workdir=request.cwd,
         )
     except OutputTooLargeError:
         raise OutputTooLargeError(
@@ -131,10 +154,97 @@ def _stdin(value: Any) -> bytes | None:
         return None
     if not isinstance(value, str):
         raise InvalidRequestError("stdin must be a string (the command's whole input)")
-    data = value.encode()
+    data = _utf8(value, "stdin")
     if len(data) > MAX_STDIN:
         raise InvalidRequestError(
             f"stdin may hold at most {MAX_STDIN // 1024**2} MiB: upload larger input with PUT "
             "/api/sandboxes/{id}/files/content and read it from the file"
         )
     return data
+
+
+def _env(value: Any) -> dict[str, str]:
+    """The variables a request adds to its command's environment, checked.
+
+    Only the deadline's mark is refused: the kill at the time limit finds the command's
+    processes by it (exec_deadline.py), so a request may neither replace nor remove it (and
+    the exec layer puts it last, so it would win anyway; refusing says so rather than quietly
+    running with another value than the one asked for). Every other name is the command's own
+    business, the proxy variables included (HTTP_PROXY and the rest, set for the sandbox in
+    container_spec.py): the sandbox has no interface but lo, so a command that points them
+    elsewhere only loses its own way out, as ``env HTTP_PROXY=... cmd`` in the command itself
+    would. The network policy is enforced on the host, whatever the sandbox's variables say.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequestError(
+            f"env must be a JSON object of variable names to string values, e.g. {ENV_EXAMPLE}"
+        )
+    if len(value) > MAX_ENV:
+        raise InvalidRequestError(
+            f"env may hold at most {MAX_ENV} variables, not {len(value)}: pass more settings "
+            "in a file (PUT /api/sandboxes/{id}/files/content) or as stdin"
+        )
+    total = 0
+    for name, setting in value.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise InvalidRequestError(
+                f"env name {name!r} is not a variable name: use letters, digits and _, not "
+                f"starting with a digit, e.g. {ENV_EXAMPLE}"
+            )
+        if name == EXEC_MARK:
+            raise InvalidRequestError(
+                f"env may not set {EXEC_MARK}: jupyter-sandbox sets it on every command to "
+                "stop it at its timeout. Use another name"
+            )
+        if not isinstance(setting, str) or "\0" in setting:
+            raise InvalidRequestError(
+                f"env {name} must be a string without NUL characters (numbers too: "
+                f'"{name}": "1"), e.g. {ENV_EXAMPLE}'
+            )
+        size = len(_utf8(setting, f"env {name}"))
+        if size > MAX_ENV_VALUE:
+            raise InvalidRequestError(
+                f"env {name} is {size} bytes; a value may hold at most {MAX_ENV_VALUE // 1024} "
+                "KiB: pass larger data as stdin or in a file "
+                "(PUT /api/sandboxes/{id}/files/content)"
+            )
+        total += len(name) + 1 + size + 1
+    if total > MAX_ENV_TOTAL:
+        raise InvalidRequestError(
+            f"env holds {total} bytes; all its variables together may hold at most "
+            f"{MAX_ENV_TOTAL // 1024**2} MiB: pass larger data as stdin or in a file "
+            "(PUT /api/sandboxes/{id}/files/content)"
+        )
+    return dict(value)
+
+
+def _cwd(value: Any) -> str | None:
+    """The command's working directory: an absolute path in the sandbox (None: /workspace).
+
+    Whether it exists is the engine's to find out, when the command starts (docker_exec.py):
+    checking it beforehand would cost one more exec on every command.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise InvalidRequestError(
+            f"cwd must be an absolute path in the sandbox (a string starting with /, no NUL "
+            f"characters), not {value!r:.100}; leave it out for /workspace, e.g. {ENV_EXAMPLE}"
+        )
+    if len(_utf8(value, "cwd")) > MAX_CWD:
+        raise InvalidRequestError(
+            f"cwd may hold at most {MAX_CWD} bytes (the system's limit on a path)"
+        )
+    return value
+
+
+def _utf8(value: str, what: str) -> bytes:
+    # JSON may carry a lone surrogate ("\ud800"), which no program's input can hold.
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequestError(
+            f"{what} is not valid Unicode text (it holds a lone surrogate, e.g. \\ud800)"
+        ) from None

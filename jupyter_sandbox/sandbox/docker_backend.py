@@ -186,6 +186,8 @@ class DockerBackend(SandboxBackend):
         user: str | None = None,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        environment: dict[str, str] | None = None,
+        workdir: str | None = None,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -196,6 +198,8 @@ class DockerBackend(SandboxBackend):
             stdin=stdin,
             inspect=lambda: self.inspect(sandbox_id),
             max_output=max_output,
+            environment=environment,
+            workdir=workdir,
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -23,7 +23,14 @@ from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .engine import DockerEngine
-from .errors import OutputTooLargeError, SandboxDiedError, SandboxError, SandboxNotFoundError
+from .errors import (
+    OutputTooLargeError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxNotFoundError,
+)
 from .exec_deadline import kill_marked, new_mark
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
@@ -46,19 +53,26 @@ async def run_exec(
     user: str = "",
     stdin: bytes | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    environment: dict[str, str] | None = None,
+    workdir: str | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``container``; stop it after ``timeout`` s; stdout capped at ``max_output``.
 
     ``inspect`` is an async callable returning the sandbox's SandboxInfo; it is polled so that
-    the wait ends as soon as the sandbox dies.
+    the wait ends as soon as the sandbox dies. ``environment`` is added to the container's own
+    (the engine merges them, these winning); ``workdir`` replaces the container's working
+    directory: one the command cannot start in raises a SandboxFileError (see workdir_error).
     """
     mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
+    # The mark last: a caller's variable of the same name must not unmark the command, which
+    # would then outlive its time limit (commands.py refuses such a request before it gets here).
+    env = {**(environment or {}), **mark}
 
     def run() -> ExecResult:
         api = engine.client.api
         exec_id = api.exec_create(
-            container, argv, user=user, stdin=stdin is not None, environment=mark
+            container, argv, user=user, stdin=stdin is not None, environment=env, workdir=workdir
         )["Id"]
         sock = api.exec_start(exec_id, socket=True)
         sockets.append(sock)
@@ -70,23 +84,76 @@ async def run_exec(
             out, err = _collect(sock, max_output)
         finally:
             sock.close()
-        return exec_result(api.exec_inspect(exec_id), argv, out, err)
+        inspected = api.exec_inspect(exec_id)
+        if workdir is not None and not started(inspected):
+            problem = workdir_error(engine, container, user, workdir)
+            if problem is not None:
+                raise problem
+        return exec_result(inspected, argv, out, err)
 
     watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
     return await watch.wait(run, timeout + KILL_GRACE)
+
+
+def started(inspected: dict[str, Any]) -> bool:
+    """Whether the engine started the exec's process (``exec_inspect``): one it could not start
+    never had a pid, and ends with NOT_STARTED."""
+    return bool(inspected.get("Pid")) or inspected.get("ExitCode") != NOT_STARTED
 
 
 def exec_result(inspected: dict[str, Any], argv: list[str], out: bytes, err: bytes) -> ExecResult:
     """The result of a finished exec, from the engine's ``exec_inspect`` and its output."""
     code = inspected.get("ExitCode")
     exit_code = int(code) if code is not None else -1
-    if not inspected.get("Pid") and exit_code == NOT_STARTED:
-        # The runtime's reason comes as unframed text, which the output's reader cannot parse.
+    if not started(inspected):
+        # The runtime's reason comes as text the command never wrote: unframed from some
+        # engines, which the output's reader cannot parse, and as standard output from others
+        # (Docker 20.10: "OCI runtime exec failed: ..."). Neither is the command's output.
+        out = b""
         err = (
             f"{argv[0]!r} could not be started in the sandbox: no such program, or not "
             "executable by the sandbox's user\n"
         ).encode()
     return ExecResult(exit_code, out, err)
+
+
+# Why a working directory was refused, checked as the sandbox's user from its usual working
+# directory: "$0" is the path. The statuses are read by workdir_error.
+_CHECK_WORKDIR = '[ -e "$0" ] || exit 3; [ -d "$0" ] || exit 4'
+
+
+def workdir_error(
+    engine: DockerEngine, container: str, user: str, workdir: str
+) -> SandboxFileError | None:
+    """Why an exec could not start in ``workdir``, or None when the directory is not why.
+
+    Blocking (it runs on the engine's executor, after the failed exec). A missing directory
+    fails the exec at its start (exit status NOT_STARTED, no pid, nothing made in the sandbox)
+    under both runtimes, but the engine says why only in free text, which differs between
+    runtimes and versions (runc: 'chdir to cwd ("/x") set in config.json failed: no such file
+    or directory', runsc: 'failed to find initial working directory "/x"'). So the sandbox is
+    asked instead, by one more exec that only reads; it is paid only when an exec with a
+    working directory failed to start. runc also refuses a file ('not a directory'); runsc
+    starts the command there, and its relative paths fail. Both start it in a directory the
+    user may not search (the runtime enters it before dropping privileges): every lookup from
+    there is still refused to the user, so that gains nothing, and is left to the runtimes;
+    nor is such a directory blamed when the start failed, since it is not why.
+    """
+    api = engine.client.api
+    check = api.exec_create(container, ["/bin/sh", "-c", _CHECK_WORKDIR, workdir], user=user)
+    api.exec_start(check["Id"])
+    status = api.exec_inspect(check["Id"]).get("ExitCode")
+    if status == 3:
+        return SandboxFileNotFoundError(
+            f"cwd {workdir} does not exist in the sandbox: create it first (e.g. mkdir -p in "
+            "an earlier command) or leave cwd out for /workspace"
+        )
+    if status == 4:
+        return SandboxFileError(
+            f"cwd {workdir} is not a directory in the sandbox: name a directory, or leave cwd "
+            "out for /workspace"
+        )
+    return None
 
 
 @dataclass

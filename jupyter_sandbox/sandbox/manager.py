@@ -222,15 +222,24 @@ class SandboxManager(SandboxStarter):
         timeout: float = 60.0,
         stdin: bytes | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        environment: dict[str, str] | None = None,
+        workdir: str | None = None,
     ) -> ExecResult:
-        """Run ``argv`` in the owner's sandbox, which must be running, as its user (see
-        SandboxBackend.exec); SandboxConflictError names the fix when it is not running."""
+        """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
+        ``environment`` added to the sandbox's, in ``workdir`` (see SandboxBackend.exec);
+        SandboxConflictError names the fix when it is not running."""
         info = await self.get(owner, sandbox_id)
         if not info.running:
             fix = "resume it first" if info.status == "paused" else "start a new one"
             raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
         return await self.backend.exec(
-            sandbox_id, argv, timeout=timeout, stdin=stdin, max_output=max_output
+            sandbox_id,
+            argv,
+            timeout=timeout,
+            stdin=stdin,
+            max_output=max_output,
+            environment=environment,
+            workdir=workdir,
         )
 
     async def attestation(

@@ -2,9 +2,11 @@
 (documented in openapi.yaml beside this file; what a command may do: sandbox/commands.py).
 
 The body names the command (``{"command": ["ls", "-la"]}``, or a string for ``/bin/sh -c``),
-optionally its time limit in seconds and its standard input; the answer, once it has ended,
-holds its exit code, output, and whether its time ran out. A command that fails is still a
-200: its exit code says so, as a shell's would.
+optionally its time limit in seconds, its standard input, variables added to its environment
+(``env``) and its working directory (``cwd``, default /workspace); the answer, once it has
+ended, holds its exit code, output, and whether its time ran out. A command that fails is still
+a 200: its exit code says so, as a shell's would. A ``cwd`` the sandbox lacks is a 404
+(``file_not_found``): the command did not run (docker_exec.workdir_error).
 """
 
 from __future__ import annotations

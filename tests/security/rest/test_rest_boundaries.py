@@ -38,7 +38,9 @@ async def nothing_was_made(extension: SandboxExtension) -> bool:
 
 VALID_BODIES = {
     ("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}',
-    ("/api/sandboxes/{sandbox_id}/commands", "post"): '{"command": "true"}',
+    ("/api/sandboxes/{sandbox_id}/commands", "post"): (
+        '{"command": "true", "env": {"A": "1"}, "cwd": "/workspace"}'
+    ),
     ("/api/sandboxes/{sandbox_id}/timeout", "put"): '{"timeout": 600}',
 }
 # Routes that take a query argument: a well-formed one, so that only the owner decides.
