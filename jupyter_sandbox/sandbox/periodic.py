@@ -9,7 +9,6 @@ that stops culling fails silently. Only cancellation (the owner stopping it) end
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,7 +25,10 @@ async def repeat(
 ) -> None:
     """Await ``step()``, then sleep ``interval()`` seconds (read anew each time, so a changed
     setting applies from the next pass), forever; ``what`` names the step in log lines.
-    Setting ``wake`` ends a sleep early: the next pass starts at once."""
+
+    Setting ``wake`` restarts the sleep with ``interval()`` read anew: how a caller whose next
+    pass is now due sooner says so. It never runs a pass by itself, so setting it often costs
+    nothing but the reading."""
     while True:
         try:
             await step()
@@ -37,6 +39,9 @@ async def repeat(
         if wake is None:
             await asyncio.sleep(interval())
             continue
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), interval())
-        wake.clear()
+        while True:  # set during the step too: then the first wait ends at once
+            try:
+                await asyncio.wait_for(wake.wait(), interval())
+            except TimeoutError:
+                break  # slept the whole interval: the next pass is due
+            wake.clear()

@@ -80,6 +80,7 @@ class SandboxCuller(LoggingConfigurable):
         super().__init__(**kwargs)
         self.manager = manager
         self._next_deadline: datetime.datetime | None = None  # the soonest one still ahead
+        self._announced: datetime.datetime | None = None  # the soonest set during this pass
         self._wake = asyncio.Event()
 
     async def run(self) -> None:
@@ -88,6 +89,7 @@ class SandboxCuller(LoggingConfigurable):
 
     async def cull_once(self) -> list[str]:
         """One pass: reap orphans, then remove what is idle or expired. Returns the ids culled."""
+        self._announced = None
         await reap_orphans(self.manager, grace=self.orphan_grace)
         culled = []
         now = _now()
@@ -100,12 +102,13 @@ class SandboxCuller(LoggingConfigurable):
             if reason is None:
                 deadline = self.deadline(state) if counts_toward_quota(state) else None
                 if deadline is not None and deadline > now:
-                    soonest = deadline if soonest is None else min(soonest, deadline)
+                    soonest = _sooner(soonest, deadline)
                 continue
             log.info("culling sandbox %s of %s: %s", info.sandbox_id, info.owner, reason)
             await self.manager.remove(info.owner, info.sandbox_id)
             culled.append(info.sandbox_id)
-        self._next_deadline = soonest
+        # A deadline set while this pass ran may be missing from the states it read.
+        self._next_deadline = _sooner(soonest, self._announced)
         return culled
 
     def reason_to_cull(self, state: dict[str, Any], now: datetime.datetime) -> str | None:
@@ -153,9 +156,10 @@ class SandboxCuller(LoggingConfigurable):
     def deadline_changed(self, deadline: datetime.datetime) -> None:
         """A sandbox's deadline was set (a timeout given or extended): make sure a pass comes
         by then, however long ``interval`` is."""
+        self._announced = _sooner(self._announced, deadline)
         if self._next_deadline is None or deadline < self._next_deadline:
             self._next_deadline = deadline
-            self._wake.set()  # the sleeping loop recomputes its sleep after a pass
+            self._wake.set()  # the sleeping loop sleeps anew, until this deadline
 
     def _ttl_deadline(self, state: dict[str, Any]) -> datetime.datetime | None:
         began = _time(_life_began(state))
@@ -168,6 +172,12 @@ class SandboxCuller(LoggingConfigurable):
             return self.interval
         until = (self._next_deadline - _now()).total_seconds() + DEADLINE_MARGIN
         return max(min(self.interval, until), DEADLINE_MARGIN)
+
+
+def _sooner(
+    one: datetime.datetime | None, other: datetime.datetime | None
+) -> datetime.datetime | None:
+    return min((d for d in (one, other) if d is not None), default=None)
 
 
 def _life_began(state: dict[str, Any]) -> Any:

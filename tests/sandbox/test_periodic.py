@@ -67,3 +67,31 @@ async def test_the_interval_is_read_anew_before_each_sleep() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert asked >= 2
+
+
+async def test_wake_restarts_the_sleep_and_runs_no_pass_by_itself() -> None:
+    passes = 0
+    second = asyncio.Event()
+    sleep = 3600.0
+    wake = asyncio.Event()
+
+    async def step() -> None:
+        nonlocal passes
+        passes += 1
+        if passes == 2:
+            second.set()
+
+    task = asyncio.create_task(repeat(step, lambda: sleep, "test pass", log, wake))
+    try:
+        for _ in range(20):  # woken often, the interval still an hour: no pass
+            await asyncio.sleep(0.01)
+            wake.set()
+        await asyncio.sleep(0.1)
+        assert passes == 1
+        sleep = 0.2  # the next pass is due sooner: say so
+        wake.set()
+        await asyncio.wait_for(second.wait(), timeout=5)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
