@@ -9,6 +9,7 @@ outlives its kernel and is otherwise only ended by a server's culler. Each verb 
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from .sandbox.contexts import kernel_attached
 from .sandbox.errors import InvalidRequestError, SandboxConflictError, SandboxNotFoundError
 
 TIMED_OUT = 124  # the exit status of a command killed at its time limit, as timeout(1) has it
+BROKEN_PIPE = 141  # the exit status when the output's reader left, as a shell has it (SIGPIPE)
 
 
 class StopApp(OwnerCommand):
@@ -108,8 +110,9 @@ class ResumeApp(OwnerCommand):
 class ExecApp(OwnerCommand):
     name = "jupyter-sandbox-exec"
     description = (
-        "Run a command in a sandbox as its user (sandbox/commands.py); print its output and "
-        "exit with its status. With -i, what is piped in is the command's standard input."
+        "Run a command in a sandbox as its user (sandbox/commands.py); print its output as it "
+        "comes and exit with its status. With -i, what is piped in is the command's standard "
+        "input."
     )
     usage = (
         "exec [-i] [--timeout=SECONDS] [--env NAME=VALUE]... [--cwd=PATH] SANDBOX_ID -- "
@@ -155,9 +158,13 @@ class ExecApp(OwnerCommand):
         request = CommandRequest.from_json(body)
         if self.stdin:
             request = replace(request, stdin=_standard_input())
-        result = await run_command(manager, owner, sandbox_id, request)
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
+        try:
+            result = await run_command(manager, owner, sandbox_id, request, output=_print_output)
+        except BrokenPipeError:
+            # What reads this process's output stopped (``| head``): so does the command (its
+            # next write fails), and this process, quietly, as a program killed by SIGPIPE.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return BROKEN_PIPE
         if result.timed_out:
             print(
                 f"error: the command ran past its {self.timeout:g}s and was killed (--timeout "
@@ -166,6 +173,15 @@ class ExecApp(OwnerCommand):
             )
             return TIMED_OUT
         return result.exit_code if 0 <= result.exit_code <= 255 else 1
+
+
+def _print_output(stream: str, data: bytes) -> None:
+    """A piece of the command's output, written as it comes, byte for byte (as docker exec
+    does; a terminal decodes it). Called on the engine's executor thread: a reader of this
+    process's output that is slower than the command holds the command back."""
+    out = sys.stdout if stream == "stdout" else sys.stderr
+    out.buffer.write(data)
+    out.buffer.flush()
 
 
 def _variables(settings: list[str]) -> dict[str, str]:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,42 @@ async def test_exec_takes_env_cwd_and_piped_input(
         os.close(never_closed)
         os.close(writer)
     assert (quick.returncode, quick.stdout) == (0, ""), quick.stderr
+
+
+async def test_exec_prints_the_output_as_it_comes(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
+    command = [
+        *(sys.executable, "-m", "jupyter_sandbox.cli", "exec"),
+        *(f"--SandboxSettings.state_dir={state_dir}", "--owner=alice", sandbox_id, "--"),
+        *("sh", "-c", "echo first; echo err >&2; sleep 2; echo second; printf '\\377'; exit 3"),
+    ]
+
+    def lines_as_they_come() -> tuple[list[tuple[float, bytes]], bytes, int]:
+        with subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as process:
+            assert process.stdout is not None
+            assert process.stderr is not None
+            arrived = [(time.monotonic(), line) for line in process.stdout]
+            return arrived, process.stderr.read(), process.wait(timeout=60)
+
+    arrived, err, status = await asyncio.to_thread(lines_as_they_come)
+    assert [line for _, line in arrived] == [b"first\n", b"second\n", b"\xff"]  # byte for byte
+    assert arrived[1][0] - arrived[0][0] >= 1.5, arrived  # the first before the command ended
+    assert (err, status) == (b"err\n", 3)
+
+    # A reader that stops (| head) stops the command, and the CLI quietly (SIGPIPE's status).
+    pipeline = " ".join(f"'{arg}'" for arg in command[:-3]) + " yes | head -n 2"
+    cut = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-o", "pipefail", "-c", pipeline],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (cut.returncode, cut.stdout, cut.stderr) == (141, "y\ny\n", ""), cut
+    listing = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+    left = await manager.exec("alice", sandbox_id, ["sh", "-c", listing], timeout=30)
+    assert b"yes" not in left.stdout.split(), left

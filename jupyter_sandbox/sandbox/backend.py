@@ -38,6 +38,8 @@ class Writable(Protocol):
 # exec_stream: writes a command's standard input / receives its standard output in pieces.
 Feed = Callable[[Writable], None]
 Sink = Callable[[bytes], None]
+# exec: receives a command's output as it comes, ("stdout" or "stderr", the bytes of one piece).
+Output = Callable[[str, bytes], None]
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ class SandboxBackend(abc.ABC):
         max_output: int = DEFAULT_MAX_OUTPUT,
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
+        output: Output | None = None,
     ) -> ExecResult:
         """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
 
@@ -164,6 +167,15 @@ class SandboxBackend(abc.ABC):
         deadline's mark) win over it. A ``workdir`` (an absolute path; default: the sandbox's
         working directory, /workspace) the command cannot start in raises
         SandboxFileNotFoundError when it does not exist, else SandboxFileError.
+
+        With ``output``, the command's standard output and error go to it piece by piece as
+        they come, in the order they came, and nothing is kept: ``ExecResult.stdout`` and
+        ``stderr`` are empty and ``max_output`` does not apply. It is called on the engine's
+        executor thread, not the event loop's, and may block it: the command then waits for
+        it (its output pipe fills), which is how a slow reader holds a command back. What it
+        raises stops the reading (the command's next write fails, as past ``max_output``) and
+        is raised here. Output of a command the engine could not start (the engine's own message) never
+        reaches it; the reason it gives instead comes as ``stderr``.
         """
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

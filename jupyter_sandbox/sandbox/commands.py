@@ -10,7 +10,8 @@ could not do with ``subprocess``. Past its time limit it is killed with everythi
 (exec_deadline.py) and the result says so. Its standard output is kept up to ``MAX_OUTPUT``
 bytes (more stops the command and is refused, naming the files API that moves big results);
 of standard error, the first MiB. Both are returned as text (UTF-8, undecodable bytes
-replaced): a binary result belongs in a file.
+replaced): a binary result belongs in a file. A request with ``"stream": true`` has its output
+sent as it comes instead, uncapped (command_stream.py); so does the CLI's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backend import Output
 from .errors import InvalidRequestError, OutputTooLargeError
 from .exec_deadline import EXEC_MARK
 from .manager import SandboxManager
@@ -40,20 +42,22 @@ MAX_ENV_TOTAL = 1024**2
 MAX_CWD = 4096  # bytes of the working directory's path: Linux's PATH_MAX
 EXAMPLE = '{"command": ["ls", "-la"]} or {"command": "pip list | grep numpy", "timeout": 30}'
 ENV_EXAMPLE = '{"command": "make test", "env": {"DEBUG": "1"}, "cwd": "/workspace/project"}'
-FIELDS = ("command", "timeout", "stdin", "env", "cwd")
+FIELDS = ("command", "timeout", "stdin", "env", "cwd", "stream")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): no "$" newline
 
 
 @dataclass(frozen=True)
 class CommandRequest:
     """One command: its argv (a string is run by ``/bin/sh -c``), time limit, input, the
-    variables added to its environment, and its working directory (None: /workspace)."""
+    variables added to its environment, its working directory (None: /workspace), and whether
+    its output is to be sent as it comes (command_stream.py) rather than with its result."""
 
     argv: list[str]
     timeout: float = DEFAULT_TIMEOUT
     stdin: bytes | None = None
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    stream: bool = False
 
     @classmethod
     def from_json(cls, body: Any) -> CommandRequest:
@@ -64,7 +68,7 @@ class CommandRequest:
         if unknown:
             raise InvalidRequestError(
                 f"unknown field(s) {', '.join(unknown)}: a command takes command, timeout, "
-                f"stdin, env and cwd, e.g. {EXAMPLE}"
+                f"stdin, env, cwd and stream, e.g. {EXAMPLE}"
             )
         return cls(
             argv=_argv(body.get("command")),
@@ -72,6 +76,7 @@ class CommandRequest:
             stdin=_stdin(body.get("stdin")),
             env=_env(body.get("env")),
             cwd=_cwd(body.get("cwd")),
+            stream=_stream(body.get("stream", False)),
         )
 
 
@@ -94,9 +99,18 @@ class CommandResult:
 
 
 async def run_command(
-    manager: SandboxManager, owner: str, sandbox_id: str, request: CommandRequest
+    manager: SandboxManager,
+    owner: str,
+    sandbox_id: str,
+    request: CommandRequest,
+    output: Output | None = None,
 ) -> CommandResult:
-    """Run ``request`` in the owner's sandbox, which must be running (SandboxManager.exec)."""
+    """Run ``request`` in the owner's sandbox, which must be running (SandboxManager.exec).
+
+    With ``output``, the command's output goes to it as it comes ("stdout" or "stderr", the
+    bytes of one piece), called on the engine's executor thread, uncapped; the result's
+    stdout and stderr are then empty.
+    """
     started = time.monotonic()
     try:
         result = await manager.exec(
@@ -108,6 +122,7 @@ async def run_command(
             max_output=MAX_OUTPUT,
             environment=request.env,
             workdir=request.cwd,
+            output=output,
         )
     except OutputTooLargeError:
         raise OutputTooLargeError(
@@ -137,6 +152,15 @@ def _argv(command: Any) -> list[str]:
     raise InvalidRequestError(
         "command must be a non-empty string (run by /bin/sh -c) or a non-empty list of "
         f"strings (run as it is), e.g. {EXAMPLE}"
+    )
+
+
+def _stream(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InvalidRequestError(
+        f"stream must be true (send the output as it comes, as Server-Sent Events) or false "
+        f"(the default: all of it with the result), not {value!r:.100}"
     )
 
 
@@ -223,7 +247,7 @@ def _env(value: Any) -> dict[str, str]:
 def _cwd(value: Any) -> str | None:
     """The command's working directory: an absolute path in the sandbox (None: /workspace).
 
-    Whether it exists is the engine's to find out, when the command starts (docker_exec.py):
+    Whether it exists is the engine's to find out, when the command starts (exec_start.py):
     checking it beforehand would cost one more exec on every command.
     """
     if value is None:

@@ -16,7 +16,7 @@ from typing import Any
 import docker.errors
 
 from . import docker_checkpoints, labels
-from .backend import ContainerSpec, Feed, SandboxBackend, Sink
+from .backend import ContainerSpec, Feed, Output, SandboxBackend, Sink
 from .backend_records import (
     DEFAULT_MAX_OUTPUT,
     EngineFacts,
@@ -188,6 +188,7 @@ class DockerBackend(SandboxBackend):
         max_output: int = DEFAULT_MAX_OUTPUT,
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
+        output: Output | None = None,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -200,6 +201,7 @@ class DockerBackend(SandboxBackend):
             max_output=max_output,
             environment=environment,
             workdir=workdir,
+            output=output,
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import docker.errors
 from docker.utils.socket import demux_adaptor, frames_iter
 
+from .backend import Output
 from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .engine import DockerEngine
 from .errors import (
@@ -28,17 +29,15 @@ from .errors import (
     SandboxDiedError,
     SandboxError,
     SandboxFileError,
-    SandboxFileNotFoundError,
     SandboxNotFoundError,
 )
 from .exec_deadline import kill_marked, new_mark
+from .exec_start import exec_result, once_started, started, workdir_error
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
 Inspect = Callable[[], Awaitable[SandboxInfo]]
 # How often a running exec checks that its sandbox still lives (seconds).
 WATCH_SECONDS = 0.5
-# The engine's exit status for a command it could not start (it then never had a process).
-NOT_STARTED = 126
 # How long an exec's output may take to end after its processes were killed (seconds).
 KILL_GRACE = 10.0
 
@@ -55,6 +54,7 @@ async def run_exec(
     max_output: int = DEFAULT_MAX_OUTPUT,
     environment: dict[str, str] | None = None,
     workdir: str | None = None,
+    output: Output | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``container``; stop it after ``timeout`` s; stdout capped at ``max_output``.
 
@@ -62,6 +62,8 @@ async def run_exec(
     the wait ends as soon as the sandbox dies. ``environment`` is added to the container's own
     (the engine merges them, these winning); ``workdir`` replaces the container's working
     directory: one the command cannot start in raises a SandboxFileError (see workdir_error).
+    ``output``, when given, takes the output as it comes, on the engine's executor thread, and
+    the result's stdout and stderr are empty, with no cap (SandboxBackend.exec).
     """
     mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
@@ -81,79 +83,28 @@ async def run_exec(
                 raw = _raw(sock)
                 raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)  # end of input: tar sees EOF
-            out, err = _collect(sock, max_output)
+            gated = None if output is None else once_started(api, exec_id, output)
+            out, err = _collect(sock, max_output, gated)
         finally:
+            # Shut, not only closed: the real socket outlives the SocketIO (the response holds
+            # it), and an engine left writing to it, its output refused, wedged the sandbox's
+            # later execs (seen: Docker 20.10, the kill of a "yes" past max_output).
+            with contextlib.suppress(OSError):
+                _raw(sock).shutdown(socket.SHUT_RDWR)
             sock.close()
         inspected = api.exec_inspect(exec_id)
         if workdir is not None and not started(inspected):
             problem = workdir_error(engine, container, user, workdir)
             if problem is not None:
                 raise problem
-        return exec_result(inspected, argv, out, err)
+        result = exec_result(inspected, argv, out, err)
+        if output is not None and result.stderr:  # why it could not start: its only output
+            output("stderr", result.stderr)
+            result = replace(result, stderr=b"")
+        return result
 
     watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
     return await watch.wait(run, timeout + KILL_GRACE)
-
-
-def started(inspected: dict[str, Any]) -> bool:
-    """Whether the engine started the exec's process (``exec_inspect``): one it could not start
-    never had a pid, and ends with NOT_STARTED."""
-    return bool(inspected.get("Pid")) or inspected.get("ExitCode") != NOT_STARTED
-
-
-def exec_result(inspected: dict[str, Any], argv: list[str], out: bytes, err: bytes) -> ExecResult:
-    """The result of a finished exec, from the engine's ``exec_inspect`` and its output."""
-    code = inspected.get("ExitCode")
-    exit_code = int(code) if code is not None else -1
-    if not started(inspected):
-        # The runtime's reason comes as text the command never wrote: unframed from some
-        # engines, which the output's reader cannot parse, and as standard output from others
-        # (Docker 20.10: "OCI runtime exec failed: ..."). Neither is the command's output.
-        out = b""
-        err = (
-            f"{argv[0]!r} could not be started in the sandbox: no such program, or not "
-            "executable by the sandbox's user\n"
-        ).encode()
-    return ExecResult(exit_code, out, err)
-
-
-# Why a working directory was refused, checked as the sandbox's user from its usual working
-# directory: "$0" is the path. The statuses are read by workdir_error.
-_CHECK_WORKDIR = '[ -e "$0" ] || exit 3; [ -d "$0" ] || exit 4'
-
-
-def workdir_error(
-    engine: DockerEngine, container: str, user: str, workdir: str
-) -> SandboxFileError | None:
-    """Why an exec could not start in ``workdir``, or None when the directory is not why.
-
-    Blocking (it runs on the engine's executor, after the failed exec). A missing directory
-    fails the exec at its start (exit status NOT_STARTED, no pid, nothing made in the sandbox)
-    under both runtimes, but the engine says why only in free text, which differs between
-    runtimes and versions (runc: 'chdir to cwd ("/x") set in config.json failed: no such file
-    or directory', runsc: 'failed to find initial working directory "/x"'). So the sandbox is
-    asked instead, by one more exec that only reads; it is paid only when an exec with a
-    working directory failed to start. runc also refuses a file ('not a directory'); runsc
-    starts the command there, and its relative paths fail. Both start it in a directory the
-    user may not search (the runtime enters it before dropping privileges): every lookup from
-    there is still refused to the user, so that gains nothing, and is left to the runtimes;
-    nor is such a directory blamed when the start failed, since it is not why.
-    """
-    api = engine.client.api
-    check = api.exec_create(container, ["/bin/sh", "-c", _CHECK_WORKDIR, workdir], user=user)
-    api.exec_start(check["Id"])
-    status = api.exec_inspect(check["Id"]).get("ExitCode")
-    if status == 3:
-        return SandboxFileNotFoundError(
-            f"cwd {workdir} does not exist in the sandbox: create it first (e.g. mkdir -p in "
-            "an earlier command) or leave cwd out for /workspace"
-        )
-    if status == 4:
-        return SandboxFileError(
-            f"cwd {workdir} is not a directory in the sandbox: name a directory, or leave cwd "
-            "out for /workspace"
-        )
-    return None
 
 
 @dataclass
@@ -176,7 +127,9 @@ class ExecWatch:
         """``run`` (a blocking exec) on the engine's executor, within ``limit`` seconds in all.
 
         After ``timeout`` seconds the command's processes are killed (its output then ends) and
-        the result says it timed out; if the sandbox dies meanwhile, SandboxDiedError.
+        the result says it timed out; if the sandbox dies meanwhile, SandboxDiedError. A wait
+        that ends otherwise before the command did (cancelled, its output refused) kills them
+        too before it raises (within KILL_SECONDS).
         """
         loop = asyncio.get_running_loop()
         call = asyncio.ensure_future(
@@ -184,6 +137,7 @@ class ExecWatch:
         )
         deadline = loop.time() + self.timeout
         timed_out = False
+        ended = False  # the command, or its sandbox: then there is nothing left to kill
         try:
             while True:
                 wait = WATCH_SECONDS if timed_out else min(WATCH_SECONDS, deadline - loop.time())
@@ -194,19 +148,35 @@ class ExecWatch:
                     await kill_marked(self.engine, self.container, self.user, self.mark)
                 info = await self.inspect()
                 if not info.running and info.status != "paused":
+                    ended = True
                     raise SandboxDiedError(
                         f"sandbox {info.sandbox_id} ended while running a command: "
                         f"{info.death_cause()}"
                     )
+            failure = None if call.cancelled() else call.exception()
+            # It ended, or never started (a cwd it could not start in: workdir_error).
+            ended = not call.cancelled() and (
+                failure is None or isinstance(failure, SandboxFileError)
+            )
             result = call.result()
             return replace(result, timed_out=True) if timed_out else result
         except docker.errors.NotFound:
+            ended = True
             raise SandboxNotFoundError(f"no sandbox container {self.container}") from None
+        except SandboxNotFoundError:
+            ended = True
+            raise
         finally:
             call.cancel()
             for sock in self.sockets:
                 with contextlib.suppress(OSError, AttributeError):
                     _raw(sock).shutdown(socket.SHUT_RDWR)
+            if not ended:
+                # Given up on: cancelled (a client that left a stream, a server stopping), or
+                # its output refused (past max_output, a reader that left). Nobody would see it
+                # end, and a command whose output nobody reads blocks on it for good: it must
+                # not run on, nor what it started.
+                await kill_marked(self.engine, self.container, self.user, self.mark)
 
 
 def _raw(sock: Any) -> socket.socket:
@@ -214,10 +184,18 @@ def _raw(sock: Any) -> socket.socket:
     return getattr(sock, "_sock", sock)  # type: ignore[no-any-return]
 
 
-def _collect(sock: Any, max_output: int) -> tuple[bytes, bytes]:
+def _collect(sock: Any, max_output: int, output: Output | None = None) -> tuple[bytes, bytes]:
+    """The exec's standard output (at most ``max_output`` bytes) and error (its first MiB);
+    or, with ``output``, nothing: each frame goes to it as it is read, with no cap."""
     out, err = bytearray(), bytearray()
     for stream, data in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
         stdout, stderr = demux_adaptor(stream, data)
+        if output is not None:
+            if stdout:
+                output("stdout", stdout)
+            if stderr:
+                output("stderr", stderr)
+            continue
         if stdout:
             out += stdout
             if len(out) > max_output:

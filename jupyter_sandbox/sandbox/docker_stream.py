@@ -22,9 +22,10 @@ from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend import Feed, Sink
 from .backend_records import ExecResult
-from .docker_exec import ExecWatch, Inspect, _raw, exec_result
+from .docker_exec import ExecWatch, Inspect, _raw
 from .engine import DockerEngine
 from .exec_deadline import new_mark
+from .exec_start import exec_result
 
 # stderr is for error messages: the first MiB is kept.
 MAX_STDERR = 1024**2

@@ -64,7 +64,8 @@ async def kill_marked(
     engine: DockerEngine, container: str, user: str, mark: dict[str, str]
 ) -> None:
     """Kill every process in ``container`` marked with ``mark``, as ``user`` (who started
-    them, so may signal them). Failures are logged: the caller has given up on the command
+    them, so may signal them): at the command's time limit, or when its wait was given up
+    (docker_exec.ExecWatch). Failures are logged: the caller has given up on the command
     already, and the engine's own time limit on it still ends the wait."""
     ((name, token),) = mark.items()
 
@@ -79,11 +80,11 @@ async def kill_marked(
     try:
         code = await engine.run(f"stop a command in {container}", kill, timeout=KILL_SECONDS)
     except (SandboxError, docker.errors.NotFound) as exc:
-        log.warning("could not stop a command past its time limit in %s: %s", container, exc)
+        log.warning("could not stop a command in %s: %s", container, exc)
         return
     if code != 0:
         log.warning(
-            "a command past its time limit in %s kept starting processes (status %s)",
+            "a command being stopped in %s kept starting processes (status %s)",
             container,
             code,
         )

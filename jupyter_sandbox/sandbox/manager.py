@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets.config import Config
 
 from .attestation import AttestationReport, record_attestation, stored_report
-from .backend import SandboxBackend
+from .backend import Output, SandboxBackend
 from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
@@ -224,10 +224,12 @@ class SandboxManager(SandboxStarter):
         max_output: int = DEFAULT_MAX_OUTPUT,
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
+        output: Output | None = None,
     ) -> ExecResult:
         """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
-        ``environment`` added to the sandbox's, in ``workdir`` (see SandboxBackend.exec);
-        SandboxConflictError names the fix when it is not running."""
+        ``environment`` added to the sandbox's, in ``workdir``; with ``output``, its output goes
+        there as it comes, on the engine's executor thread, uncapped and not kept (see
+        SandboxBackend.exec). SandboxConflictError names the fix when it is not running."""
         info = await self.get(owner, sandbox_id)
         if not info.running:
             fix = "resume it first" if info.status == "paused" else "start a new one"
@@ -240,6 +242,7 @@ class SandboxManager(SandboxStarter):
             max_output=max_output,
             environment=environment,
             workdir=workdir,
+            output=output,
         )
 
     async def attestation(

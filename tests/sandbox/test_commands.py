@@ -100,6 +100,19 @@ def test_the_marker_is_refused_by_its_exact_name_only() -> None:
 def test_an_unknown_field_names_the_ones_a_command_takes() -> None:
     with pytest.raises(InvalidRequestError) as refused:
         CommandRequest.from_json({"command": "true", "workdir": "/tmp"})
-    assert "unknown field(s) workdir: a command takes command, timeout, stdin, env and cwd" in (
-        refused.value.message
+    assert (
+        "unknown field(s) workdir: a command takes command, timeout, stdin, env, cwd and stream"
+        in refused.value.message
     )
+
+
+def test_stream_is_a_boolean_and_off_unless_asked() -> None:
+    assert CommandRequest.from_json({"command": "ls"}).stream is False
+    assert CommandRequest.from_json({"command": "ls", "stream": True}).stream is True
+    assert CommandRequest.from_json({"command": "ls", "stream": False}).stream is False
+    for value in ("true", 1, 0, None, [], {}):
+        with pytest.raises(InvalidRequestError) as refused:
+            CommandRequest.from_json({"command": "ls", "stream": value})
+        assert refused.value.message.startswith(
+            "stream must be true (send the output as it comes, as Server-Sent Events) or false"
+        ), value

@@ -54,7 +54,7 @@ from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
 
 from ..conftest import manager_config, remove_everything_under
-from .openapi_check import check_response
+from .openapi_check import EVENT_STREAM, check_response, parse_events
 
 EXTENSION = "jupyter_sandbox.server_extension"
 KERNELSPEC = Path(__file__).parents[2] / "kernelspec" / "sandboxed-python"
@@ -127,7 +127,7 @@ async def api(
     **kwargs: Any,
 ) -> tuple[int, Any]:
     """Call the API under /api/``root``; return (status, decoded JSON or None) for success and
-    errors alike."""
+    errors alike; a text/event-stream answer (read whole) as its list of (name, data) events."""
     if body is not None and not isinstance(body, (str, bytes)):
         body = json.dumps(body)
     if method in ("POST", "PUT") and body is None:
@@ -138,7 +138,13 @@ async def api(
         response = error.response
         assert response is not None
     text = response.body.decode() if response.body else ""
-    decoded = json.loads(text) if text else None
+    content_type = response.headers.get("Content-Type", "").partition(";")[0]
+    if content_type == EVENT_STREAM:
+        decoded: Any = parse_events(text)
+    else:
+        content_type = "application/json"
+        decoded = json.loads(text) if text else None
     if response.code != 403:  # 403 from jupyter_server's auth layer is not ours to describe
-        check_response("/" + "/".join(("api", root, *path)), method, response.code, decoded)
+        where = "/" + "/".join(("api", root, *path))
+        check_response(where, method, response.code, decoded, content_type)
     return response.code, decoded

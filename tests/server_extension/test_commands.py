@@ -3,6 +3,11 @@ checked against openapi.yaml by ``api``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -10,12 +15,15 @@ import pytest
 from jupyter_sandbox.sandbox.commands import MAX_ENV_VALUE, MAX_OUTPUT
 from jupyter_sandbox.sandbox.container_spec import PROXY_URL
 from jupyter_sandbox.sandbox.exec_deadline import EXEC_MARK
+from jupyter_sandbox.server_extension.command_handlers import sse_event
 
 from .conftest import Fetch, api
+from .openapi_check import EVENT_STREAM, check_response, parse_events
 from .test_auth_and_spec import with_named_users
 from .test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
+ALICE_AUTH = "Authorization: token alice"  # ALICE's header, as a line of a request
 
 
 @pytest.fixture
@@ -52,8 +60,7 @@ async def test_a_command_runs_as_the_sandbox_user_and_its_outcome_comes_back(
     status, ran = await command(jp_fetch, sandbox_id, slow)
     assert (status, ran["timed_out"]) == (200, True), ran
     assert ran["duration"] < 30
-    status, ran = await command(jp_fetch, sandbox_id, {"command": "pgrep -x sleep || echo none"})
-    assert ran["stdout"] == "none\n", ran
+    assert not [line for line in await processes(jp_fetch, sandbox_id) if "sleep" in line]
 
     # A program that is not there says so; another user's sandbox is not found.
     status, ran = await command(jp_fetch, sandbox_id, {"command": ["no-such-program"]})
@@ -75,6 +82,10 @@ async def test_output_past_the_cap_is_refused_naming_the_files_api(jp_fetch: Fet
         jp_fetch, made["id"], {"command": f"head -c {MAX_OUTPUT} /dev/zero | tr '\\0' a"}
     )
     assert (status, len(ran["stdout"])) == (200, MAX_OUTPUT)
+    # Output past the cap stops the command, however long it would go on (`yes` never ends).
+    status, error = await command(jp_fetch, made["id"], {"command": ["yes"]})
+    assert (status, error["code"]) == (413, "output_too_large"), error
+    assert not [line for line in await processes(jp_fetch, made["id"]) if line == "yes"]
 
 
 @pytest.mark.parametrize(
@@ -89,6 +100,9 @@ async def test_output_past_the_cap_is_refused_naming_the_files_api(jp_fetch: Fet
         ({"command": "ls", "timeout": True}, "timeout must be"),
         ({"command": "ls", "stdin": 5}, "stdin must be a string"),
         ({"command": "ls", "workdir": "/"}, "unknown field(s) workdir"),
+        ({"command": "ls", "stream": "true"}, "stream must be true (send the output as it"),
+        ({"command": "ls", "stream": 1}, "stream must be true"),
+        ({"command": "ls", "stream": None}, "not None"),
     ],
 )
 async def test_a_bad_request_says_what_to_send(jp_fetch: Fetch, body: Any, says: str) -> None:
@@ -107,6 +121,9 @@ async def test_a_paused_sandbox_is_a_conflict_naming_the_fix(jp_fetch: Fetch) ->
     status, error = await command(jp_fetch, made["id"], {"command": "true"})
     assert (status, error["code"]) == (409, "sandbox_conflict"), error
     assert "resume it first" in error["message"]
+    # Streamed too: an ordinary error answer, since nothing was sent yet.
+    status, error = await command(jp_fetch, made["id"], {"command": "true", "stream": True})
+    assert (status, error["code"]) == (409, "sandbox_conflict"), error
 
 
 @pytest.mark.parametrize("runtime", ["runc", pytest.param("runsc", marks=pytest.mark.runsc)])
@@ -135,8 +152,7 @@ async def test_env_and_cwd_are_the_commands_own(jp_fetch: Fetch, runtime: str) -
     slow = {"command": "sleep 300 & sleep 300", "timeout": 1, "env": {"PATH": "/usr/bin:/bin"}}
     status, ran = await command(jp_fetch, sandbox_id, slow)
     assert (status, ran["timed_out"]) == (200, True), ran
-    status, ran = await command(jp_fetch, sandbox_id, {"command": "pgrep -x sleep || echo none"})
-    assert ran["stdout"] == "none\n", ran
+    assert not [line for line in await processes(jp_fetch, sandbox_id) if "sleep" in line]
     status, ran = await command(
         jp_fetch, sandbox_id, {"command": f"env | grep -c ^{EXEC_MARK}=", "env": {"A": "1"}}
     )
@@ -197,3 +213,224 @@ async def test_a_bad_env_or_cwd_is_a_400_and_nothing_runs(jp_fetch: Fetch) -> No
         assert "e.g." in error["message"] or "at most" in error["message"], error["message"]
     status, ran = await command(jp_fetch, sandbox_id, {"command": "ls /workspace/ran || echo no"})
     assert (status, ran["stdout"]) == (200, "no\n"), ran
+
+
+# -- "stream": true ------------------------------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """What a streamed command sent, as the client saw it arrive."""
+
+    status: int
+    content_type: str
+    events: list[tuple[float, str, Any]] = field(default_factory=list)  # (arrival, name, data)
+    body: bytes = b""  # of an answer that is not an event stream
+    ended: float = 0.0  # when the answer was complete (time.monotonic)
+
+    def text(self, name: str) -> str:
+        return "".join(data["text"] for _, event, data in self.events if event == name)
+
+    def last(self) -> tuple[str, Any]:
+        return self.events[-1][1:]
+
+
+async def stream(
+    fetch: Fetch,
+    sandbox_id: str,
+    body: dict[str, Any],
+    **who: Any,
+) -> Stream:
+    """POST a command with "stream": true, reading its events as they arrive (each with its
+    arrival time); checked against openapi.yaml."""
+    seen = Stream(0, "")
+    pending = bytearray()
+
+    def arrived(chunk: bytes) -> None:
+        now = time.monotonic()
+        if seen.content_type != EVENT_STREAM:
+            seen.body += chunk
+            return
+        pending.extend(chunk)
+        while (end := pending.find(b"\n\n")) >= 0:
+            block = bytes(pending[: end + 2])
+            del pending[: end + 2]
+            ((name, data),) = parse_events(block.decode())
+            seen.events.append((now, name, data))
+
+    def headers(line: str) -> None:
+        name, _, value = line.partition(":")
+        if name.lower() == "content-type":
+            seen.content_type = value.strip().partition(";")[0]
+
+    response = await fetch(
+        *("api", "sandboxes", sandbox_id, "commands"),
+        method="POST",
+        body=json.dumps({**body, "stream": True}),
+        streaming_callback=arrived,
+        header_callback=headers,
+        raise_error=False,
+        request_timeout=300,
+        **(who or ALICE),
+    )
+    seen.ended = time.monotonic()
+    seen.status = response.code
+    assert not pending, pending
+    where = f"/api/sandboxes/{sandbox_id}/commands"
+    if seen.content_type == EVENT_STREAM:
+        check_response(
+            where, "POST", seen.status, [(n, d) for _, n, d in seen.events], EVENT_STREAM
+        )
+    else:
+        check_response(where, "POST", seen.status, json.loads(seen.body))
+    return seen
+
+
+def test_an_event_is_one_data_line_whatever_its_text_holds() -> None:
+    text = "two\nlines\r\n\n\nü \u2028 \x00 data: x\n\nevent: fake\n"
+    sent = sse_event("stdout", {"text": text})
+    assert sent.count(b"\n") == 3  # "event: ...", "data: ...", the blank line that ends it
+    assert sent.startswith(b"event: stdout\ndata: {")
+    assert sent.endswith(b"}\n\n")
+    assert parse_events(sent.decode()) == [("stdout", {"text": text})]
+
+
+@pytest.mark.parametrize("runtime", ["runc", pytest.param("runsc", marks=pytest.mark.runsc)])
+async def test_a_streamed_command_sends_its_output_as_it_comes(
+    jp_fetch: Fetch, runtime: str
+) -> None:
+    status, made = await api(jp_fetch, "POST", body={"runtime": runtime}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+
+    script = "echo first; sleep 1; echo second; echo oops >&2; exit 5"
+    ran = await stream(jp_fetch, sandbox_id, {"command": script})
+    assert (ran.status, ran.content_type) == (200, EVENT_STREAM), ran
+    stdouts = [(at, data["text"]) for at, name, data in ran.events if name == "stdout"]
+    assert [text for _, text in stdouts] == ["first\n", "second\n"], ran.events
+    # The first line came while the command still slept: a second before the second line,
+    # and before the answer ended.
+    assert stdouts[1][0] - stdouts[0][0] >= 0.8, stdouts
+    assert ran.ended - stdouts[0][0] >= 0.8
+    assert ran.text("stderr") == "oops\n"
+    name, result = ran.last()
+    assert name == "result"
+    assert (result["exit_code"], result["timed_out"]) == (5, False), result
+    assert (result["stdout"], result["stderr"]) == ("", "")
+    assert result["duration"] >= 1
+
+    # A character split between two writes arrives whole, in the event of its second half;
+    # bytes that are no UTF-8 are replaced, and so is a character the output ends in.
+    split = "printf '\\303'; sleep 0.3; printf '\\251|\\377|'; printf '\\342\\202' >&2"
+    ran = await stream(jp_fetch, sandbox_id, {"command": split})
+    assert ran.status == 200, ran
+    assert ran.text("stdout") == "é|\ufffd|", ran.events
+    assert all(data["text"] for _, name, data in ran.events if name == "stdout")
+    assert ran.text("stderr") == "\ufffd", ran.events
+    assert ran.last()[1]["exit_code"] == 0
+
+    # A program that could not start says so as its stderr; a missing cwd is an error answer.
+    ran = await stream(jp_fetch, sandbox_id, {"command": ["no-such-program"]})
+    assert ran.status == 200, ran
+    assert "'no-such-program' could not be started" in ran.text("stderr")
+    assert ran.text("stdout") == ""  # not the engine's own message
+    assert ran.last()[1]["exit_code"] == 126
+    ran = await stream(jp_fetch, sandbox_id, {"command": "true", "cwd": "/workspace/missing"})
+    assert (ran.status, ran.content_type) == (404, "application/json"), ran
+    assert json.loads(ran.body)["code"] == "file_not_found"
+    # Another user's sandbox is not found, streamed or not.
+    ran = await stream(jp_fetch, sandbox_id, {"command": "true"}, **BOB)
+    assert (ran.status, json.loads(ran.body)["code"]) == (404, "sandbox_not_found"), ran
+
+
+async def test_streamed_output_has_no_cap_and_arrives_whole(jp_fetch: Fetch) -> None:
+    status, made = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, made
+    size = MAX_OUTPUT + 4 * 1024**2  # past the cap of an answer that is not streamed
+    flood = f"head -c {size} /dev/zero | tr '\\0' a; echo done >&2"
+    ran = await stream(jp_fetch, made["id"], {"command": flood})
+    assert ran.status == 200, ran.body
+    out = ran.text("stdout")
+    assert (len(out), set(out)) == (size, {"a"})
+    assert len(ran.events) > 2  # in pieces, not one event
+    assert ran.text("stderr") == "done\n"
+    name, result = ran.last()
+    assert (name, result["exit_code"], result["timed_out"]) == ("result", 0, False), result
+
+
+async def test_a_streamed_command_past_its_timeout_is_killed(jp_fetch: Fetch) -> None:
+    status, made = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+    slow = {"command": "echo going; sleep 300 & sleep 300", "timeout": 1, "stream": True}
+    status, events = await command(jp_fetch, sandbox_id, slow)  # read whole, by api()
+    assert status == 200, events
+    assert events[0] == ("stdout", {"text": "going\n"}), events
+    name, result = events[-1]
+    assert (name, result["timed_out"]) == ("result", True), events
+    assert result["duration"] < 30
+    assert not [line for line in await processes(jp_fetch, sandbox_id) if "sleep" in line]
+
+
+# The command line of every process in the sandbox (it has no ps or pgrep), one a line.
+_PROCESSES = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+
+
+async def processes(fetch: Fetch, sandbox_id: str) -> list[str]:
+    """The command lines of the processes running in the sandbox (this one's own left out)."""
+    status, ran = await command(fetch, sandbox_id, {"command": _PROCESSES})
+    assert (status, ran["exit_code"]) == (200, 0), ran
+    lines = [line.strip() for line in ran["stdout"].splitlines()]
+    found = [line for line in lines if line and not line.endswith(_PROCESSES)]
+    assert any("sandbox-init" in line for line in found), found  # the listing works
+    return found
+
+
+async def hang_up_after(port: int, path: str, body: dict[str, Any], text: bytes) -> None:
+    """POST ``body`` (streamed) to ``path`` as alice over a connection of its own, read until
+    ``text`` arrives, and close the connection (tornado's client would log the hang-up as an
+    error of its own)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        payload = json.dumps({**body, "stream": True}).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"{ALICE_AUTH}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        )
+        writer.write(head.encode() + payload)
+        received = b""
+        while text not in received:
+            chunk = await asyncio.wait_for(reader.read(65536), 60)
+            assert chunk, received
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 200 "), received
+        assert b"Content-Type: text/event-stream" in received, received
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.parametrize("runtime", ["runc", pytest.param("runsc", marks=pytest.mark.runsc)])
+async def test_a_client_that_leaves_a_stream_stops_the_command(
+    jp_fetch: Fetch, jp_http_port: int, jp_base_url: str, runtime: str
+) -> None:
+    status, made = await api(jp_fetch, "POST", body={"runtime": runtime}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+    marker = f"marker-{uuid.uuid4().hex}"
+    # The marker is in the shell's arguments; its child sleep is found by name.
+    body = {"command": ["sh", "-c", "echo started; sleep 600 & wait", marker], "timeout": 900}
+    path = f"{jp_base_url}api/sandboxes/{sandbox_id}/commands"
+    await hang_up_after(jp_http_port, path, body, b'"started\\n"')
+    left = time.monotonic()
+
+    while True:
+        found = await processes(jp_fetch, sandbox_id)
+        running = [line for line in found if marker in line or line.startswith("sleep")]
+        if not running or time.monotonic() - left > 10:
+            break
+        await asyncio.sleep(0.2)
+    gone_after = time.monotonic() - left
+    assert not running, f"still running {gone_after:.1f}s after the client left: {found}"
+    print(f"{runtime}: the command was gone {gone_after:.2f}s after the client left")
