@@ -1,0 +1,129 @@
+"""Agent code driving sandboxes over a Jupyter Server's REST API, with nothing but the stdlib.
+
+What an agent does with E2B's or OpenSandbox's SDK, against your own server: start a sandbox
+with a timeout and metadata, write a file into it, run commands (one whole, one streamed as it
+runs), find the sandbox again by its metadata, give it more time, and remove it. The server is
+any Jupyter Server with jupyter-sandbox installed (``make lab``, a JupyterHub single-user
+server); its URL and token come from the command line or the environment:
+
+    JUPYTER_TOKEN=... .venv/bin/python examples/rest_agent.py --url http://127.0.0.1:8888/
+
+Cells run through the kernel instead (examples/agent.py); the routes are in
+jupyter_sandbox/server_extension/openapi.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+SCRIPT = """\
+import os, sys, time
+print("hello from", os.getcwd(), "as uid", os.getuid(), flush=True)
+for step in range(3):
+    print("step", step, flush=True)
+    time.sleep(0.5)
+print("GREETING is", os.environ.get("GREETING"), file=sys.stderr)
+"""
+
+
+class SandboxAPI:
+    """The few calls this agent needs; every error is raised with the server's message."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.base = url.rstrip("/") + "/api/sandboxes"
+        self.headers = {"Authorization": f"token {token}"} if token else {}
+
+    def call(self, method: str, path: str = "", body: Any = None, query: str = "") -> Any:
+        """One JSON request; its decoded answer (None for 204)."""
+        data = None if body is None else json.dumps(body).encode()
+        with self._open(method, path, data, query) as response:
+            answer = response.read()
+        return json.loads(answer) if answer else None
+
+    def put_file(self, sandbox_id: str, path: str, content: bytes) -> None:
+        """Write one whole file into the sandbox (relative paths start at /workspace)."""
+        query = urllib.parse.urlencode({"path": path})
+        with self._open("PUT", f"/{sandbox_id}/files/content", content, query):
+            pass
+
+    def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
+        """(event, data) of a text/event-stream answer, each as it arrives."""
+        event = "message"
+        with self._open("POST", path, json.dumps(body).encode()) as response:
+            for raw in response:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    event = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    yield event, json.loads(line.removeprefix("data: "))
+                    event = "message"
+
+    def _open(self, method: str, path: str, data: bytes | None, query: str = "") -> Any:
+        url = self.base + path + (f"?{query}" if query else "")
+        request = urllib.request.Request(url, data=data, headers=self.headers, method=method)
+        try:
+            return urllib.request.urlopen(request, timeout=120)
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")
+            with contextlib.suppress(ValueError, KeyError, TypeError):  # not one of ours
+                detail = json.loads(detail)["message"]
+            raise SystemExit(f"{method} {url}: {error.code} {detail}") from None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("JUPYTER_URL", "http://127.0.0.1:8888/"))
+    parser.add_argument("--token", default=os.environ.get("JUPYTER_TOKEN", ""))
+    parser.add_argument("--runtime", default="runsc", choices=["runsc", "runc"])
+    parser.add_argument("--task", default="demo", help="metadata to find the sandbox by")
+    args = parser.parse_args()
+    api = SandboxAPI(args.url, args.token)
+
+    metadata = {"agent": "rest_agent", "task": args.task}
+    sandbox = api.call("POST", body={"runtime": args.runtime, "timeout": 600, "metadata": metadata})
+    sid = sandbox["id"]
+    print(f"sandbox {sid} ({sandbox['runtime']}), expires {sandbox['expires']}")
+    try:
+        api.put_file(sid, "job/run.py", SCRIPT.encode())
+
+        whole = api.call(
+            "POST",
+            f"/{sid}/commands",
+            {"command": ["python3", "run.py"], "cwd": "/workspace/job", "env": {"GREETING": "hi"}},
+        )
+        print(f"exit {whole['exit_code']} in {whole['duration']} s")
+        print("stdout:", whole["stdout"].strip().replace("\n", " | "))
+        print("stderr:", whole["stderr"].strip())
+
+        print("streamed:")
+        command = {"command": "python3 job/run.py", "stream": True}
+        for event, data in api.events(f"/{sid}/commands", command):
+            if event in ("stdout", "stderr"):  # a piece of output, as the command wrote it
+                for line in data["text"].splitlines(keepends=True):
+                    sys.stdout.write(f"  [{event}] {line}")
+                sys.stdout.flush()
+            elif event == "result":
+                print(f"  exit {data['exit_code']}")
+            elif event == "error":
+                print(f"  error: {data['message']}")
+
+        found = api.call("GET", query=urllib.parse.urlencode({"metadata": f"task={args.task}"}))
+        print("found by metadata:", [s["id"] for s in found])
+        moved = api.call("PUT", f"/{sid}/timeout", {"timeout": 1800})
+        print("now expires", moved["expires"])
+    finally:
+        api.call("DELETE", f"/{sid}")
+        print(f"removed {sid}")
+
+
+if __name__ == "__main__":
+    main()

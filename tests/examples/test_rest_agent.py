@@ -1,0 +1,63 @@
+"""examples/rest_agent.py against a real Jupyter Server with the extension, over real HTTP.
+
+The server is pytest-jupyter's (on 127.0.0.1), set up as tests/server_extension's is: its
+fixtures are imported here by name rather than shared through a conftest, so that the other
+examples' tests do not start a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox.server_extension import SandboxExtension
+
+from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
+
+pytestmark = pytest.mark.integration
+EXAMPLE = Path(__file__).parents[2] / "examples" / "rest_agent.py"
+
+
+async def test_rest_agent_example_does_what_it_says(
+    jp_serverapp: Any,
+    http_server_client: Any,  # what makes the server listen on jp_http_port
+    jp_http_port: int,
+    jp_base_url: str,
+    jp_auth_header: dict[str, str],
+) -> None:
+    extension: SandboxExtension = jp_serverapp.web_app.settings["sandbox_extension"]
+    token = jp_auth_header["Authorization"].removeprefix("token ")
+    command = [
+        *(sys.executable, str(EXAMPLE), "--runtime", "runc", "--task", "t-7"),
+        *("--url", f"http://127.0.0.1:{jp_http_port}{jp_base_url}", "--token", token),
+    ]
+    # In a thread: the server answering the example runs on this test's event loop.
+    run = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "exit 0 in" in out
+    assert "stdout: hello from /workspace/job as uid" in out
+    assert "stderr: GREETING is hi" in out
+    streamed = [line for line in out.splitlines() if line.startswith("  [stdout] step")]
+    assert streamed == ["  [stdout] step 0", "  [stdout] step 1", "  [stdout] step 2"]
+    assert "found by metadata: ['" in out
+    assert "now expires" in out
+    assert "removed" in out
+    owner = extension.owner_of(None)  # type: ignore[arg-type]
+    assert await extension.manager.list_sandboxes(owner) == []
+
+    # A wrong token is refused with the server's own answer, not a traceback.
+    refused = await asyncio.to_thread(
+        subprocess.run, [*command[:-1], "wrong"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 1
+    assert "POST http://127.0.0.1" in refused.stderr
+    assert "403" in refused.stderr
+    assert "Traceback" not in refused.stderr
