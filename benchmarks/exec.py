@@ -10,9 +10,13 @@ result (the exec's creation, start, output and exit status included):
 - ``tar -c -C /workspace .``: what a persist of an empty workspace starts with;
 - ``python3 -c pass`` through ``run_command``: what agent code pays for a Python one-liner
   run as a command rather than in the kernel (the sandbox's state checked first, the
-  interpreter started inside the sandbox).
+  interpreter started inside the sandbox);
+- ``first piece``: a streamed command (``command_stream.stream_command``, as REST's
+  ``"stream": true`` runs it, without the HTTP) from the call to its first output;
+- ``stream 64M``: the same streaming 64 MiB of output (``head -c``) to its result.
 
-Prints the median and p90 of each, in milliseconds. Needs the Docker engine and the image:
+Prints the median and p90 of each, in milliseconds, and the streaming rate. Needs the Docker
+engine and the image:
 
     .venv/bin/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
 """
@@ -27,16 +31,40 @@ import time
 from startup import p90
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.command_stream import stream_command
 from jupyter_sandbox.sandbox.commands import CommandRequest, run_command
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:exec"
 COMMANDS = {"true": ["true"], "tar -c": ["tar", "-c", "-C", "/workspace", "."]}
 PYTHON = CommandRequest(["python3", "-c", "pass"])
+STREAMED = 64 * 1024**2
+FIRST_PIECE = CommandRequest(["/bin/sh", "-c", "echo go; sleep 0.2"], stream=True)
+BULK = CommandRequest(["head", "-c", str(STREAMED), "/dev/zero"], stream=True)
+
+
+async def streamed(manager: SandboxManager, sandbox_id: str, request: CommandRequest) -> float:
+    """Seconds from the call to the first output (FIRST_PIECE) or to the result (BULK, having
+    checked that every byte came)."""
+    start = time.perf_counter()
+    first: float | None = None
+    received = 0
+    async for name, data in stream_command(manager, OWNER, sandbox_id, request):
+        if name == "stdout":
+            first = first or time.perf_counter() - start
+            received += len(data["text"])
+        elif name != "result" or data["exit_code"] != 0:
+            raise RuntimeError(f"streaming failed: {name} {data}")
+    if request is FIRST_PIECE and first is not None:
+        return first
+    if request is BULK and received == STREAMED:
+        return time.perf_counter() - start
+    raise RuntimeError(f"streamed {received} bytes, first after {first} s")
 
 
 async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
-    samples: dict[str, list[float]] = {name: [] for name in [*COMMANDS, "python3 -c"]}
+    names = [*COMMANDS, "python3 -c", "first piece", "stream 64M"]
+    samples: dict[str, list[float]] = {name: [] for name in names}
     manager = SandboxManager.from_config()
     try:
         sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)
@@ -53,6 +81,10 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
                 samples["python3 -c"].append(time.perf_counter() - start)
                 if ran.exit_code != 0:
                     raise RuntimeError(f"python3 -c pass failed: {ran.stderr!r}")
+                samples["first piece"].append(
+                    await streamed(manager, sandbox.sandbox_id, FIRST_PIECE)
+                )
+                samples["stream 64M"].append(await streamed(manager, sandbox.sandbox_id, BULK))
         finally:
             await manager.remove(OWNER, sandbox.sandbox_id)
     finally:
@@ -66,11 +98,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30, help="execs of each command")
     args = parser.parse_args()
     print(f"SandboxManager.exec, {args.runs} runs of each command")
-    print(f"{'runtime':<8} {'command':<10} {'median ms':>10} {'p90 ms':>8}")
+    print(f"{'runtime':<8} {'command':<11} {'median ms':>10} {'p90 ms':>8}")
     for runtime in args.runtime or ["runc", "runsc"]:
         for name, values in asyncio.run(measure(runtime, args.runs)).items():
             median, high = statistics.median(values) * 1000, p90(values) * 1000
-            print(f"{runtime:<8} {name:<10} {median:>10.1f} {high:>8.1f}")
+            rate = (
+                f"  {STREAMED / 1e6 / statistics.median(values):.0f} MB/s"
+                if name == "stream 64M"
+                else ""
+            )
+            print(f"{runtime:<8} {name:<11} {median:>10.1f} {high:>8.1f}{rate}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
+import itertools
+import operator
+import threading
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -57,42 +61,67 @@ class _ReaderGone(Exception):
 
 
 class _Channel:
-    """The bounded queue between the engine's thread (:meth:`send`) and the event loop."""
+    """The bounded crossing between the engine's thread (:meth:`send`) and the event loop.
+
+    The thread hands each piece over without waiting for the loop to take it, and waits only
+    for room (QUEUE_CHUNKS pieces): waiting on the loop for every piece, as a queue put from
+    the thread would, made streamed output several times slower. The loop takes every piece
+    that has arrived at once (:meth:`next`), so a fast command's output goes out in few events.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(QUEUE_CHUNKS)
+        self._pieces: collections.deque[tuple[str, bytes]] = collections.deque()
+        self._room = threading.Semaphore(QUEUE_CHUNKS)
+        self._arrived = asyncio.Event()
         self._closed = False
 
     def send(self, stream: str, data: bytes) -> None:
-        """On the engine's executor thread: wait until the queue takes the piece."""
-        asyncio.run_coroutine_threadsafe(self._put((stream, data)), self._loop).result()
-
-    async def _put(self, piece: tuple[str, bytes]) -> None:
-        if self._closed:  # checked on the loop, so no put starts after close() drained
+        """On the engine's executor thread: wait for room, then hand the piece over."""
+        self._room.acquire()
+        if self._closed:
             raise _ReaderGone
-        await self._queue.put(piece)
+        self._loop.call_soon_threadsafe(self._arrive, (stream, data))
 
-    async def next(self, run: asyncio.Future[Any]) -> tuple[str, bytes] | None:
-        """The next piece, or None once ``run`` (the exec, which sends) has ended and every
-        piece it sent was taken: the thread waits for each piece to be queued before it goes
-        on, so all of them are queued by the time the exec returns."""
-        while self._queue.empty() and not run.done():
-            getter = asyncio.ensure_future(self._queue.get())
+    def _arrive(self, piece: tuple[str, bytes]) -> None:
+        if self._closed:
+            return
+        self._pieces.append(piece)
+        self._arrived.set()
+
+    async def next(self, run: asyncio.Future[Any]) -> list[tuple[str, bytes]] | None:
+        """Every piece that has arrived (at least one, in order), or None once ``run`` (the
+        exec, which sends) has ended and each of its pieces was taken. The thread hands each
+        piece over before it goes on, and the loop runs what a thread hands over in order, so
+        every piece has arrived by the time the loop sees the exec done."""
+        while not self._pieces and not run.done():
+            self._arrived.clear()
+            arrival = asyncio.ensure_future(self._arrived.wait())
             try:
-                await asyncio.wait({getter, run}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({arrival, run}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                getter.cancel()  # a getter cancelled as it was woken leaves its piece queued
-            if getter.done() and not getter.cancelled():
-                return getter.result()
-        return None if self._queue.empty() else self._queue.get_nowait()
+                arrival.cancel()
+        if not self._pieces:
+            return None
+        pieces = list(self._pieces)
+        self._pieces.clear()
+        self._room.release(len(pieces))
+        return pieces
 
     def close(self) -> None:
-        """Take nothing more: a send waiting for room is let through (the queue is emptied),
-        and every later one raises _ReaderGone, so the engine's thread is never left waiting."""
+        """Take nothing more: a send waiting for room is let through, and it and every later
+        one raise _ReaderGone, so the engine's thread is never left waiting."""
         self._closed = True
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._pieces.clear()
+        self._room.release(QUEUE_CHUNKS + 1)  # more than any number of waiting senders needs
+
+
+def _joined(pieces: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """Consecutive pieces of one stream as one: one event each rather than one a frame."""
+    return [
+        (stream, b"".join(data for _, data in run))
+        for stream, run in itertools.groupby(pieces, key=operator.itemgetter(0))
+    ]
 
 
 async def stream_command(
@@ -113,11 +142,12 @@ async def stream_command(
     decoder = OutputDecoder()
     sent = False
     try:
-        while (piece := await channel.next(run)) is not None:
-            text = decoder.decode(*piece)
-            if text:
-                sent = True
-                yield piece[0], {"text": text}
+        while (pieces := await channel.next(run)) is not None:
+            for stream, data in _joined(pieces):
+                text = decoder.decode(stream, data)
+                if text:
+                    sent = True
+                    yield stream, {"text": text}
         for stream, text in decoder.flush():
             sent = True
             yield stream, {"text": text}

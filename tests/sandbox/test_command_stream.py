@@ -5,12 +5,11 @@ tests/server_extension/test_commands.py and tests/test_cli_sandboxes.py."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
 
-from jupyter_sandbox.sandbox.command_stream import QUEUE_CHUNKS, OutputDecoder, _Channel
+from jupyter_sandbox.sandbox.command_stream import QUEUE_CHUNKS, OutputDecoder, _Channel, _joined
 
 
 def test_a_character_split_between_pieces_comes_whole_with_the_second() -> None:
@@ -43,35 +42,44 @@ async def test_a_sender_waits_while_the_queue_is_full() -> None:
     run = asyncio.ensure_future(asyncio.to_thread(sender))
     await asyncio.sleep(0.3)
     assert len(sent) == QUEUE_CHUNKS  # held back: nobody took anything yet
-    taken = [await channel.next(run) for _ in range(QUEUE_CHUNKS + 5)]
+    taken = await channel.next(run)  # everything that arrived, at once
+    assert taken == [("stdout", b"%d" % index) for index in range(QUEUE_CHUNKS)]
+    while len(taken) < QUEUE_CHUNKS + 5:  # room made: the rest follows
+        taken += await channel.next(run) or []
     assert taken == [("stdout", b"%d" % index) for index in range(QUEUE_CHUNKS + 5)]
     assert await channel.next(run) is None  # the sender ended, nothing is left
     assert run.done()
 
 
+def test_consecutive_pieces_of_one_stream_go_as_one() -> None:
+    pieces = [("stdout", b"a"), ("stdout", b"b"), ("stderr", b"!"), ("stdout", b"c")]
+    assert _joined(pieces) == [("stdout", b"ab"), ("stderr", b"!"), ("stdout", b"c")]
+
+
 async def test_closing_frees_a_waiting_sender_and_refuses_the_next() -> None:
     channel = _Channel(asyncio.get_running_loop())
     failures: list[BaseException] = []
-    waiting = threading.Event()
+    sent = 0
 
     def sender() -> None:
+        nonlocal sent
         try:
             for _ in range(QUEUE_CHUNKS + 1):
                 channel.send("stderr", b"x")
-            waiting.set()
-            channel.send("stderr", b"late")
+                sent += 1
         except Exception as exc:  # what the engine's thread would see
             failures.append(exc)
 
     started = time.monotonic()
     run = asyncio.ensure_future(asyncio.to_thread(sender))
     await asyncio.sleep(0.3)
-    assert not run.done()  # the queue is full: the sender waits
+    assert not run.done()  # no room left: the sender waits
+    assert sent == QUEUE_CHUNKS
     channel.close()
     await asyncio.wait_for(run, 5)
     assert time.monotonic() - started < 5
-    assert waiting.is_set()
     assert [type(exc).__name__ for exc in failures] == ["_ReaderGone"]
+    assert await channel.next(run) is None  # what had arrived was dropped
 
 
 async def test_next_ends_when_the_sender_fails_with_nothing_queued() -> None:
