@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,6 +30,9 @@ print("hello from", os.getcwd(), "as uid", os.getuid(), flush=True)
 for step in range(3):
     print("step", step, flush=True)
     time.sleep(0.5)
+print("one line, written", end=" ", flush=True)
+time.sleep(0.3)
+print("in two pieces")
 print("GREETING is", os.environ.get("GREETING"), file=sys.stderr)
 """
 
@@ -106,12 +108,19 @@ def main() -> None:
 
         print("streamed:")
         command = {"command": "python3 job/run.py", "stream": True}
+        # Pieces come as the engine passes them on, not line by line: each stream's unfinished
+        # line waits for the rest.
+        partial = {"stdout": "", "stderr": ""}
         for event, data in api.events(f"/{sid}/commands", command):
-            if event in ("stdout", "stderr"):  # a piece of output, as the command wrote it
-                for line in data["text"].splitlines(keepends=True):
-                    sys.stdout.write(f"  [{event}] {line}")
-                sys.stdout.flush()
-            elif event == "result":
+            if event in partial:
+                *lines, partial[event] = (partial[event] + data["text"]).split("\n")
+                for line in lines:
+                    print(f"  [{event}] {line}", flush=True)
+                continue
+            for stream, rest in partial.items():
+                if rest:
+                    print(f"  [{stream}] {rest}")
+            if event == "result":
                 print(f"  exit {data['exit_code']}")
             elif event == "error":
                 print(f"  error: {data['message']}")
