@@ -146,6 +146,15 @@ def _open_when_made(path: Path, finished: threading.Event | None, sandbox_id: st
                     f"sandbox {sandbox_id} wrote no archive (the file is missing)"
                 ) from None
             time.sleep(FOLLOW_SECONDS)
+        except PermissionError as exc:
+            # While tar runs, a file just made may not be open to us yet (seen once in CI: a
+            # server run by an ordinary host user, under runsc; likely gVisor making the file,
+            # then giving it its owner and mode). Only once tar has ended is a refusal final.
+            if done:
+                raise SnapshotFailedError(
+                    f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
+                ) from None
+            time.sleep(FOLLOW_SECONDS)
         except OSError as exc:
             raise SnapshotFailedError(
                 f"the archive sandbox {sandbox_id} wrote is not readable: {exc.strerror}"
