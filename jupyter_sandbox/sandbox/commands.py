@@ -16,12 +16,12 @@ sent as it comes instead, uncapped (command_stream.py); so does the CLI's.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .backend import Output
+from .container_spec import ENV_NAME
 from .errors import InvalidRequestError, OutputTooLargeError
 from .exec_deadline import EXEC_MARK
 from .manager import SandboxManager
@@ -43,7 +43,6 @@ MAX_CWD = 4096  # bytes of the working directory's path: Linux's PATH_MAX
 EXAMPLE = '{"command": ["ls", "-la"]} or {"command": "pip list | grep numpy", "timeout": 30}'
 ENV_EXAMPLE = '{"command": "make test", "env": {"DEBUG": "1"}, "cwd": "/workspace/project"}'
 FIELDS = ("command", "timeout", "stdin", "env", "cwd", "stream")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): no "$" newline
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ def _env(value: Any) -> dict[str, str]:
         )
     total = 0
     for name, setting in value.items():
-        if not _ENV_NAME.fullmatch(name):
+        if not ENV_NAME.fullmatch(name):
             raise InvalidRequestError(
                 f"env name {name!r} is not a variable name: use letters, digits and _, not "
                 f"starting with a digit, e.g. {ENV_EXAMPLE}"

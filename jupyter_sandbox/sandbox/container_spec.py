@@ -22,7 +22,10 @@ from .settings import SandboxSettings
 from .workspace import NO_WORKSPACE, WorkspacePlan
 
 PROXY_URL = f"http://127.0.0.1:{FORWARDER_PORT}"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# A shell-style variable name, to be matched whole (fullmatch: "$" would let a final newline
+# by); a sandbox's own variables' names have at most MAX_ENV_NAME characters.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_ENV_NAME = 128
 # The fixed part of every sandbox's environment; the image adds PATH and LANG. Nothing of the
 # host's environment is ever passed in.
 BASE_ENVIRONMENT = {
@@ -61,7 +64,7 @@ class SpecRequest:
 def check_environment(env: dict[str, str]) -> None:
     """Refuse names that are not shell-style identifiers and values that are not strings."""
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
+        if not isinstance(name, str) or len(name) > MAX_ENV_NAME or not ENV_NAME.fullmatch(name):
             raise InvalidSettingError(
                 f"environment variable name {name!r} is invalid: use letters, digits and _"
             )

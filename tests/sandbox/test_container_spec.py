@@ -90,7 +90,18 @@ def test_relaxing_the_read_only_root_is_explicit(tmp_path: Path) -> None:
     assert not spec_for("runc", tmp_path, read_only_root=False).read_only_root
 
 
-@pytest.mark.parametrize("env", [{"BAD NAME": "x"}, {"1X": "x"}, {"X": 1}, {"X": "a\0b"}, {"": ""}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"BAD NAME": "x"},
+        {"1X": "x"},
+        {"X": 1},
+        {"X": "a\0b"},
+        {"": ""},
+        {"X\n": "x"},  # "$" in a pattern lets a final newline by: matched whole instead
+        {"X" * 129: "x"},
+    ],
+)
 def test_bad_environment_is_refused(env: dict[str, object]) -> None:
     with pytest.raises(InvalidSettingError, match="environment variable"):
         check_environment(env)  # type: ignore[arg-type]
