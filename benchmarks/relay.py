@@ -96,9 +96,13 @@ def connect_direct(stack: ExitStack, context: str) -> BlockingKernelClient:
     return client
 
 
-def start_kernel(stack: ExitStack, name: str, cwd: str, **env: str) -> BlockingKernelClient:
+def start_kernel(
+    stack: ExitStack, name: str, cwd: str, transport: str = "tcp", **env: str
+) -> BlockingKernelClient:
     """Start a kernel and wait until it is ready; ``stack`` shuts it down (gracefully)."""
-    km = KernelManager(kernel_name=name)
+    km = KernelManager(kernel_name=name, transport=transport)
+    if transport == "ipc":  # the kernel's sockets as <ip>-<port> in the launch directory
+        km.ip = os.path.join(cwd, f"kernel-{uuid.uuid4().hex[:8]}")
     stack.callback(lambda: km.shutdown_kernel(now=False) if km.has_kernel else None)
     km.start_kernel(cwd=cwd, env={**os.environ, **env})
     client: BlockingKernelClient = km.client()
@@ -162,7 +166,8 @@ def measure(args: argparse.Namespace, cwd: str) -> dict[str, dict[str, list[floa
     with ExitStack() as stack:
         context = f"bench-relay-{uuid.uuid4().hex[:12]}"
         stack.callback(remove_context, context)  # a named context's sandbox outlives its kernel
-        proxied = start_kernel(stack, "sandboxed-python", cwd, **sandbox_env(context, args.runtime))
+        env = sandbox_env(context, args.runtime)
+        proxied = start_kernel(stack, "sandboxed-python", cwd, args.transport, **env)
         clients = {"proxied": proxied, "direct": connect_direct(stack, context)}
         for i, code in enumerate([PNG_SETUP] + ["pass"] * WARMUP):  # untimed
             side_by_side(clients, code, {"proxied": [], "direct": []}, flip=i % 2 == 1)
@@ -206,7 +211,7 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str,
 
 def print_table(summary: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     print(
-        f"runtime {args.runtime}: {args.rounds} round trips, {args.bulk_runs} bulk runs, "
+        f"runtime {args.runtime}, proxied over {args.transport}: {args.rounds} round trips, {args.bulk_runs} bulk runs, "
         f"{args.start_runs} kernel starts; medians, interleaved"
     )
     print(f"{'':<11} {'proxied':>17} {'direct':>17} {'ratio':>7} {'target':>17}  met")
@@ -239,6 +244,13 @@ def leftovers() -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime", choices=("runsc", "runc"), default="runsc")
+    parser.add_argument(
+        "--transport",
+        choices=("tcp", "ipc"),
+        default="tcp",
+        help="the proxied client's transport (tcp, Jupyter's default; the direct client's is "
+        "always ipc, the sandbox's Unix sockets)",
+    )
     parser.add_argument("--rounds", type=int, default=300, help="round trips each (300)")
     parser.add_argument("--bulk-runs", type=int, default=5, help="stream/display runs each (5)")
     parser.add_argument("--start-runs", type=int, default=5, help="kernel starts each (5)")
@@ -271,7 +283,12 @@ def main() -> int:
     summary = summarize(samples)
     print_table(summary, args)
     if args.json:
-        result = {"runtime": args.runtime, "unit": "seconds", "samples": samples}
+        result = {
+            "runtime": args.runtime,
+            "transport": args.transport,
+            "unit": "seconds",
+            "samples": samples,
+        }
         result.update(summary=summary, output_bytes={k: EXPECTED[c] for k, c in BULK.items()})
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0

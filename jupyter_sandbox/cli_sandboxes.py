@@ -3,8 +3,8 @@
 What the server extension offers over REST (``DELETE /api/sandboxes/{id}``, ``POST .../restart``,
 ``.../pause``, ``.../resume``, ``.../commands``), for those who run kernels from jupyter_client,
 nbclient or a script and have no Jupyter Server: a named context (JUPYTER_SANDBOX_CONTEXT)
-outlives its kernel and is otherwise only ended by a server's culler. Each verb is an OwnerCommand (cli_owner.py);
-``jupyter sandbox list`` shows the ids.
+outlives its kernel and is otherwise only ended by a server's culler. Each verb is an
+OwnerCommand (cli_owner.py); ``jupyter sandbox list`` shows the ids.
 """
 
 from __future__ import annotations
