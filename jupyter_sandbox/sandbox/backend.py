@@ -5,9 +5,9 @@ directory and kernel. A :class:`SandboxBackend` only knows *how* to make an engi
 manager is the only caller of a backend; the kernel process and the server extension talk to the
 manager. Backends raise :class:`~jupyter_sandbox.sandbox.errors.SandboxError` subclasses only.
 
-This module holds what a backend is asked to do: the interface and the container spec it
-creates from. What it answers (SandboxInfo, ExecResult, EngineFacts, EngineStats) is in
-backend_records.py.
+This module holds what a backend is asked to do: the interface, the container spec it
+creates from, and the terminal it opens. What it answers (SandboxInfo, ExecResult,
+EngineFacts, EngineStats) is in backend_records.py.
 """
 
 from __future__ import annotations
@@ -93,6 +93,32 @@ class ContainerSpec:
     hostname: str = "sandbox"
     stop_timeout: int = 5
     log_max_size: str = "1m"
+
+
+class Terminal(abc.ABC):
+    """A shell on a TTY inside a running sandbox (:meth:`SandboxBackend.open_terminal`).
+
+    Handed out by the manager (terminals.py: counted, and closed with it), driven by the
+    server's terminal WebSocket (server_extension/terminal_handlers.py); one reader at a time.
+    """
+
+    @abc.abstractmethod
+    async def read(self) -> bytes:
+        """The TTY's next output as it comes; ``b""`` once the shell exited, its sandbox ended
+        or the terminal was closed. Output is read ahead only into a bounded buffer: a caller
+        that reads slowly holds the shell back rather than filling the server's memory."""
+
+    @abc.abstractmethod
+    async def write(self, data: bytes) -> None:
+        """Type ``data``; waits while the TTY takes no more. Dropped once the terminal ended."""
+
+    @abc.abstractmethod
+    async def resize(self, rows: int, cols: int) -> None:
+        """Set the TTY's size in character cells (the shell is told: SIGWINCH)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Kill the shell and every process it started, and end the output. Idempotent."""
 
 
 class SandboxBackend(abc.ABC):
@@ -213,6 +239,16 @@ class SandboxBackend(abc.ABC):
             return result
         sink(result.stdout)
         return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
+
+    @abc.abstractmethod
+    async def open_terminal(self, sandbox_id: str, *, rows: int, cols: int) -> Terminal:
+        """An interactive bash on a TTY of ``rows`` x ``cols`` in the running sandbox, as its
+        user, in its working directory, with its environment and TERM=xterm-256color.
+
+        Called by the manager only (SandboxManager.open_terminal checks the owner, the state
+        and the cap first) when a client opens a terminal WebSocket. Everything the shell
+        starts is marked as a command's processes are, so :meth:`Terminal.close` ends it all.
+        """
 
     @abc.abstractmethod
     async def stats(self, sandbox_id: str) -> EngineStats:

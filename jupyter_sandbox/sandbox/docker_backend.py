@@ -4,8 +4,9 @@ Every call goes through :class:`DockerEngine` (one executor, a time limit each).
 named ``jupyter-sandbox-<id>`` and carry the project's labels; a container without them is never
 touched, even when asked for by name. What a spec becomes in docker-py's arguments is in
 docker_container_config.py, how the engine's answers become records in docker_records.py, and
-exec and archives in docker_exec.py (streamed: docker_stream.py), removal in docker_removal.py
-and checkpoints in docker_checkpoints.py; this module holds the other calls and their errors.
+exec and archives in docker_exec.py (streamed: docker_stream.py), terminals in
+docker_terminal.py, removal in docker_removal.py and checkpoints in docker_checkpoints.py; this
+module holds the other calls and their errors.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import docker.errors
 
 from . import docker_checkpoints, labels
-from .backend import ContainerSpec, Feed, Output, SandboxBackend, Sink
+from .backend import ContainerSpec, Feed, Output, SandboxBackend, Sink, Terminal
 from .backend_records import (
     DEFAULT_MAX_OUTPUT,
     EngineFacts,
@@ -29,6 +30,7 @@ from .docker_exec import get_tar, put_tar, run_exec
 from .docker_records import facts_from_info, info_from_inspect, info_from_list_row, stats_from_json
 from .docker_removal import remove_container
 from .docker_stream import stream_exec
+from .docker_terminal import open_docker_terminal
 from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
@@ -244,6 +246,16 @@ class DockerBackend(SandboxBackend):
             timeout=timeout,
             feed=feed,
             sink=sink,
+            inspect=lambda: self.inspect(sandbox_id),
+        )
+
+    async def open_terminal(self, sandbox_id: str, *, rows: int, cols: int) -> Terminal:
+        return await open_docker_terminal(
+            self.engine,
+            labels.container_name(sandbox_id),
+            user="",  # the container's own user, as for every command
+            rows=rows,
+            cols=cols,
             inspect=lambda: self.inspect(sandbox_id),
         )
 

@@ -80,7 +80,7 @@ async def run_exec(
         sockets.append(sock)
         try:
             if stdin is not None:
-                raw = _raw(sock)
+                raw = raw_socket(sock)
                 raw.sendall(stdin)
                 raw.shutdown(socket.SHUT_WR)  # end of input: tar sees EOF
             gated = None if output is None else once_started(api, exec_id, output)
@@ -90,7 +90,7 @@ async def run_exec(
             # it), and an engine left writing to it, its output refused, wedged the sandbox's
             # later execs (seen: Docker 20.10, the kill of a "yes" past max_output).
             with contextlib.suppress(OSError):
-                _raw(sock).shutdown(socket.SHUT_RDWR)
+                raw_socket(sock).shutdown(socket.SHUT_RDWR)
             sock.close()
         inspected = api.exec_inspect(exec_id)
         if workdir is not None and not started(inspected):
@@ -170,7 +170,7 @@ class ExecWatch:
             call.cancel()
             for sock in self.sockets:
                 with contextlib.suppress(OSError, AttributeError):
-                    _raw(sock).shutdown(socket.SHUT_RDWR)
+                    raw_socket(sock).shutdown(socket.SHUT_RDWR)
             if not ended:
                 # Given up on: cancelled (a client that left a stream, a server stopping), or
                 # its output refused (past max_output, a reader that left). Nobody would see it
@@ -179,7 +179,7 @@ class ExecWatch:
                 await kill_marked(self.engine, self.container, self.user, self.mark)
 
 
-def _raw(sock: Any) -> socket.socket:
+def raw_socket(sock: Any) -> socket.socket:
     """docker-py wraps the real socket in a SocketIO; reach through it."""
     return getattr(sock, "_sock", sock)  # type: ignore[no-any-return]
 

@@ -22,7 +22,7 @@ from docker.utils.socket import demux_adaptor, frames_iter
 
 from .backend import Feed, Sink
 from .backend_records import ExecResult
-from .docker_exec import ExecWatch, Inspect, _raw
+from .docker_exec import ExecWatch, Inspect, raw_socket
 from .engine import DockerEngine
 from .exec_deadline import new_mark
 from .exec_start import exec_result
@@ -76,7 +76,7 @@ async def stream_exec(
         reader.start()
         try:
             if feed is not None:
-                raw = _raw(sock)
+                raw = raw_socket(sock)
                 # A command that stops reading: its exit status and stderr say why.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     feed(_SocketWriter(raw))
@@ -85,7 +85,7 @@ async def stream_exec(
             reader.join(timeout + 10)
         except BaseException:
             with contextlib.suppress(OSError):
-                _raw(sock).shutdown(socket.SHUT_RDWR)
+                raw_socket(sock).shutdown(socket.SHUT_RDWR)
             raise
         finally:
             reader.join(5)
@@ -118,4 +118,4 @@ def _read_output(
     except BaseException as exc:  # handed to the caller's thread
         failures.append(exc)
         with contextlib.suppress(OSError, AttributeError):
-            _raw(sock).shutdown(socket.SHUT_RDWR)  # the command's writes now fail: it ends
+            raw_socket(sock).shutdown(socket.SHUT_RDWR)  # the command's writes now fail: it ends

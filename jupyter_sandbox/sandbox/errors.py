@@ -181,3 +181,11 @@ class OutputTooLargeError(SandboxError):
 
     code = "output_too_large"
     http_status = 413
+
+
+class TooManyTerminalsError(SandboxError):
+    """The sandbox already has as many terminals open as SandboxTerminals.max_per_sandbox
+    allows (terminals.py); no shell was started."""
+
+    code = "too_many_terminals"
+    http_status = 429

@@ -233,9 +233,10 @@ class SandboxFiles(LoggingConfigurable):
                 raise FileTooLargeError(too_much or f"{operation} of {path} answered too much")
 
         argv = ["python3", "-I", "-S", "-c", PROGRAM, operation, path]
-        result = await self.manager.backend.exec_stream(
-            sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink
-        )
+        with self.manager.usage.using(sandbox_id):  # activity, for the idle culler
+            result = await self.manager.backend.exec_stream(
+                sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink
+            )
         if result.timed_out:
             raise SandboxFileError(
                 f"{operation} of {path} in sandbox {sandbox_id} took longer than "

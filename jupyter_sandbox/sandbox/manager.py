@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets.config import Config
 
 from .attestation import AttestationReport, record_attestation, stored_report
-from .backend import Output, SandboxBackend
+from .backend import Output, SandboxBackend, Terminal
 from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .contexts import check_context
 from .errors import SandboxConflictError, SandboxNotFoundError
@@ -38,6 +38,8 @@ from .sandbox_types import Sandbox, SandboxRequest
 from .settings import SandboxSettings
 from .starting import SandboxStarter
 from .stats import SandboxStats, measure_stats
+from .terminals import DEFAULT_COLS, DEFAULT_ROWS, SandboxTerminals
+from .usage import SandboxUsage
 
 if TYPE_CHECKING:
     from .snapshots import Snapshots
@@ -76,6 +78,9 @@ class SandboxManager(SandboxStarter):
         self.network = NetworkSettings(parent=self)
         self._snapshots: Snapshots | None = None
         self._files: SandboxFiles | None = None
+        self._terminals: SandboxTerminals | None = None
+        # Commands, file operations and terminals count as a sandbox's activity (usage.py).
+        self.usage = SandboxUsage(self.update_state)
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -106,6 +111,13 @@ class SandboxManager(SandboxStarter):
         if self._files is None:
             self._files = SandboxFiles(self, parent=self)
         return self._files
+
+    @property
+    def terminals(self) -> SandboxTerminals:
+        """The terminals open in this manager's sandboxes and their cap (terminals.py)."""
+        if self._terminals is None:
+            self._terminals = SandboxTerminals(self, parent=self)
+        return self._terminals
 
     @property
     def snapshots(self) -> Snapshots:
@@ -213,6 +225,23 @@ class SandboxManager(SandboxStarter):
         """
         return Path(info.host_dir).parent == self.settings.state_path
 
+    async def running(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        """The owner's sandbox, if it is running: what runs something in it (a command, a
+        terminal) needs. SandboxConflictError names the fix when it is not."""
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            fix = "resume it first" if info.status == "paused" else "start a new one"
+            raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
+        return info
+
+    async def open_terminal(
+        self, owner: str, sandbox_id: str, *, rows: int = DEFAULT_ROWS, cols: int = DEFAULT_COLS
+    ) -> Terminal:
+        """A shell on a TTY of ``rows`` x ``cols`` in the owner's running sandbox, as its user,
+        in /workspace (terminals.py); TooManyTerminalsError past the sandbox's cap. The caller
+        closes it, which kills the shell and all it started; :meth:`close` closes what is left."""
+        return await self.terminals.open(owner, sandbox_id, rows=rows, cols=cols)
+
     async def exec(
         self,
         owner: str,
@@ -229,21 +258,20 @@ class SandboxManager(SandboxStarter):
         """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
         ``environment`` added to the sandbox's, in ``workdir``; with ``output``, its output goes
         there as it comes, on the engine's executor thread, uncapped and not kept (see
-        SandboxBackend.exec). SandboxConflictError names the fix when it is not running."""
-        info = await self.get(owner, sandbox_id)
-        if not info.running:
-            fix = "resume it first" if info.status == "paused" else "start a new one"
-            raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
-        return await self.backend.exec(
-            sandbox_id,
-            argv,
-            timeout=timeout,
-            stdin=stdin,
-            max_output=max_output,
-            environment=environment,
-            workdir=workdir,
-            output=output,
-        )
+        SandboxBackend.exec). SandboxConflictError names the fix when it is not running.
+        While it runs, the sandbox is in use: not idle to the culler (usage.py)."""
+        await self.running(owner, sandbox_id)
+        with self.usage.using(sandbox_id):
+            return await self.backend.exec(
+                sandbox_id,
+                argv,
+                timeout=timeout,
+                stdin=stdin,
+                max_output=max_output,
+                environment=environment,
+                workdir=workdir,
+                output=output,
+            )
 
     async def attestation(
         self, owner: str, sandbox_id: str, *, refresh: bool = False
@@ -310,5 +338,7 @@ class SandboxManager(SandboxStarter):
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 
     async def close(self) -> None:
+        if self._terminals is not None:  # their shells are killed through the backend
+            await self._terminals.close_all()
         if self._backend is not None:
             await self._backend.close()

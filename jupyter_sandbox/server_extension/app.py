@@ -9,7 +9,7 @@ Who calls what, and when (jupyter_server's ExtensionApp life cycle):
   first pass reaps what a previous server left behind), the warm pool's refill loop, and the
   zygote that forks proxy kernels (fast_start.py).
 * ``stop_extension`` (server shutdown): stop the zygote and the culler, drain the pool, close
-  the engine client.
+  the manager: its open terminals (their shells killed), then the engine client.
 
 The pool is kept for the owner this server's kernels run as (``default_owner``), with the
 server's root directory as the launch directory of its default key; notebooks opened in other

@@ -3,8 +3,9 @@
 Runs inside the server extension, one pass every ``interval`` seconds, each pass also reaping
 orphans (reaper.py). What counts, read from each sandbox's state file:
 
-* idle: now minus ``last_activity`` (the proxy kernel records each execution; REST actions
-  count too). Applies to sandboxes no kernel is attached to: named contexts whose kernel has
+* idle: now minus ``last_activity`` (the proxy kernel records each execution; REST actions,
+  commands, file operations and typing in a terminal count too, and a sandbox with a command
+  or file operation of this server still running is never idle: sandbox/usage.py). Applies to sandboxes no kernel is attached to: named contexts whose kernel has
   shut down, sandboxes made through the REST API. A named context lives until then.
 * attached: a kernel process holds the sandbox's context lock (contexts.py). Attached sandboxes
   are left to Jupyter's own kernel culling unless ``cull_attached`` is set.
@@ -46,9 +47,10 @@ class SandboxCuller(LoggingConfigurable):
     idle_timeout = Float(
         3600.0,
         config=True,
-        help="""Seconds without an execution after which a sandbox no kernel is attached to
-        (a named context whose kernel shut down, a sandbox made through the REST API) is removed.
-        0 means never.""",
+        help="""Seconds without activity (a cell run, a command, a file read or written, typing
+        in a terminal, a REST action) after which a sandbox no kernel is attached to (a named
+        context whose kernel shut down, a sandbox made through the REST API) is removed. 0 means
+        never.""",
     )
     ttl = Float(
         86400.0,
@@ -98,7 +100,9 @@ class SandboxCuller(LoggingConfigurable):
             if not self.manager.holds(info):
                 continue
             state = self.manager.read_state(info.sandbox_id)
-            reason = self.reason_to_cull(state, now)
+            reason = self.reason_to_cull(
+                state, now, in_use=self.manager.usage.in_use(info.sandbox_id)
+            )
             if reason is None:
                 deadline = self.deadline(state) if counts_toward_quota(state) else None
                 if deadline is not None and deadline > now:
@@ -111,8 +115,11 @@ class SandboxCuller(LoggingConfigurable):
         self._next_deadline = _sooner(soonest, self._announced)
         return culled
 
-    def reason_to_cull(self, state: dict[str, Any], now: datetime.datetime) -> str | None:
-        """Why the sandbox with ``state`` should go now, or None to keep it."""
+    def reason_to_cull(
+        self, state: dict[str, Any], now: datetime.datetime, *, in_use: bool = False
+    ) -> str | None:
+        """Why the sandbox with ``state`` should go now, or None to keep it; ``in_use``: a
+        command or file operation of this server runs in it (never idle, sandbox/usage.py)."""
         if not state or not counts_toward_quota(state):
             return None  # being created, or an unclaimed pool member (the pool manages those)
         attached = kernel_attached(self.manager.settings.state_path, state)
@@ -127,7 +134,9 @@ class SandboxCuller(LoggingConfigurable):
         if state.get("checkpointed"):
             return None
         idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
-        if self.idle_timeout and idle >= self.idle_timeout and (self.cull_attached or not attached):
+        if in_use or not self.idle_timeout or idle < self.idle_timeout:
+            return None
+        if self.cull_attached or not attached:
             return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout:g} s)"
         return None
 

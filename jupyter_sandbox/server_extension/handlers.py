@@ -1,8 +1,9 @@
 """REST handlers under ``/api/sandboxes`` (documented in openapi.yaml, beside this file).
 
-Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``) and acts as
-the owner the extension maps the current user to; another owner's sandbox is "not found".
-Core errors are raised as they are and turned into JSON here, in one place: ``write_error``.
+Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``; the
+terminal's WebSocket ``@ws_authenticated``, action "execute") and acts as the owner the extension
+maps the current user to; another owner's sandbox is "not found". Core errors are raised as they
+are and turned into JSON here, in one place: ``SandboxHandlerBase.write_error``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
@@ -37,8 +38,9 @@ AUTH_RESOURCE = "sandboxes"
 _ID = r"(?P<sandbox_id>[^/]+)"
 
 
-class SandboxAPIHandler(APIHandler):
-    """Base: the manager, the owner of the request, and SandboxError as JSON."""
+class SandboxHandlerBase(JupyterHandler):
+    """What every handler of this API shares, REST or WebSocket (terminal_handlers.py): the
+    manager, the owner of the request, and SandboxError as JSON."""
 
     auth_resource = AUTH_RESOURCE
 
@@ -73,6 +75,10 @@ class SandboxAPIHandler(APIHandler):
             )
             return
         super().log_exception(typ, value, tb)
+
+
+class SandboxAPIHandler(SandboxHandlerBase, APIHandler):
+    """Base of the REST handlers: other errors are JSON too (APIHandler's)."""
 
     async def model(self, sandbox_id: str) -> dict[str, Any]:
         info = await self.manager.get(self.owner, sandbox_id)
@@ -230,7 +236,7 @@ class SandboxAttestationHandler(SandboxAPIHandler):
         self.write_json(report.as_dict())
 
 
-default_handlers = [
+default_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [
     (r"/api/sandboxes/?", SandboxesHandler),
     (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
     (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
@@ -244,5 +250,12 @@ from .command_handlers import command_handlers  # noqa: E402
 from .file_handlers import file_handlers  # noqa: E402
 from .network_handlers import network_handlers  # noqa: E402
 from .snapshot_handlers import snapshot_handlers  # noqa: E402
+from .terminal_handlers import terminal_handlers  # noqa: E402
 
-default_handlers += [*network_handlers, *snapshot_handlers, *file_handlers, *command_handlers]
+default_handlers += [
+    *network_handlers,
+    *snapshot_handlers,
+    *file_handlers,
+    *command_handlers,
+    *terminal_handlers,
+]

@@ -1,7 +1,7 @@
 /**
- * Which optional parts of the REST API this server has: snapshots, network policies and the
- * files of a sandbox arrive with later server extensions, and their views appear only where
- * their routes answer.
+ * Which optional parts of the REST API this server has: snapshots, network policies, the
+ * files of a sandbox and its terminal arrive with later server extensions, and their views
+ * appear only where their routes answer.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -17,10 +17,20 @@ export class Features {
   network: boolean | null = null;
   /** `GET /api/sandboxes/{id}/files` answers (asked of the first sandbox listed). */
   files: boolean | null = null;
+  /**
+   * `GET /api/sandboxes/{id}/terminal` answers (asked of the first sandbox listed). A websocket
+   * route answers a plain GET with an error of its own (no upgrade asked): it is there.
+   */
+  terminal: boolean | null = null;
 
   /** Whether something is still to be asked. */
   get unknown(): boolean {
-    return this.snapshots === null || this.network === null || this.files === null;
+    return (
+      this.snapshots === null ||
+      this.network === null ||
+      this.files === null ||
+      this.terminal === null
+    );
   }
 
   /** Ask what is not known yet; `sandboxId`: any sandbox of the user, for its own routes. */
@@ -44,11 +54,16 @@ export class Features {
     if (this.files === null && sandboxId) {
       this.files = await this.api.hasRoute(`api/sandboxes/${encodeURIComponent(sandboxId)}/files`);
     }
+    if (this.terminal === null && sandboxId) {
+      this.terminal = await this.api.hasRoute(
+        `api/sandboxes/${encodeURIComponent(sandboxId)}/terminal`
+      );
+    }
     return before !== this.known();
   }
 
   private known(): string {
-    return [this.snapshots, this.network, this.files].join();
+    return [this.snapshots, this.network, this.files, this.terminal].join();
   }
 
   private _probing: Promise<boolean> | null = null;

@@ -1,11 +1,16 @@
 /**
  * jupyter-sandbox's JupyterLab extension: the sandbox store and its slots (ISandboxViews), the
- * Sandboxes side panel, the status bar item of the active notebook's sandbox, and the details
- * view they both open.
+ * Sandboxes side panel, the status bar item of the active notebook's sandbox, the details
+ * view they both open, and terminals in sandboxes.
  */
 
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  IThemeManager,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -19,11 +24,13 @@ import { SandboxDetails } from './details';
 import { Features } from './features';
 import { addFilesViews } from './filesView';
 import { addNetworkViews } from './networkView';
+import { allowedActions, sandboxOfKernel } from './models';
 import { addSnapshotViews } from './snapshotView';
 import { SandboxPanel } from './panel';
 import { ISandboxViews, SandboxViews } from './slots';
 import { SandboxStatusItem } from './statusbar';
 import { SandboxStore } from './store';
+import { addTerminalViews, SandboxTerminals, TERMINAL_SETTINGS } from './terminalView';
 
 export { ISandboxViews } from './slots';
 export type { IDetailSection, IRowAction } from './slots';
@@ -31,6 +38,7 @@ export type { IDetailSection, IRowAction } from './slots';
 const PLUGIN_ID = 'jupyter-sandbox:plugin';
 const OPEN_DETAILS = 'jupyter-sandbox:open-details';
 const OPEN_PANEL = 'jupyter-sandbox:open-panel';
+const OPEN_TERMINAL = 'jupyter-sandbox:open-terminal';
 
 // A box with a lock: the sandbox.
 const sandboxIcon = new LabIcon({
@@ -50,13 +58,22 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
   description: 'See and steer Sandboxed Python sandboxes: side panel, status bar, details',
   autoStart: true,
   provides: ISandboxViews,
-  optional: [ILayoutRestorer, INotebookTracker, ISettingRegistry, IStatusBar],
+  optional: [
+    ILayoutRestorer,
+    INotebookTracker,
+    ISettingRegistry,
+    IStatusBar,
+    ICommandPalette,
+    IThemeManager
+  ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     notebooks: INotebookTracker | null,
     settingRegistry: ISettingRegistry | null,
-    statusBar: IStatusBar | null
+    statusBar: IStatusBar | null,
+    palette: ICommandPalette | null,
+    themeManager: IThemeManager | null
   ): ISandboxViews => {
     const api = new SandboxApi(requester(app.serviceManager.serverSettings));
     const store = new SandboxStore(api);
@@ -72,6 +89,7 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     addSnapshotViews(views, features);
     addNetworkViews(views, features);
     addFilesViews(views, features);
+    addTerminalViews(views, features, id => void app.commands.execute(OPEN_TERMINAL, { id }));
     const probe = () => {
       if (features.unknown) {
         void features.probe(store.sandboxes[0]?.id).then(changed => changed && views.notify());
@@ -99,6 +117,36 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
       }
     });
 
+    // A terminal in the sandbox given by id, or else in the active notebook's.
+    const terminals = new SandboxTerminals(app.shell, app.serviceManager.serverSettings, store);
+    const terminalSandbox = (args: { id?: unknown }) => {
+      const id = args.id ?? null;
+      return id !== null
+        ? store.sandboxes.find(s => s.id === String(id))
+        : sandboxOfKernel(
+            store.sandboxes,
+            notebooks?.currentWidget?.sessionContext.session?.kernel?.id
+          );
+    };
+    app.commands.addCommand(OPEN_TERMINAL, {
+      label: args =>
+        args.id
+          ? `Open a terminal in sandbox ${args.id}`
+          : "Open a terminal in the notebook's sandbox",
+      isEnabled: args => {
+        const sandbox = terminalSandbox(args);
+        return features.terminal === true && !!sandbox && allowedActions(sandbox).terminal;
+      },
+      execute: args => {
+        const sandbox = terminalSandbox(args);
+        if (sandbox) {
+          terminals.openTerminal(sandbox.id);
+        }
+      }
+    });
+    palette?.addItem({ command: OPEN_TERMINAL, category: 'Sandboxes' });
+    themeManager?.themeChanged.connect(() => terminals.themeChanged());
+
     const panel = new SandboxPanel(views);
     panel.title.icon = sandboxIcon;
     app.shell.add(panel, 'left', { rank: 600 });
@@ -123,6 +171,15 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
         settings.changed.connect(apply);
         apply();
       });
+      // The user's JupyterLab terminal settings, where the terminal extension is there.
+      void settingRegistry.load(TERMINAL_SETTINGS).then(
+        settings => {
+          const apply = () => terminals.setOptions(settings.composite);
+          settings.changed.connect(apply);
+          apply();
+        },
+        () => undefined // no terminal extension: its defaults
+      );
     }
     void app.restored.then(() => store.refresh());
     return views;

@@ -213,13 +213,15 @@ export function allowedActions(sandbox: ISandbox): {
   resume: boolean;
   restart: boolean;
   stop: boolean;
+  terminal: boolean;
 } {
   const live = sandbox.status === 'running';
   return {
     pause: live,
     resume: sandbox.status === 'paused',
     restart: live,
-    stop: sandbox.status !== 'removing'
+    stop: sandbox.status !== 'removing',
+    terminal: live
   };
 }
 

@@ -402,4 +402,21 @@ describe('Features', () => {
     await older.probe('s1');
     assert.equal(older.files, false); // an older server: the 404 of a route it does not know
   });
+
+  it("offers terminals where the sandbox's terminal route answers a plain GET", async () => {
+    const { api } = server({
+      // A websocket route refuses a request that asks no upgrade: it is there.
+      'GET api/sandboxes/s1/terminal': () =>
+        new Response('Can "Upgrade" only to "WebSocket".', { status: 400 })
+    });
+    const features = new Features(api);
+    await features.probe();
+    assert.equal(features.terminal, null); // not asked without a sandbox
+    assert.equal(await features.probe('s1'), true);
+    assert.equal(features.terminal, true);
+
+    const older = new Features(server({}).api);
+    await older.probe('s1');
+    assert.equal(older.terminal, false);
+  });
 });

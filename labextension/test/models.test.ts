@@ -187,12 +187,13 @@ describe('status bar text', () => {
 });
 
 describe('actions by state', () => {
-  it('offers pause, restart and stop on a running sandbox', () => {
+  it('offers pause, restart, stop and a terminal on a running sandbox', () => {
     assert.deepEqual(allowedActions(sandbox()), {
       pause: true,
       resume: false,
       restart: true,
-      stop: true
+      stop: true,
+      terminal: true
     });
   });
 
@@ -201,8 +202,15 @@ describe('actions by state', () => {
       pause: false,
       resume: true,
       restart: false,
-      stop: true
+      stop: true,
+      terminal: false
     });
+  });
+
+  it('opens a terminal only in a running sandbox', () => {
+    for (const status of ['created', 'restarting', 'removing', 'exited', 'dead'] as const) {
+      assert.equal(allowedActions(sandbox({ status })).terminal, false, status);
+    }
   });
 });
 

@@ -47,6 +47,7 @@ from pytest_jupyter.jupyter_server import (  # noqa: F401
     jp_serverapp,
     jp_template_dir,
     jp_web_app,
+    jp_ws_fetch,
 )
 from tornado.httpclient import HTTPClientError, HTTPResponse
 

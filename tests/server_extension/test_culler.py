@@ -67,6 +67,16 @@ def test_nothing_is_culled_while_a_cell_runs(culler: SandboxCuller, state_dir: P
     assert culler.reason_to_cull(old, NOW) is not None
 
 
+def test_a_sandbox_in_use_is_never_idle_but_still_has_its_deadlines(
+    culler: SandboxCuller,
+) -> None:
+    assert culler.reason_to_cull(state(last_activity=ago(9999)), NOW, in_use=True) is None
+    reason = culler.reason_to_cull(state(expires=ago(1)), NOW, in_use=True)
+    assert "past its timeout" in str(reason)
+    reason = culler.reason_to_cull(state(created=ago(2000)), NOW, in_use=True)
+    assert "time to live" in str(reason)
+
+
 def test_pool_members_and_half_made_sandboxes_are_not_culled(culler: SandboxCuller) -> None:
     assert culler.reason_to_cull(state(pool="k", created=ago(9999)), NOW) is None
     assert culler.reason_to_cull({}, NOW) is None
@@ -91,6 +101,57 @@ async def test_culling_pass_on_real_sandboxes(
     _status, listed = await api(jp_fetch, "GET")
     assert [s["id"] for s in listed] == [active["id"]]
     observe("the sandbox idle for 2 h (timeout 1 h) was culled; the active one stayed")
+
+
+@pytest.mark.integration
+async def test_commands_and_files_keep_a_rest_sandbox_from_idling(
+    jp_fetch: Fetch, extension: SandboxExtension
+) -> None:
+    """A sandbox used only over REST: a command running past the idle timeout keeps it, and
+    commands and file operations count as its activity (sandbox/usage.py)."""
+    _, sandbox = await api(jp_fetch, "POST", body={"runtime": "runc"})
+    sandbox_id = sandbox["id"]
+    manager, culler = extension.manager, extension.culler
+    culler.idle_timeout = 3600.0
+    long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=2)
+
+    def idle_for_hours() -> None:
+        manager.update_state(sandbox_id, last_activity=long_ago.isoformat())
+
+    def active_since(began: datetime.datetime) -> bool:
+        recorded = datetime.datetime.fromisoformat(manager.read_state(sandbox_id)["last_activity"])
+        return recorded >= began.replace(microsecond=0)
+
+    body = {"command": ["sh", "-c", "touch /tmp/started; sleep 2"]}
+    command = asyncio.ensure_future(api(jp_fetch, "POST", sandbox_id, "commands", body=body))
+    for _ in range(100):  # until the command runs (10 s at most)
+        if await _exists(jp_fetch, sandbox_id, "/tmp/started"):
+            break
+        await asyncio.sleep(0.1)
+    assert not command.done(), "the command ended before the culler's pass: raise its sleep"
+    idle_for_hours()  # as if the command had run for hours
+    assert await culler.cull_once() == []  # in use: not idle
+    began = datetime.datetime.now(datetime.timezone.utc)
+    status, result = await command
+    assert (status, result["exit_code"]) == (200, 0)
+    assert active_since(began)  # its end was recorded
+
+    idle_for_hours()
+    began = datetime.datetime.now(datetime.timezone.utc)
+    content = ("api", "sandboxes", sandbox_id, "files", "content")
+    await jp_fetch(*content, method="PUT", params={"path": "a.txt"}, body=b"kept")
+    assert active_since(began)
+    assert await culler.cull_once() == []
+
+    idle_for_hours()  # nothing runs now: idle it is
+    assert await culler.cull_once() == [sandbox_id]
+
+
+async def _exists(fetch: Fetch, sandbox_id: str, path: str) -> bool:
+    body = {"command": ["test", "-e", path]}
+    status, result = await api(fetch, "POST", sandbox_id, "commands", body=body)
+    assert status == 200, result
+    return bool(result["exit_code"] == 0)
 
 
 @pytest.mark.integration

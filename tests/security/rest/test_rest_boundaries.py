@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_sandbox.sandbox.doctor import MIN_DOCKER, version_tuple
 from jupyter_sandbox.server_extension import SandboxExtension
@@ -17,6 +18,7 @@ from jupyter_sandbox.server_extension import SandboxExtension
 from ...kernel_client import output_of
 from ...server_extension.conftest import Fetch, api
 from ...server_extension.test_auth_and_spec import routes, with_named_users
+from ...server_extension.test_terminals import UPGRADE
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +49,11 @@ VALID_BODIES = {
 VALID_QUERIES = {
     "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/files/content": {"path": "notes.txt"},
+    "/api/sandboxes/{sandbox_id}/terminal": {"rows": "24", "cols": "80"},
 }
+# The terminal is a WebSocket: asked for as a WebSocket client asks, with everything else
+# well-formed, so that only the owner decides (as an upgrade, it would never answer).
+VALID_HEADERS = {"/api/sandboxes/{sandbox_id}/terminal": UPGRADE}
 
 HOST_PATH_REQUESTS = [
     {"mounts": [{"source": "/", "target": "/host"}]},
@@ -158,9 +164,18 @@ async def test_row37_users_never_reach_each_other(
         # that says as little about whose sandbox it is).
         body = VALID_BODIES.get((path, method), "{}") if method in ("post", "put") else None
         params = VALID_QUERIES.get(path, {})
-        status, error = await api(jp_fetch, method.upper(), *parts, body=body, params=params, **BOB)
+        headers = {**BOB["headers"], **VALID_HEADERS.get(path, {})}
+        status, error = await api(
+            jp_fetch, method.upper(), *parts, body=body, params=params, headers=headers
+        )
         assert status == 404, (method, path, status, error)
         tried += 1
+    assert extension.manager.terminals.open_count(alices["id"]) == 0  # no shell was started
+    ran = await extension.manager.exec(
+        "alice", alices["id"], ["sh", "-c", "cat /proc/[0-9]*/cmdline"]
+    )
+    assert b"sandbox-init" in ran.stdout  # the listing works
+    assert b"bash" not in ran.stdout
     status, listed = await api(jp_fetch, "GET", **BOB)
     assert [s["id"] for s in listed] == [bobs["id"]]
     status, alice_now = await api(jp_fetch, "GET", alices["id"], **ALICE)
@@ -180,9 +195,53 @@ async def test_row37_users_never_reach_each_other(
     assert not seen["alice"]
     assert all(not name.startswith(alices["id"]) for name in seen["own"])
     observe(
-        f"{tried} sandbox routes tried as another user: all 404; the victim kept running; its "
-        "host directory is 0700 and not visible from the other sandbox",
+        f"{tried} sandbox routes tried as another user: all 404, no shell started by the "
+        "terminal's; the victim kept running; its host directory is 0700 and not visible from "
+        "the other sandbox",
         cases=tried,
+    )
+
+
+@pytest.mark.checklist(
+    row=37,
+    attack="a terminal WebSocket opened without a token, with a wrong one, by a user the "
+    "authorizer refuses, or to another user's sandbox",
+    expected="refused before the upgrade (403, or 404 for another user's sandbox); no shell "
+    "started",
+)
+async def test_row37_a_terminal_websocket_needs_its_owner(
+    jp_fetch: Fetch,
+    jp_ws_fetch: Any,
+    extension: SandboxExtension,
+    observe: Callable[[str], None],
+) -> None:
+    status, alices = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, alices
+    parts = ("api", "sandboxes", alices["id"], "terminal")
+    refusals = {
+        "no token": ({"Authorization": ""}, 403),
+        "a wrong token": ({"Authorization": "token wrong"}, 403),
+        "a user without access to sandboxes": ({"Authorization": "token mallory"}, 403),
+        "another user": (BOB["headers"], 404),
+    }
+    for case, (headers, expected) in refusals.items():
+        with pytest.raises(HTTPClientError) as refused:
+            await jp_ws_fetch(*parts, headers=dict(headers))
+        assert refused.value.code == expected, case
+    assert extension.manager.terminals.open_count(alices["id"]) == 0
+    ran = await extension.manager.exec(
+        "alice", alices["id"], ["sh", "-c", "cat /proc/[0-9]*/cmdline"]
+    )
+    assert b"sandbox-init" in ran.stdout  # the listing works
+    assert b"bash" not in ran.stdout
+    # The owner gets the shell: the refusals above were the caller's, not the route's.
+    ws = await jp_ws_fetch(*parts, headers=dict(ALICE["headers"]))
+    assert json.loads(await ws.read_message()) == ["setup", {}]
+    ws.close()
+    observe(
+        f"{len(refusals)} refused openings (no token, a wrong token, an unauthorized user: 403; "
+        "another user: 404); no shell started; the owner's opening works",
+        cases=len(refusals),
     )
 
 
