@@ -76,4 +76,7 @@ def test_pip_install_in_a_cell_works_and_lasts_across_restarts(env: Path, runtim
         )
         assert (ran.returncode, ran.stdout) == (0, "42 /tmp/.local\n"), ran.stderr
         km.restart_kernel()
+        # As after any kernel's restart: until the client's iopub has reconnected, the new
+        # kernel's output goes to no subscriber (seen: 5 runs of 10 timed out without it).
+        kc.wait_for_ready(timeout=120)
         assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"  # a fresh interpreter
