@@ -18,7 +18,7 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, List, Unicode
 
-from . import cli_files, cli_sandboxes, cli_snapshots
+from . import cli_files, cli_sandboxes, cli_snapshots, cli_terminal
 from ._version import __version__
 from .cli_kernelspec import InstallKernelApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
@@ -254,6 +254,7 @@ class SandboxApp(_CommandGroup):
         "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),
         "restart": (cli_sandboxes.RestartApp, cli_sandboxes.RestartApp.description),
         "exec": (cli_sandboxes.ExecApp, cli_sandboxes.ExecApp.description),
+        "terminal": (cli_terminal.TerminalApp, cli_terminal.TerminalApp.description),
         "pause": (cli_sandboxes.PauseApp, cli_sandboxes.PauseApp.description),
         "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),

@@ -1,0 +1,122 @@
+"""``jupyter sandbox terminal SANDBOX_ID``: an interactive shell in a sandbox, as ``docker exec
+-it`` gives one, for those without a Jupyter Server (with one, JupyterLab's *Open terminal*, or
+the WebSocket ``GET /api/sandboxes/{id}/terminal``).
+
+The shell is the one the server's terminals open (SandboxManager.open_terminal: the sandbox's
+user, /workspace, killed with everything it started when it closes). This process's terminal is
+put in raw mode, so that every key (Ctrl-C included) goes to the shell, and restored however the
+session ends; its size follows the window (SIGWINCH). The session ends when the shell exits, or
+when this process is told to stop (SIGHUP: the window was closed; SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+
+from .cli_owner import OwnerCommand, owner_alias
+from .sandbox import SandboxManager
+from .sandbox.backend import Terminal
+from .sandbox.errors import InvalidRequestError
+
+READ_BYTES = 64 * 1024
+
+
+class TerminalApp(OwnerCommand):
+    name = "jupyter-sandbox-terminal"
+    description = (
+        "An interactive shell in a running sandbox, as its user, in /workspace (as docker exec "
+        "-it); exit, or close the window, to end it and what it started."
+    )
+    usage = "terminal SANDBOX_ID"
+    aliases = owner_alias("TerminalApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id = self.argument()
+        stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+        if not (os.isatty(stdin) and os.isatty(stdout)):
+            raise InvalidRequestError(
+                "jupyter sandbox terminal needs a terminal for its input and output; for a "
+                f"command with piped input use: jupyter sandbox exec -i {sandbox_id} -- COMMAND"
+            )
+        size = os.get_terminal_size(stdout)
+        terminal = await manager.open_terminal(
+            owner, sandbox_id, rows=max(size.lines, 1), cols=max(size.columns, 1)
+        )
+        try:
+            with raw_mode(stdin):
+                await relay(terminal, stdin, stdout)
+        finally:
+            await terminal.close()
+        return 0
+
+
+@contextlib.contextmanager
+def raw_mode(fd: int) -> Iterator[None]:
+    """Keys reach the shell as typed (no echo, no line editing, Ctrl-C a byte, not a signal),
+    until the block ends; then the terminal's settings are as they were."""
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+async def relay(terminal: Terminal, stdin: int, stdout: int) -> None:
+    """Keys to the shell and its output to this terminal, until the shell's output ends or a
+    signal says to stop; the window's size follows along."""
+    loop = asyncio.get_running_loop()
+    keys: asyncio.Queue[bytes] = asyncio.Queue()
+    stop = asyncio.Event()
+
+    def read_keys() -> None:
+        data = os.read(stdin, READ_BYTES)
+        if data:
+            keys.put_nowait(data)
+        else:  # our input ended (its terminal went away)
+            stop.set()
+
+    resizing: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak refs)
+
+    def resize() -> None:
+        size = os.get_terminal_size(stdout)
+        task = loop.create_task(terminal.resize(max(size.lines, 1), max(size.columns, 1)))
+        resizing.add(task)
+        task.add_done_callback(resizing.discard)
+
+    async def send_keys() -> None:
+        while True:
+            await terminal.write(await keys.get())
+
+    async def show_output() -> None:
+        while data := await terminal.read():
+            await loop.run_in_executor(None, _write_all, stdout, data)
+
+    loop.add_reader(stdin, read_keys)
+    loop.add_signal_handler(signal.SIGWINCH, resize)
+    for stopping in (signal.SIGHUP, signal.SIGTERM):
+        loop.add_signal_handler(stopping, stop.set)
+    tasks = [asyncio.ensure_future(task) for task in (send_keys(), show_output(), stop.wait())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(stdin)
+        for handled in (signal.SIGWINCH, signal.SIGHUP, signal.SIGTERM):
+            loop.remove_signal_handler(handled)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a terminal takes a big output in pieces)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
