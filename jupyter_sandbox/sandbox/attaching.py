@@ -1,4 +1,5 @@
-"""Connecting to a running sandbox's kernel: waiting until it answers, and saying why it does not.
+"""Connecting to a running sandbox's kernel: waiting until it answers, and saying why it does not;
+and restarting it in place (a fresh interpreter, the same sandbox).
 
 :class:`SandboxAttacher` is the base of :class:`~.starting.SandboxStarter` (and so of
 SandboxManager). A new sandbox (starting.py), a claimed pool member (``attach_claimed``), a
@@ -14,10 +15,10 @@ from traitlets.config import LoggingConfigurable
 
 from .backend import SandboxBackend
 from .backend_records import SandboxInfo
-from .errors import SandboxNotFoundError, SandboxStartError
+from .errors import SandboxConflictError, SandboxNotFoundError, SandboxStartError
 from .hostdir import SandboxDirectory
 from .identity import check_sandbox_id
-from .kernel_link import wait_until_ready, with_socket_prefix
+from .kernel_link import shut_kernel_down, wait_until_ready, with_socket_prefix
 from .limits import SandboxLimits
 from .sandbox_types import Sandbox
 from .settings import SandboxSettings
@@ -38,6 +39,43 @@ class SandboxAttacher(LoggingConfigurable):
 
     async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
         raise NotImplementedError
+
+    # -- restarting in place ------------------------------------------------------------------
+
+    def request_restart(self, sandbox_id: str) -> None:
+        """Make the sandbox start a fresh kernel when its current one shuts down.
+
+        The caller then sends the kernel a shutdown_request; files in /workspace stay. The new
+        kernel's generation is recorded host-side first, so whoever attaches next finds it.
+        """
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        directory.request_restart(directory.next_generation())
+
+    async def restartable(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        """The sandbox, if its interpreter can be restarted now (SandboxConflictError if not).
+
+        Checked before any restart is asked, by this manager or by a Jupyter kernel manager: a
+        paused kernel cannot answer, and would take the restart on resuming."""
+        info = await self.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: "
+                + ("resume it first" if info.status == "paused" else "its interpreter is gone")
+            )
+        return info
+
+    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
+        """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
+        own no kernel process attached to it (the REST API). Returns once the new one answers."""
+        await self.restartable(owner, sandbox_id)
+        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
+        generation = int(directory.read_state().get("generation", 0))
+        current = with_socket_prefix(
+            directory.read_connection_file(), directory.socket_prefix_of(generation)
+        )
+        self.request_restart(sandbox_id)
+        await shut_kernel_down(current, restart=True)
+        return await self._wait_for_kernel(sandbox_id, directory)
 
     # -- connecting ---------------------------------------------------------------------------
 

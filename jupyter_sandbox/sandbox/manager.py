@@ -31,7 +31,6 @@ from .errors import SandboxConflictError, SandboxNotFoundError
 from .files import SandboxFiles
 from .hostdir import SandboxDirectory, sandbox_directories
 from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
-from .kernel_link import shut_kernel_down, with_socket_prefix
 from .network import NetworkPolicy, NetworkSettings, apply_policy, policy_of_state, read_audit
 from .quotas import SandboxQuotas
 from .sandbox_types import Sandbox, SandboxRequest
@@ -158,41 +157,6 @@ class SandboxManager(SandboxStarter):
                 return restored.info
             await self._discard(info.sandbox_id, directory)
         return None
-
-    def request_restart(self, sandbox_id: str) -> None:
-        """Make the sandbox start a fresh kernel when its current one shuts down.
-
-        The caller then sends the kernel a shutdown_request; files in /workspace stay. The new
-        kernel's generation is recorded host-side first, so whoever attaches next finds it.
-        """
-        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
-        directory.request_restart(directory.next_generation())
-
-    async def restartable(self, owner: str, sandbox_id: str) -> SandboxInfo:
-        """The sandbox, if its interpreter can be restarted now (SandboxConflictError if not).
-
-        Checked before any restart is asked, by this manager or by a Jupyter kernel manager: a
-        paused kernel cannot answer, and would take the restart on resuming."""
-        info = await self.get(owner, sandbox_id)
-        if not info.running:
-            raise SandboxConflictError(
-                f"sandbox {sandbox_id} is {info.status}: "
-                + ("resume it first" if info.status == "paused" else "its interpreter is gone")
-            )
-        return info
-
-    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
-        """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
-        own no kernel process attached to it (the REST API). Returns once the new one answers."""
-        await self.restartable(owner, sandbox_id)
-        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
-        generation = int(directory.read_state().get("generation", 0))
-        current = with_socket_prefix(
-            directory.read_connection_file(), directory.socket_prefix_of(generation)
-        )
-        self.request_restart(sandbox_id)
-        await shut_kernel_down(current, restart=True)
-        return await self._wait_for_kernel(sandbox_id, directory)
 
     def read_state(self, sandbox_id: str) -> dict[str, Any]:
         """The sandbox's mutable state (owner, context, kernel attached, last activity...)."""
