@@ -4,9 +4,10 @@ WebSocket (server_extension/terminal_handlers.py).
 
 This is the manager's side of one: who may open it (the owner of a running sandbox, as for a
 command: SandboxManager.running), how many one sandbox may have open at once
-(``max_per_sandbox``), that typing into it counts as the sandbox's activity for the idle culler,
-and that every terminal still open is closed with the manager (the server stopping). The shell
-itself, its TTY and the killing of what it started are the backend's (docker_terminal.py).
+(``max_per_sandbox``), that its input and output count as the sandbox's activity for the idle
+culler, and that every terminal still open is closed with the manager (the server stopping).
+The shell itself, its TTY and the killing of what it started are the backend's
+(docker_terminal.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 DEFAULT_ROWS = 24
 DEFAULT_COLS = 80
 MAX_SIZE = 1000  # rows or columns: more than any screen shows
-# Typing records the sandbox's last activity at most this often (seconds): a write of the state
-# file per keystroke would cost more than the idle culler, which counts in minutes, can tell.
+# Input and output record the sandbox's last activity at most this often (seconds): a write of
+# the state file per keystroke would cost more than the idle culler, counting in minutes, needs.
 ACTIVITY_SECONDS = 30.0
 
 
@@ -123,8 +124,8 @@ class SandboxTerminals(LoggingConfigurable):
 
 
 class SandboxTerminal(Terminal):
-    """A backend's terminal as the manager hands it out: typing into it records the sandbox's
-    activity, its size is checked, and closing it frees its place under the cap."""
+    """A backend's terminal as the manager hands it out: typing into it and its output record
+    the sandbox's activity, its size is checked, and closing it frees its place under the cap."""
 
     def __init__(self, inner: Terminal, sandbox_id: str, terminals: SandboxTerminals) -> None:
         self.sandbox_id = sandbox_id
@@ -133,14 +134,20 @@ class SandboxTerminal(Terminal):
         self._recorded = time.monotonic()  # opening recorded it
 
     async def read(self) -> bytes:
-        return await self._inner.read()
+        data = await self._inner.read()
+        if data:  # a job printing as it works is activity, with nobody typing
+            self._record_activity()
+        return data
 
     async def write(self, data: bytes) -> None:
+        self._record_activity()
+        await self._inner.write(data)
+
+    def _record_activity(self) -> None:
         now = time.monotonic()
         if now - self._recorded >= ACTIVITY_SECONDS:
             self._recorded = now
             self._terminals.record_activity(self.sandbox_id)
-        await self._inner.write(data)
 
     async def resize(self, rows: int, cols: int) -> None:
         await self._inner.resize(*check_size(rows, cols))

@@ -4,9 +4,10 @@ Runs inside the server extension, one pass every ``interval`` seconds, each pass
 orphans (reaper.py). What counts, read from each sandbox's state file:
 
 * idle: now minus ``last_activity`` (the proxy kernel records each execution; REST actions,
-  commands, file operations and typing in a terminal count too, and a sandbox with a command
-  or file operation of this server still running is never idle: sandbox/usage.py). Applies to sandboxes no kernel is attached to: named contexts whose kernel has
-  shut down, sandboxes made through the REST API. A named context lives until then.
+  commands, file operations and a terminal's input and output count too, and a sandbox with a
+  command or file operation of this server still running is never idle: sandbox/usage.py).
+  Applies to sandboxes no kernel is attached to: named contexts whose kernel has shut down,
+  sandboxes made through the REST API. A named context lives until then.
 * attached: a kernel process holds the sandbox's context lock (contexts.py). Attached sandboxes
   are left to Jupyter's own kernel culling unless ``cull_attached`` is set.
 * busy: a cell is running (the proxy writes ``busy``). Nothing is culled while a cell runs,
@@ -47,10 +48,10 @@ class SandboxCuller(LoggingConfigurable):
     idle_timeout = Float(
         3600.0,
         config=True,
-        help="""Seconds without activity (a cell run, a command, a file read or written, typing
-        in a terminal, a REST action) after which a sandbox no kernel is attached to (a named
-        context whose kernel shut down, a sandbox made through the REST API) is removed. 0 means
-        never.""",
+        help="""Seconds without activity (a cell run, a command, a file read or written, a
+        terminal's input or output, a REST action) after which a sandbox no kernel is attached
+        to (a named context whose kernel shut down, a sandbox made through the REST API) is
+        removed. 0 means never.""",
     )
     ttl = Float(
         86400.0,

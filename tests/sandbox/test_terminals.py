@@ -234,7 +234,7 @@ async def test_owner_state_and_the_cap_decide_who_opens_one(
     assert term_manager.terminals.open_count(box.sandbox_id) == 0
 
 
-async def test_typing_counts_as_activity(
+async def test_typing_and_output_count_as_activity(
     term_manager: SandboxManager, box: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     long_ago = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc).isoformat()
@@ -248,6 +248,12 @@ async def test_typing_counts_as_activity(
         assert term_manager.read_state(box.sandbox_id)["last_activity"] == long_ago
         monkeypatch.setattr(terminals, "ACTIVITY_SECONDS", 0.0)
         await run(terminal, "true")
+        assert term_manager.read_state(box.sandbox_id)["last_activity"] > long_ago
+        # Output alone, nobody typing: a job printing as it works.
+        await terminal.write(b"sleep 1; echo la''te\r")
+        await read_until(terminal, b"la''te")  # the TTY's echo of the line
+        term_manager.update_state(box.sandbox_id, last_activity=long_ago)
+        await read_until(terminal, b"late")
         assert term_manager.read_state(box.sandbox_id)["last_activity"] > long_ago
     finally:
         await terminal.close()
