@@ -111,7 +111,14 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     details = page.locator(f"#jupyter-sandbox-details-{sandbox_id}")
     expect(details).to_be_visible()
     expect(details.locator("h2")).to_have_text(f"Sandbox {sandbox_id}")
-    expect(details.locator(".jp-Sandbox-weakBox")).to_contain_text("runtime runc")
+    weakened = details.get_by_role("note", name="Weakened isolation")
+    expect(weakened).to_contain_text("runtime runc")
+    # Findings, if the probe reported any (seen once in CI, under load), get a box of their
+    # own beside it; say which in the test's output rather than guess later.
+    code, report = server.api("GET", f"api/sandboxes/{sandbox_id}/attestation")
+    assert code == 200, report
+    for finding in report.get("findings") or []:
+        print(f"attestation finding: {finding.get('message')}")
     expect(details.locator("table.jp-Sandbox-attestation")).to_contain_text("uid")
     shot(page, "2-details-attestation")
 
