@@ -71,12 +71,14 @@ async def remove_everything_under(sandbox_manager: SandboxManager, state_dir: Pa
             await sandbox_manager.backend.remove(info.sandbox_id)
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("runc", marks=pytest.mark.runc),
-        pytest.param("runsc", marks=pytest.mark.runsc),
-    ]
-)
+# Both runtimes as parameters, each marked so that ``-m runc`` / ``-m runsc`` selects it.
+BOTH_RUNTIMES = [
+    pytest.param("runc", marks=pytest.mark.runc),
+    pytest.param("runsc", marks=pytest.mark.runsc),
+]
+
+
+@pytest.fixture(params=BOTH_RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

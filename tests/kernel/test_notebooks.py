@@ -26,7 +26,7 @@ import pytest
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from ..conftest import purpose_label
+from ..conftest import BOTH_RUNTIMES, purpose_label
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -210,7 +210,7 @@ def test_reference_run_has_every_kind_of_output(reference: dict[str, Any]) -> No
 
 @pytest.mark.parametrize(
     "runtime",
-    [pytest.param("runc", marks=pytest.mark.runc), pytest.param("runsc", marks=pytest.mark.runsc)],
+    BOTH_RUNTIMES,
 )
 def test_sandboxed_outputs_equal_plain_kernel(
     runtime: str,
@@ -238,7 +238,7 @@ def test_sandboxed_outputs_equal_plain_kernel(
 
 @pytest.mark.parametrize(
     "runtime",
-    [pytest.param("runc", marks=pytest.mark.runc), pytest.param("runsc", marks=pytest.mark.runsc)],
+    BOTH_RUNTIMES,
 )
 def test_nbconvert_executes_with_sandboxed_kernel(
     runtime: str, sandbox_notebook_dir: tuple[Path, Path]

@@ -25,7 +25,13 @@ from jupyter_sandbox.sandbox.errors import (
     TooManyTerminalsError,
 )
 
-from ..conftest import manager_config, purpose_label, remove_everything_under, remove_state_dir
+from ..conftest import (
+    BOTH_RUNTIMES,
+    manager_config,
+    purpose_label,
+    remove_everything_under,
+    remove_state_dir,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 OWNER = "alice"
@@ -45,13 +51,7 @@ async def term_manager() -> AsyncIterator[SandboxManager]:
         remove_state_dir(state_dir)
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("runc", marks=pytest.mark.runc),
-        pytest.param("runsc", marks=pytest.mark.runsc),
-    ],
-)
+@pytest.fixture(scope="module", params=BOTH_RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
     """Module-scoped here: one sandbox per runtime."""
     return str(request.param)

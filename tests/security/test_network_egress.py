@@ -28,7 +28,13 @@ from jupyter_sandbox.sandbox.network import proxy_running
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
-from ..conftest import manager_config, purpose_label, remove_everything_under, remove_state_dir
+from ..conftest import (
+    BOTH_RUNTIMES,
+    manager_config,
+    purpose_label,
+    remove_everything_under,
+    remove_state_dir,
+)
 from ..kernel_client import execute
 from ..sandbox.network.servers import RecordingServer, recording_server
 
@@ -143,13 +149,7 @@ async def net_manager() -> AsyncIterator[SandboxManager]:
         remove_state_dir(state_dir)
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        pytest.param("runc", marks=pytest.mark.runc),
-        pytest.param("runsc", marks=pytest.mark.runsc),
-    ],
-)
+@pytest.fixture(scope="module", params=BOTH_RUNTIMES)
 def runtime(request: pytest.FixtureRequest) -> str:
     """Module-scoped here (one sandbox per runtime); named ``runtime`` so that the security
     report (tests/conftest.py: checklist_row) records it."""
