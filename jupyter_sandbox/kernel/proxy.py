@@ -204,7 +204,7 @@ class SandboxKernel:
             await asyncio.sleep(WATCH_SECONDS)
             try:
                 info = await self.manager.get(self.owner, sandbox.sandbox_id)
-                cause = None if info.running or info.status == "paused" else info.death_cause()
+                cause = None if info.alive else info.death_cause()
             except SandboxNotFoundError:
                 cause = "its container was removed"
             except SandboxError as exc:

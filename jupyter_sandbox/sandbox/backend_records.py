@@ -34,6 +34,11 @@ class SandboxInfo:
     def running(self) -> bool:
         return self.status == "running"
 
+    @property
+    def alive(self) -> bool:
+        """Whether its processes still exist: running, or paused (frozen, not ended)."""
+        return self.running or self.status == "paused"
+
     def death_cause(self) -> str:
         """Why a sandbox that is not running stopped, in words a person can act on."""
         if self.oom_killed:

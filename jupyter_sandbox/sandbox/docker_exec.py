@@ -147,7 +147,7 @@ class ExecWatch:
                     timed_out = True
                     await kill_marked(self.engine, self.container, self.user, self.mark)
                 info = await self.inspect()
-                if not info.running and info.status != "paused":
+                if not info.alive:
                     ended = True
                     raise SandboxDiedError(
                         f"sandbox {info.sandbox_id} ended while running a command: "

@@ -190,7 +190,7 @@ class DockerTerminal(Terminal):
             info = await self._inspect()
         except SandboxNotFoundError:
             return False
-        return info.running or info.status == "paused"
+        return info.alive
 
     def _ended(self) -> bool:
         return self._reader is None or self._reader.at_eof()
@@ -214,7 +214,7 @@ class DockerTerminal(Terminal):
             except SandboxError as exc:  # the engine hiccuped: ask again next time
                 log.debug("terminal %s: no state of %s: %s", self.exec_id[:12], self.container, exc)
                 continue
-            if not info.running and info.status != "paused":
+            if not info.alive:
                 break
         else:
             return  # the shell exited: its output ended by itself

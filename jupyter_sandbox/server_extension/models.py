@@ -49,5 +49,5 @@ def sandbox_model(
             "notebook": (state.get("notebook") or None) if attached else None,
             "since": state.get("attached") if attached else None,
         },
-        "exit": None if info.running or info.status == "paused" else info.death_cause(),
+        "exit": None if info.alive else info.death_cause(),
     }
