@@ -11,6 +11,8 @@ apart from starting a sandbox, which decides what a sandbox is; this only finds 
 
 from __future__ import annotations
 
+from typing import Any
+
 from traitlets.config import LoggingConfigurable
 
 from .backend import SandboxBackend
@@ -68,16 +70,23 @@ class SandboxAttacher(LoggingConfigurable):
         """A fresh interpreter in the same sandbox (files in /workspace stay), for callers that
         own no kernel process attached to it (the REST API). Returns once the new one answers."""
         await self.restartable(owner, sandbox_id)
-        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
-        generation = int(directory.read_state().get("generation", 0))
-        current = with_socket_prefix(
-            directory.read_connection_file(), directory.socket_prefix_of(generation)
-        )
+        current = self.kernel_connection(sandbox_id)
         self.request_restart(sandbox_id)
         await shut_kernel_down(current, restart=True)
-        return await self._wait_for_kernel(sandbox_id, directory)
+        return await self._wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        )
 
     # -- connecting ---------------------------------------------------------------------------
+
+    def kernel_connection(self, sandbox_id: str) -> dict[str, Any]:
+        """The host's connection info of the sandbox's current kernel (each restart in place
+        binds new socket paths: its state's ``generation`` says which kernel that is)."""
+        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        generation = int(directory.read_state().get("generation", 0))
+        return with_socket_prefix(
+            directory.read_connection_file(), directory.socket_prefix_of(generation)
+        )
 
     async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
         """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
@@ -110,10 +119,8 @@ class SandboxAttacher(LoggingConfigurable):
         timeout: float | None = None,
         info: SandboxInfo | None = None,
     ) -> Sandbox:
-        connection = directory.read_connection_file()
         state = directory.read_state()
-        generation = int(state.get("generation", 0))
-        host_connection = with_socket_prefix(connection, directory.socket_prefix_of(generation))
+        host_connection = self.kernel_connection(sandbox_id)
         reply = await wait_until_ready(
             host_connection,
             timeout=self.settings.start_timeout if timeout is None else timeout,

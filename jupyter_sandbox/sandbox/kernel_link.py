@@ -19,7 +19,7 @@ import logging
 import queue
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import zmq
@@ -83,30 +83,48 @@ async def wait_until_ready(
     ``still_running`` is awaited between attempts; it returns None while the sandbox lives, or
     the reason it does not (e.g. "exited with code 1: <log tail>"), which fails the wait at once.
     """
+    async with ready_client(
+        connection_info, timeout=timeout, still_running=still_running, shell=False
+    ) as (_, reply):
+        return reply
+
+
+@contextlib.asynccontextmanager
+async def ready_client(
+    connection_info: dict[str, Any],
+    *,
+    timeout: float,
+    still_running: Callable[[], Awaitable[str | None]],
+    shell: bool = True,
+) -> AsyncIterator[tuple[PinnedKernelClient, dict[str, Any]]]:
+    """A client of the kernel behind ``connection_info`` (control, iopub and, if asked,
+    shell), and the kernel's ``kernel_info_reply`` content, once the kernel answers and iopub
+    has joined: nothing the kernel publishes after this is missed. Used by the wait for a
+    kernel to start and by code run over REST (code_runs.py); let go on exit."""
     deadline = time.monotonic() + timeout
     pins = await _pinned_once_bound(connection_info, deadline, still_running)
-    with _started_client(connection_info, pins, iopub=True) as client:
+    with _started_client(connection_info, pins, iopub=True, shell=shell) as client:
         reply = await _first_reply(client, deadline, still_running)
         # The reply proves the kernel runs; iopub may still be joining (ZMQ's slow joiner): ask
         # again until a status message (ipykernel publishes one per control request) arrives.
         while not await _iopub_message(client, deadline):
             await _check(deadline, still_running)
             _ask_kernel_info(client)
-        return reply
+        yield client, reply
 
 
 @contextlib.contextmanager
 def _started_client(
-    connection_info: dict[str, Any], pins: PinnedSockets, *, iopub: bool
+    connection_info: dict[str, Any], pins: PinnedSockets, *, iopub: bool, shell: bool = False
 ) -> Iterator[PinnedKernelClient]:
-    """A client with its control channel (and iopub, if asked) started on ``pins``; on exit its
-    channels, its context and the pins are let go."""
+    """A client with its control channel (and iopub and shell, if asked) started on ``pins``;
+    on exit its channels, its context and the pins are let go."""
     context = zmq.asyncio.Context()
     context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
     client = PinnedKernelClient(context=context)
     client.pins = pins
     client.load_connection_info(connection_info)  # type: ignore[arg-type]
-    client.start_channels(shell=False, iopub=iopub, stdin=False, hb=False, control=True)
+    client.start_channels(shell=shell, iopub=iopub, stdin=False, hb=False, control=True)
     try:
         yield client
     finally:

@@ -1,0 +1,287 @@
+"""Code run in a sandbox's live interpreter on request: what E2B's ``run_code`` and OpenSandbox's
+code API give agent code, over ``POST /api/sandboxes/{id}/execute``
+(server_extension/code_handlers.py), ``jupyter sandbox run`` and :func:`run_code` in Python.
+
+The code runs in the kernel the sandbox already has, the one a notebook attached to it uses: a
+run sees the variables and imports earlier runs and cells left, and leaves its own. A client of
+that kernel is made for each run from the host (kernel_link.ready_client, through pinned
+sockets) and the protocol is spoken by kernel_execution.py; this module adds what a caller
+without a frontend needs: the request's checks, and the outputs gathered into one result as a
+notebook would show them (``clear_output`` clears, ``update_display_data`` replaces), capped at
+MAX_OUTPUT (more interrupts the code: stream it instead). With ``"stream": true`` (or an
+``output`` callback) each output is passed on as it comes instead, and the result holds none.
+
+A run is activity and keeps the sandbox in use while it lasts (usage.py), as a command does.
+Runs from several callers queue in the kernel, one at a time, as cells do; an error in one
+does not abort the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .commands import DEFAULT_TIMEOUT, MAX_TIMEOUT
+from .errors import (
+    InvalidRequestError,
+    OutputTooLargeError,
+    SandboxConflictError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxNotFoundError,
+    SandboxStartError,
+)
+from .kernel_execution import Output, execute
+from .kernel_link import ready_client
+from .manager import SandboxManager
+
+MAX_CODE = 4 * 1024**2  # characters of code a request may send
+MAX_OUTPUT = 16 * 1024**2  # bytes of output (text, and display data as JSON) a result holds
+# Bytes of streamed output waiting for a client that reads slower than the code writes: the
+# kernel cannot be held back (its output would be dropped, not delayed), so past this the code
+# is interrupted rather than the server's memory filled.
+MAX_PENDING = 64 * 1024**2
+CONNECT_TIMEOUT = 30.0  # seconds for the kernel to answer (one restarting in place takes ~1 s)
+FIELDS = ("code", "timeout", "stream")
+EXAMPLE = '{"code": "import sys; print(sys.version)", "timeout": 30}'
+
+# (name, data): ("stdout" | "stderr", {"text"}), ("display", {...}), ("clear", {"wait"}), then
+# ("result", CodeResult.as_dict()), or ("error", SandboxError.to_dict()) once output was sent.
+Event = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CodeRequest:
+    """Code to run, its time limit in seconds, and whether its output is sent as it comes."""
+
+    code: str
+    timeout: float = DEFAULT_TIMEOUT
+    stream: bool = False
+
+    @classmethod
+    def from_json(cls, body: Any) -> CodeRequest:
+        """The request in a decoded JSON body; InvalidRequestError says what is wrong."""
+        if not isinstance(body, dict):
+            raise InvalidRequestError(f"the body must be a JSON object, e.g. {EXAMPLE}")
+        unknown = sorted(set(body) - set(FIELDS))
+        if unknown:
+            raise InvalidRequestError(
+                f"unknown field(s) {', '.join(unknown)}: a run takes code, timeout and stream, "
+                f"e.g. {EXAMPLE}"
+            )
+        code, timeout, stream = (
+            body.get("code"),
+            body.get("timeout", DEFAULT_TIMEOUT),
+            body.get("stream", False),
+        )
+        if not isinstance(code, str) or not code.strip():
+            raise InvalidRequestError(f"code must be a non-empty string of Python, e.g. {EXAMPLE}")
+        if len(code) > MAX_CODE:
+            raise InvalidRequestError(
+                f"code may hold at most {MAX_CODE // 1024**2} Mi characters: put larger programs "
+                "in a file (PUT /api/sandboxes/{id}/files/content) and run that"
+            )
+        if not (isinstance(timeout, int | float) and not isinstance(timeout, bool)) or not (
+            0 < timeout <= MAX_TIMEOUT
+        ):
+            raise InvalidRequestError(
+                f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, not "
+                f"{timeout!r:.100} (default {DEFAULT_TIMEOUT:g})"
+            )
+        if not isinstance(stream, bool):
+            raise InvalidRequestError(
+                "stream must be true (send the output as it comes, as Server-Sent Events) or "
+                f"false (the default: all of it with the result), not {stream!r:.100}"
+            )
+        return cls(code=code, timeout=float(timeout), stream=stream)
+
+
+@dataclass
+class CodeResult:
+    """How a run ended: the kernel's status ("ok", "error": the code raised, "aborted"), its
+    execution count, what it printed and displayed (empty when streamed), the exception, and
+    whether its time ran out (the code was interrupted; ``still_running`` if it ignored that)."""
+
+    status: str
+    execution_count: int | None
+    error: dict[str, Any] | None
+    timed_out: bool
+    still_running: bool
+    duration: float  # seconds, as the host measured the run
+    stdout: str = ""
+    stderr: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "execution_count": self.execution_count,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "outputs": self.outputs,
+            "error": self.error,
+            "timed_out": self.timed_out,
+            "still_running": self.still_running,
+            "duration": round(self.duration, 3),
+        }
+
+
+async def run_code(
+    manager: SandboxManager,
+    owner: str,
+    sandbox_id: str,
+    request: CodeRequest,
+    output: Output | None = None,
+) -> CodeResult:
+    """Run ``request.code`` in the owner's running sandbox's kernel; with ``output``, each
+    output goes there as it comes (see kernel_execution.Output) and the result holds none.
+
+    SandboxConflictError when the sandbox is paused or stopped, or its interpreter was
+    restarted during the run; SandboxDiedError when the sandbox stopped during it;
+    OutputTooLargeError past MAX_OUTPUT (the code is interrupted). Cancelling interrupts it.
+    """
+    await manager.running(owner, sandbox_id)
+    generation = manager.read_state(sandbox_id).get("generation", 0)
+    gathered = _Gathered()
+
+    async def why_not() -> str | None:
+        try:
+            info = await manager.get(owner, sandbox_id)
+        except SandboxNotFoundError:
+            return "the sandbox was removed"
+        if not info.alive:
+            return f"the sandbox stopped: {info.death_cause()}"
+        if manager.read_state(sandbox_id).get("generation", 0) != generation:
+            return "its interpreter was restarted"
+        return None
+
+    def ended(reason: str) -> SandboxError:
+        message = f"the code run in sandbox {sandbox_id} ended without a result: {reason}"
+        restarted = reason.startswith("its interpreter")
+        return SandboxConflictError(message) if restarted else SandboxDiedError(message)
+
+    with manager.usage.using(sandbox_id):
+        try:
+            async with ready_client(
+                manager.kernel_connection(sandbox_id),
+                timeout=CONNECT_TIMEOUT,
+                still_running=why_not,
+            ) as (client, _):
+                outcome = await execute(
+                    client,
+                    request.code,
+                    timeout=request.timeout,
+                    output=output or gathered.add,
+                    still_running=why_not,
+                    on_reason=ended,
+                )
+        except SandboxStartError as exc:  # the kernel did not answer: say so for a run
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id}'s interpreter does not answer, so the code did not run "
+                f"({exc.message}); restart it (POST /api/sandboxes/{sandbox_id}/restart)"
+            ) from None
+    return CodeResult(
+        status=outcome.status,
+        execution_count=outcome.execution_count,
+        error=outcome.error,
+        timed_out=outcome.timed_out,
+        still_running=outcome.still_running,
+        duration=outcome.duration,
+        stdout="".join(gathered.stdout),
+        stderr="".join(gathered.stderr),
+        outputs=gathered.outputs,
+    )
+
+
+async def stream_code(
+    manager: SandboxManager, owner: str, sandbox_id: str, request: CodeRequest
+) -> AsyncGenerator[Event, None]:
+    """The run's outputs as they come, then ("result", ...). What fails before the first event
+    is raised (an ordinary error answer); after it, it is the last event ("error", ...).
+    Closing the generator early (the client left) interrupts the code."""
+    events: asyncio.Queue[Event | None] = asyncio.Queue()
+    pending = 0
+
+    def output(name: str, data: dict[str, Any]) -> None:
+        nonlocal pending
+        pending += _size(data)
+        if pending > MAX_PENDING:
+            raise OutputTooLargeError(
+                f"the client read the code's output too slowly ({MAX_PENDING // 1024**2} MiB "
+                "waited for it) and the code was interrupted"
+            )
+        events.put_nowait((name, data))
+
+    run = asyncio.ensure_future(run_code(manager, owner, sandbox_id, request, output))
+    run.add_done_callback(lambda _: events.put_nowait(None))
+    sent = False
+    try:
+        while (event := await events.get()) is not None:
+            pending -= _size(event[1])
+            sent = True
+            yield event
+        try:
+            result = run.result()
+        except SandboxError as exc:
+            if not sent:
+                raise
+            yield "error", exc.to_dict()
+            return
+        yield "result", result.as_dict()
+    finally:
+        if not run.done():
+            run.cancel()  # interrupts the code (kernel_execution.execute)
+        await asyncio.gather(run, return_exceptions=True)
+
+
+class _Gathered:
+    """Outputs kept for one result, as a notebook cell would show them at the end."""
+
+    def __init__(self) -> None:
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.outputs: list[dict[str, Any]] = []
+        self.size = 0
+        self.clear_on_next = False
+
+    def add(self, name: str, data: dict[str, Any]) -> None:
+        if name == "clear":
+            if data["wait"]:  # clear_output(wait=True): cleared when the next output comes
+                self.clear_on_next = True
+            else:
+                self._clear()
+            return
+        if self.clear_on_next:
+            self.clear_on_next = False
+            self._clear()
+        self.size += _size(data)
+        if self.size > MAX_OUTPUT:
+            raise OutputTooLargeError(
+                f"the code's output passed {MAX_OUTPUT // 1024**2} MiB and the code was "
+                'interrupted: send "stream": true to receive it as it comes, or write it to a '
+                "file and fetch that (GET /api/sandboxes/{id}/files/content?path=FILE)"
+            )
+        if name in ("stdout", "stderr"):
+            getattr(self, name).append(data["text"])
+        elif data["type"] == "update_display_data":
+            self._update(data)
+        else:
+            self.outputs.append(data)
+
+    def _update(self, data: dict[str, Any]) -> None:
+        display_id = data["transient"].get("display_id")
+        for shown in self.outputs:
+            if display_id and shown["transient"].get("display_id") == display_id:
+                shown.update(data=data["data"], metadata=data["metadata"])
+
+    def _clear(self) -> None:
+        self.stdout, self.stderr, self.outputs, self.size = [], [], [], 0
+
+
+def _size(data: dict[str, Any]) -> int:
+    if "text" in data:
+        return len(data["text"])
+    return len(json.dumps(data.get("data", {}))) if "data" in data else 0
