@@ -113,7 +113,16 @@ async def execute(
         await asyncio.gather(both, return_exceptions=True)
         if not finished:  # the caller went away: the code is not left running for nobody
             interrupt(client)
-    if not outcome.still_running:
+    if outcome.still_running:
+        outcome.status = "error"
+        outcome.error = {
+            "ename": "TimeoutError",
+            "evalue": f"the code ran past its timeout of {timeout:g} s and did not stop when "
+            "interrupted: it still runs in the kernel, and later runs wait for it (restart the "
+            "interpreter to end it)",
+            "traceback": [],
+        }
+    else:
         outcome.status = str(content.get("status", "error"))
         outcome.execution_count = content.get("execution_count", outcome.execution_count)
         if outcome.status == "error" and outcome.error is None:
