@@ -1,0 +1,139 @@
+"""What running code in a sandbox's live kernel from the host costs (sandbox/code_runs.py, as
+REST's ``POST /api/sandboxes/{id}/execute`` and ``jupyter sandbox run`` do it, without HTTP).
+
+For each runtime, one sandbox; ``--runs`` of each (interleaved, but for ``execute pass``, run
+first), timed from the call to its result:
+
+- ``run pass``: ``run_code`` of ``pass``: the sandbox's state checked, a client connected to
+  the kernel through pinned sockets and iopub joined, the execute_request and its reply;
+- ``execute pass``: the same request on a client already connected (kernel_execution.execute
+  alone): the protocol's own cost, so the difference is what connecting per run costs;
+- ``python3 -c``: ``python3 -c pass`` as a command (``run_command``), what agent code pays
+  for a one-liner without the kernel (and without its state);
+- ``first piece``: ``stream_code`` of a print then a 0.2 s sleep, from the call to the print;
+- ``stream 16M``: ``stream_code`` printing 16 MiB (256 writes of 64 KiB) to its result.
+
+Prints the median and p90 of each in milliseconds, and the streaming rate. Needs the Docker
+engine and the image:
+
+    .venv/bin/python benchmarks/code_runs.py --runtime runc --runtime runsc --runs 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from startup import p90
+
+from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.code_runs import CONNECT_TIMEOUT, CodeRequest, run_code, stream_code
+from jupyter_sandbox.sandbox.commands import CommandRequest, run_command
+from jupyter_sandbox.sandbox.kernel_execution import execute
+from jupyter_sandbox.sandbox.kernel_link import ready_client
+
+OWNER = "benchmark"
+PURPOSE = "benchmark:code-runs"
+STREAMED = 16 * 1024**2
+PASS = CodeRequest("pass")
+PYTHON = CommandRequest(["python3", "-c", "pass"])
+FIRST_PIECE = CodeRequest("import time\nprint('go', flush=True)\ntime.sleep(0.2)", stream=True)
+BULK = CodeRequest(
+    f"import sys\nfor _ in range({STREAMED // 65536}):\n    sys.stdout.write('x' * 65536)",
+    stream=True,
+)
+NAMES = ["run pass", "execute pass", "python3 -c", "first piece", "stream 16M"]
+
+
+async def streamed(manager: SandboxManager, sandbox_id: str, request: CodeRequest) -> float:
+    """Seconds from the call to the first output (FIRST_PIECE) or to the result (BULK, having
+    checked that every byte came)."""
+    start = time.perf_counter()
+    first: float | None = None
+    received = 0
+    async for name, data in stream_code(manager, OWNER, sandbox_id, request):
+        if name == "stdout":
+            first = first or time.perf_counter() - start
+            received += len(data["text"])
+        elif name != "result" or data["status"] != "ok":
+            raise RuntimeError(f"streaming failed: {name} {data}")
+    if request is FIRST_PIECE and first is not None:
+        return first
+    if request is BULK and received == STREAMED:
+        return time.perf_counter() - start
+    raise RuntimeError(f"streamed {received} characters, first after {first} s")
+
+
+async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {name: [] for name in NAMES}
+    manager = SandboxManager.from_config()
+
+    async def alive() -> str | None:
+        return None
+
+    try:
+        sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)
+        sandbox_id = sandbox.sandbox_id
+        try:
+            # Its own phase: a client held through the others would have to read past all
+            # their output (its iopub hears every run) before its own.
+            connection = manager.kernel_connection(sandbox_id)
+            async with ready_client(connection, timeout=CONNECT_TIMEOUT, still_running=alive) as (
+                client,
+                _,
+            ):
+                for _ in range(runs + 1):  # the first of each warms up: not counted
+                    start = time.perf_counter()
+                    outcome = await execute(
+                        client,
+                        "pass",
+                        timeout=60,
+                        output=lambda name, data: None,
+                        still_running=alive,
+                        on_reason=RuntimeError,
+                    )
+                    samples["execute pass"].append(time.perf_counter() - start)
+                    if outcome.status != "ok":
+                        raise RuntimeError(f"pass failed: {outcome.error}")
+            for _ in range(runs + 1):
+                start = time.perf_counter()
+                ran = await run_code(manager, OWNER, sandbox_id, PASS)
+                samples["run pass"].append(time.perf_counter() - start)
+                if ran.status != "ok":
+                    raise RuntimeError(f"pass failed: {ran.error}")
+                start = time.perf_counter()
+                command = await run_command(manager, OWNER, sandbox_id, PYTHON)
+                samples["python3 -c"].append(time.perf_counter() - start)
+                if command.exit_code != 0:
+                    raise RuntimeError(f"python3 -c pass failed: {command.stderr!r}")
+                samples["first piece"].append(await streamed(manager, sandbox_id, FIRST_PIECE))
+                samples["stream 16M"].append(await streamed(manager, sandbox_id, BULK))
+        finally:
+            await manager.remove(OWNER, sandbox_id)
+    finally:
+        await manager.close()
+    return {name: values[1:] for name, values in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
+    parser.add_argument("--runs", type=int, default=30, help="runs of each")
+    args = parser.parse_args()
+    print(f"code run in the sandbox's kernel, {args.runs} runs of each")
+    print(f"{'runtime':<8} {'run':<12} {'median ms':>10} {'p90 ms':>8}")
+    for runtime in args.runtime or ["runc", "runsc"]:
+        for name, values in asyncio.run(measure(runtime, args.runs)).items():
+            median, high = statistics.median(values) * 1000, p90(values) * 1000
+            rate = (
+                f"  {STREAMED / 1e6 / statistics.median(values):.0f} MB/s"
+                if name == "stream 16M"
+                else ""
+            )
+            print(f"{runtime:<8} {name:<12} {median:>10.1f} {high:>8.1f}{rate}")
+
+
+if __name__ == "__main__":
+    main()
