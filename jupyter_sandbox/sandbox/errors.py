@@ -189,3 +189,18 @@ class TooManyTerminalsError(SandboxError):
 
     code = "too_many_terminals"
     http_status = 429
+
+
+class CommandNotFoundError(SandboxError):
+    """The sandbox has no background command of that id (background.py)."""
+
+    code = "command_not_found"
+    http_status = 404
+
+
+class TooManyCommandsError(SandboxError):
+    """The sandbox keeps as many background commands as BackgroundCommands.max_per_sandbox
+    allows (background.py); none was started."""
+
+    code = "too_many_commands"
+    http_status = 429

@@ -55,6 +55,12 @@ _KILL_MARKED = (
 )
 
 
+def kill_script() -> str:
+    """The shell script that kills every process marked with its ``$0`` (``NAME=TOKEN``), for
+    callers that run it through an exec of their own (a background command's removal)."""
+    return _KILL_MARKED
+
+
 def new_mark() -> dict[str, str]:
     """The environment entry that marks one exec's processes (given to ``exec_create``)."""
     return {EXEC_MARK: secrets.token_hex(16)}

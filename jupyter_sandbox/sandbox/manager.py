@@ -41,6 +41,7 @@ from .terminals import DEFAULT_COLS, DEFAULT_ROWS, SandboxTerminals
 from .usage import SandboxUsage
 
 if TYPE_CHECKING:
+    from .background import BackgroundCommands
     from .snapshots import Snapshots
 
 __all__ = [
@@ -78,6 +79,7 @@ class SandboxManager(SandboxStarter):
         self._snapshots: Snapshots | None = None
         self._files: SandboxFiles | None = None
         self._terminals: SandboxTerminals | None = None
+        self._background: BackgroundCommands | None = None
         # Commands, file operations and terminals count as a sandbox's activity (usage.py).
         self.usage = SandboxUsage(self.update_state)
 
@@ -117,6 +119,15 @@ class SandboxManager(SandboxStarter):
         if self._terminals is None:
             self._terminals = SandboxTerminals(self, parent=self)
         return self._terminals
+
+    @property
+    def background(self) -> BackgroundCommands:
+        """Commands left running in this manager's sandboxes (background.py)."""
+        if self._background is None:
+            from .background import BackgroundCommands  # imports commands.py, which imports us
+
+            self._background = BackgroundCommands(self, parent=self)
+        return self._background
 
     @property
     def snapshots(self) -> Snapshots:

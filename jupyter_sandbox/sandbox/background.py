@@ -1,0 +1,261 @@
+"""Background commands: started in a sandbox, left running, looked at and stopped later, as
+E2B's ``commands.run(background=True)`` and OpenSandbox's background commands are: a dev
+server, a long training job, a watcher. ``POST /api/sandboxes/{id}/commands`` with
+``"background": true`` starts one (server_extension/command_handlers.py); the routes under
+``/commands/{command_id}`` show, read and stop it; ``SandboxManager.background`` in Python.
+
+A command runs as the sandbox's user under its isolation, limits and network policy, like a
+command run to its end (commands.py): same request, same checks, but no standard input and no
+time limit. It is started detached (``SandboxBackend.spawn``: its parent is outside the
+sandbox, so a kernel restart leaves it alone) with its output, standard output and error
+interleaved as a terminal shows them, appended to a log in the sandbox's /tmp (so it counts
+against ``tmp_size``, and the command's own code can read it too). Every process it starts
+carries its exec mark (exec_deadline.py), which is how stopping it reaches them all.
+
+What the host keeps is the record (argv, cwd, start, the engine's exec id, the mark) in the
+sandbox's state file: the records outlive a server restart, as the processes do, and go with
+the sandbox. A background command is not activity: the sandbox's deadlines and idle timeout
+apply while it runs, and reading its output is activity (so a client that follows a job keeps
+its sandbox).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from traitlets import Integer
+from traitlets.config import LoggingConfigurable
+
+from .commands import CommandRequest
+from .errors import (
+    CommandNotFoundError,
+    InvalidRequestError,
+    SandboxConflictError,
+    TooManyCommandsError,
+)
+from .exec_deadline import EXEC_MARK, kill_script, new_mark
+from .hostdir import SandboxDirectory
+from .manager import SandboxManager
+
+LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
+MAX_READ = 1024**2  # bytes of output one read returns at most
+STATE_KEY = "background_commands"
+_COMMAND_ID = re.compile(r"^[0-9a-f]{12}$")
+# Runs as "sh -c LAUNCH sh CWD ARGV...": output to the log first, so that a cwd the sandbox
+# lacks is reported there ("can't cd") rather than lost; then the command itself, in place of
+# the shell, so its exit status is the exec's.
+LAUNCH = (
+    'mkdir -p "$(dirname "$1")" && exec >>"$1" 2>&1 </dev/null || exit 126; '
+    'cd "$2" || exit 127; shift 2; exec "$@"'
+)
+# Prints the log from byte $2 on, at most $3 bytes of it, after its total size on a line of
+# its own (so the reader knows whether more is there). A missing log: size 0.
+READ = 'size=$(stat -c %s "$1" 2>/dev/null || echo 0); echo "$size"; tail -c +"$2" "$1" 2>/dev/null | head -c "$3"'
+
+
+@dataclass(frozen=True)
+class BackgroundCommand:
+    """One background command: its id, argv, working directory, start (ISO 8601, UTC), and
+    its exit status (None while it runs)."""
+
+    command_id: str
+    argv: list[str]
+    cwd: str
+    started: str
+    exit_code: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.command_id,
+            "command": self.argv,
+            "cwd": self.cwd,
+            "started": self.started,
+            "running": self.exit_code is None,
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """A piece of a background command's output: ``text`` (UTF-8, undecodable bytes replaced)
+    from byte ``offset`` of its log, where the next read starts (``next_offset``), the log's
+    size now, and whether the command still runs (more may come)."""
+
+    text: str
+    offset: int
+    next_offset: int
+    size: int
+    running: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "offset": self.offset,
+            "next_offset": self.next_offset,
+            "size": self.size,
+            "running": self.running,
+        }
+
+
+class BackgroundCommands(LoggingConfigurable):
+    """The background commands of ``manager``'s sandboxes (configured as
+    ``c.BackgroundCommands.*``). Every method takes the owner first; another owner's sandbox
+    is "not found", as is a command id the sandbox does not have."""
+
+    max_per_sandbox = Integer(
+        32,
+        config=True,
+        help="""Background commands one sandbox may keep, running or ended (0: no cap). An
+        ended command is kept, with its output, until it is removed (DELETE).""",
+    )
+
+    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manager = manager
+
+    async def start(
+        self, owner: str, sandbox_id: str, request: CommandRequest
+    ) -> BackgroundCommand:
+        """Start ``request`` in the owner's running sandbox and return at once."""
+        if request.stdin is not None or request.stream:
+            raise InvalidRequestError(
+                "a background command takes no stdin and is not streamed: leave those out, "
+                "and read its output with GET /api/sandboxes/{id}/commands/{command_id}/output"
+            )
+        await self.manager.running(owner, sandbox_id)
+        kept = self._records(sandbox_id)
+        if self.max_per_sandbox and len(kept) >= self.max_per_sandbox:
+            raise TooManyCommandsError(
+                f"sandbox {sandbox_id} keeps {len(kept)} background commands, the most allowed "
+                "(BackgroundCommands.max_per_sandbox): remove ended ones first "
+                f"(DELETE /api/sandboxes/{sandbox_id}/commands/<id>)"
+            )
+        command_id = secrets.token_hex(6)
+        cwd = request.cwd or "/workspace"
+        mark = new_mark()
+        argv = ["sh", "-c", LAUNCH, "sh", _log(command_id), cwd, *request.argv]
+        spawn_id = await self.manager.backend.spawn(
+            sandbox_id, argv, environment={**request.env, **mark}
+        )
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        record = {
+            "argv": request.argv,
+            "cwd": cwd,
+            "started": started,
+            "spawn": spawn_id,
+            "mark": mark[EXEC_MARK],
+        }
+        self._directory(sandbox_id).modify_state(
+            lambda state: {**state, STATE_KEY: {**state.get(STATE_KEY, {}), command_id: record}}
+        )
+        self.manager.usage.record(sandbox_id)
+        self.log.info("background command %s started in sandbox %s", command_id, sandbox_id)
+        return BackgroundCommand(command_id, request.argv, cwd, started, None)
+
+    async def list(self, owner: str, sandbox_id: str) -> list[BackgroundCommand]:
+        """The sandbox's background commands, oldest first."""
+        await self.manager.get(owner, sandbox_id)
+        records = self._records(sandbox_id)
+        found = [await self._command(command_id, r) for command_id, r in records.items()]
+        return sorted(found, key=lambda c: c.started)
+
+    async def get(self, owner: str, sandbox_id: str, command_id: str) -> BackgroundCommand:
+        await self.manager.get(owner, sandbox_id)
+        return await self._command(command_id, self._record(sandbox_id, command_id))
+
+    async def output(
+        self, owner: str, sandbox_id: str, command_id: str, offset: int = 0, limit: int = MAX_READ
+    ) -> CommandOutput:
+        """Its output from byte ``offset`` on, at most ``limit`` bytes (MAX_READ at most). A
+        character cut at the end is left for the next read, which starts at ``next_offset``."""
+        if offset < 0 or not 0 < limit <= MAX_READ:
+            raise InvalidRequestError(
+                f"offset must be 0 or more and limit between 1 and {MAX_READ} bytes "
+                f"(offset {offset}, limit {limit})"
+            )
+        # Its state first: a command found ended has written all it will before the read.
+        command = await self.get(owner, sandbox_id, command_id)
+        result = await self.manager.exec(
+            owner,
+            sandbox_id,
+            ["sh", "-c", READ, "sh", _log(command_id), str(offset + 1), str(limit)],
+            timeout=60,
+            max_output=limit + 64,
+        )
+        head, _, data = result.stdout.partition(b"\n")
+        data = _whole_characters(data)
+        return CommandOutput(
+            text=data.decode(errors="replace"),
+            offset=offset,
+            next_offset=offset + len(data),
+            size=int(head or 0),
+            running=command.exit_code is None,
+        )
+
+    async def remove(self, owner: str, sandbox_id: str, command_id: str) -> None:
+        """Stop the command with everything it started (if it still runs), and forget it
+        and its output."""
+        info = await self.manager.get(owner, sandbox_id)
+        record = self._record(sandbox_id, command_id)
+        if info.status == "paused":  # its processes exist, frozen: they cannot be killed now
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is paused: resume it before removing a command"
+            )
+        if info.running:  # a stopped sandbox's processes are gone already
+            # In a subshell: the kill script ends with exit, and $1 must outlive its "set --".
+            kill = f'({kill_script()}) ; rm -f "$1"'
+            mark = f"{EXEC_MARK}={record['mark']}"
+            await self.manager.backend.exec(
+                sandbox_id, ["sh", "-c", kill, mark, _log(command_id)], timeout=30
+            )
+
+        def forget(state: dict[str, Any]) -> dict[str, Any]:
+            kept = {k: v for k, v in state.get(STATE_KEY, {}).items() if k != command_id}
+            return {**state, STATE_KEY: kept}
+
+        self._directory(sandbox_id).modify_state(forget)
+        self.manager.usage.record(sandbox_id)
+        self.log.info("background command %s of sandbox %s removed", command_id, sandbox_id)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _directory(self, sandbox_id: str) -> SandboxDirectory:
+        return SandboxDirectory(self.manager.settings.state_path, sandbox_id)
+
+    def _records(self, sandbox_id: str) -> dict[str, dict[str, Any]]:
+        return dict(self.manager.read_state(sandbox_id).get(STATE_KEY, {}))
+
+    def _record(self, sandbox_id: str, command_id: str) -> dict[str, Any]:
+        record = (
+            self._records(sandbox_id).get(command_id) if _COMMAND_ID.match(command_id) else None
+        )
+        if record is None:
+            raise CommandNotFoundError(
+                f"sandbox {sandbox_id} has no background command {command_id!r:.40} "
+                f"(GET /api/sandboxes/{sandbox_id}/commands lists them)"
+            )
+        return record
+
+    async def _command(self, command_id: str, record: dict[str, Any]) -> BackgroundCommand:
+        exit_code = await self.manager.backend.spawned_exit_code(record["spawn"])
+        return BackgroundCommand(
+            command_id, list(record["argv"]), record["cwd"], record["started"], exit_code
+        )
+
+
+def _log(command_id: str) -> str:
+    return f"{LOG_DIR}/{command_id}.log"
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character its end cuts in two (at most 3 bytes go)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # the last character's first byte
+            length = 1 if byte < 0x80 else 2 if byte >> 5 == 0x6 else 3 if byte >> 4 == 0xE else 4
+            return data[:-back] if length > back else data
+    return data
