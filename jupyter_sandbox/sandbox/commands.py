@@ -42,14 +42,15 @@ MAX_ENV_TOTAL = 1024**2
 MAX_CWD = 4096  # bytes of the working directory's path: Linux's PATH_MAX
 EXAMPLE = '{"command": ["ls", "-la"]} or {"command": "pip list | grep numpy", "timeout": 30}'
 ENV_EXAMPLE = '{"command": "make test", "env": {"DEBUG": "1"}, "cwd": "/workspace/project"}'
-FIELDS = ("command", "timeout", "stdin", "env", "cwd", "stream")
+FIELDS = ("command", "timeout", "stdin", "env", "cwd", "stream", "background")
 
 
 @dataclass(frozen=True)
 class CommandRequest:
     """One command: its argv (a string is run by ``/bin/sh -c``), time limit, input, the
     variables added to its environment, its working directory (None: /workspace), and whether
-    its output is to be sent as it comes (command_stream.py) rather than with its result."""
+    its output is to be sent as it comes (command_stream.py) rather than with its result, or
+    the command left running in the background (background.py), with neither."""
 
     argv: list[str]
     timeout: float = DEFAULT_TIMEOUT
@@ -57,6 +58,7 @@ class CommandRequest:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     stream: bool = False
+    background: bool = False
 
     @classmethod
     def from_json(cls, body: Any) -> CommandRequest:
@@ -67,7 +69,14 @@ class CommandRequest:
         if unknown:
             raise InvalidRequestError(
                 f"unknown field(s) {', '.join(unknown)}: a command takes command, timeout, "
-                f"stdin, env, cwd and stream, e.g. {EXAMPLE}"
+                f"stdin, env, cwd, stream and background, e.g. {EXAMPLE}"
+            )
+        background = _flag(body.get("background", False), "background", BACKGROUND)
+        if background and ({"stdin", "stream", "timeout"} & set(body)):
+            raise InvalidRequestError(
+                "a background command takes no stdin, stream or timeout: it runs until it "
+                "ends or is removed (DELETE /api/sandboxes/{id}/commands/{command_id}), and its "
+                "output is read with GET .../commands/{command_id}/output"
             )
         return cls(
             argv=_argv(body.get("command")),
@@ -75,7 +84,8 @@ class CommandRequest:
             stdin=_stdin(body.get("stdin")),
             env=_env(body.get("env")),
             cwd=_cwd(body.get("cwd")),
-            stream=_stream(body.get("stream", False)),
+            stream=_flag(body.get("stream", False), "stream", STREAM),
+            background=background,
         )
 
 
@@ -154,13 +164,16 @@ def _argv(command: Any) -> list[str]:
     )
 
 
-def _stream(value: Any) -> bool:
+STREAM = "send the output as it comes, as Server-Sent Events) or false (the default: all of it with the result"
+BACKGROUND = (
+    "start it and answer at once, leaving it running) or false (the default: run it to its end"
+)
+
+
+def _flag(value: Any, name: str, meaning: str) -> bool:
     if isinstance(value, bool):
         return value
-    raise InvalidRequestError(
-        f"stream must be true (send the output as it comes, as Server-Sent Events) or false "
-        f"(the default: all of it with the result), not {value!r:.100}"
-    )
+    raise InvalidRequestError(f"{name} must be true ({meaning}), not {value!r:.100}")
 
 
 def _timeout(value: Any) -> float:

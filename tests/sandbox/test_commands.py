@@ -101,8 +101,8 @@ def test_an_unknown_field_names_the_ones_a_command_takes() -> None:
     with pytest.raises(InvalidRequestError) as refused:
         CommandRequest.from_json({"command": "true", "workdir": "/tmp"})
     assert (
-        "unknown field(s) workdir: a command takes command, timeout, stdin, env, cwd and stream"
-        in refused.value.message
+        "unknown field(s) workdir: a command takes command, timeout, stdin, env, cwd, stream and "
+        "background" in refused.value.message
     )
 
 
@@ -116,3 +116,13 @@ def test_stream_is_a_boolean_and_off_unless_asked() -> None:
         assert refused.value.message.startswith(
             "stream must be true (send the output as it comes, as Server-Sent Events) or false"
         ), value
+
+
+def test_a_background_command_takes_no_stdin_stream_or_timeout() -> None:
+    request = CommandRequest.from_json({"command": "serve", "background": True, "cwd": "/tmp"})
+    assert (request.background, request.cwd, request.stream) == (True, "/tmp", False)
+    for extra in ({"stdin": "x"}, {"stream": False}, {"timeout": 5}):
+        with pytest.raises(InvalidRequestError, match="takes no stdin, stream or timeout"):
+            CommandRequest.from_json({"command": "serve", "background": True, **extra})
+    with pytest.raises(InvalidRequestError, match="background must be true"):
+        CommandRequest.from_json({"command": "serve", "background": "yes"})
