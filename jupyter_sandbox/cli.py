@@ -1,6 +1,6 @@
 """``jupyter sandbox <verb>``: doctor, build-image, list, gc; install-kernel (cli_kernelspec.py);
-stop, restart, pause, resume (cli_sandboxes.py); snapshot (cli_snapshots.py), files
-(cli_files.py).
+stop, restart, pause, resume, exec (cli_sandboxes.py); run (cli_code.py); terminal
+(cli_terminal.py); snapshot (cli_snapshots.py), files (cli_files.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
@@ -18,7 +18,7 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, List, Unicode
 
-from . import cli_files, cli_sandboxes, cli_snapshots, cli_terminal
+from . import cli_code, cli_files, cli_sandboxes, cli_snapshots, cli_terminal
 from ._version import __version__
 from .cli_kernelspec import InstallKernelApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
@@ -254,6 +254,7 @@ class SandboxApp(_CommandGroup):
         "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),
         "restart": (cli_sandboxes.RestartApp, cli_sandboxes.RestartApp.description),
         "exec": (cli_sandboxes.ExecApp, cli_sandboxes.ExecApp.description),
+        "run": (cli_code.RunApp, cli_code.RunApp.description),
         "terminal": (cli_terminal.TerminalApp, cli_terminal.TerminalApp.description),
         "pause": (cli_sandboxes.PauseApp, cli_sandboxes.PauseApp.description),
         "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
