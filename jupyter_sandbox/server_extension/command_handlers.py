@@ -11,45 +11,25 @@ a 200: its exit code says so, as a shell's would. A ``cwd`` the sandbox lacks is
 With ``"stream": true`` the answer is a stream of Server-Sent Events, each sent as it comes
 (sandbox/command_stream.py): ``stdout`` and ``stderr`` (``{"text": ...}``), then ``result``
 (the result without its output), or ``error`` when the command failed once output was sent.
-Its status and headers go out with the first event, so what fails before (an unknown or paused
-sandbox, a missing cwd) is an ordinary error answer. A client that leaves stops the command.
+They are sent by event_stream.py: the status and headers go out with the first event, so what
+fails before (an unknown or paused sandbox, a missing cwd) is an ordinary error answer, and a
+client that leaves stops the command.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-from collections.abc import AsyncGenerator
-from typing import Any
-
 from jupyter_server.auth.decorator import authorized
 from tornado import web
-from tornado.iostream import StreamClosedError
 
-from ..sandbox.command_stream import Event, stream_command
+from ..sandbox.command_stream import stream_command
 from ..sandbox.commands import CommandRequest, run_command
+from .event_stream import EventStreamHandler
 from .handlers import _ID, SandboxAPIHandler
 from .requests import json_object
 
-log = logging.getLogger(__name__)
 
-EVENT_STREAM = "text/event-stream"
-
-
-def sse_event(name: str, data: dict[str, Any]) -> bytes:
-    """One Server-Sent Event: its name, and its data as JSON on one ``data:`` line (JSON
-    escapes every line break in a string, so a text with many lines is still one line)."""
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-class SandboxCommandsHandler(SandboxAPIHandler):
+class SandboxCommandsHandler(EventStreamHandler):
     """``/api/sandboxes/{id}/commands``: run one command to its end, or stream it."""
-
-    # The task sending a stream's events; cancelled when the client leaves, unless it is
-    # already closing the stream (a second cancellation would cut the command's kill short).
-    _sending: asyncio.Task[None] | None = None
-    _closing = False
 
     @web.authenticated
     @authorized
@@ -60,39 +40,7 @@ class SandboxCommandsHandler(SandboxAPIHandler):
             self.write_json(result.as_dict())
             return
         events = stream_command(self.manager, self.owner, sandbox_id, request)
-        # A task of its own, so that on_connection_close can stop it without cancelling the
-        # handler itself (tornado does not expect that of its request's coroutine).
-        self._sending = asyncio.ensure_future(self._send(events))
-        await asyncio.wait({self._sending})
-        if self._sending.cancelled():
-            log.info(
-                "the client left %s: its command in %s was stopped", self.request.path, sandbox_id
-            )
-            return
-        self._sending.result()  # an error before the first event: the usual error answer
-
-    async def _send(self, events: AsyncGenerator[Event, None]) -> None:
-        begun = False
-        try:
-            async for name, data in events:
-                if not begun:  # the status and headers go with the first event
-                    begun = True
-                    self.set_header("Content-Type", EVENT_STREAM)
-                    self.set_header("Cache-Control", "no-cache")
-                    self.set_header("X-Accel-Buffering", "no")  # nginx in front: do not hold events
-                self.write(sse_event(name, data))
-                await self.flush()  # waits for the client: a slow one slows the command
-            self.finish(set_content_type=EVENT_STREAM)
-        except StreamClosedError:
-            log.info("the client left %s while it was being written to", self.request.path)
-        finally:
-            self._closing = True
-            await events.aclose()  # stops the command if it still runs
-
-    def on_connection_close(self) -> None:
-        if self._sending is not None and not self._closing:
-            self._sending.cancel()
-        super().on_connection_close()
+        await self.send_events(events, f"its command in {sandbox_id}")
 
 
 command_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [

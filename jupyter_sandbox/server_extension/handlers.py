@@ -246,6 +246,7 @@ default_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [
 ]
 
 # Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .code_handlers import code_handlers  # noqa: E402
 from .command_handlers import command_handlers  # noqa: E402
 from .file_handlers import file_handlers  # noqa: E402
 from .network_handlers import network_handlers  # noqa: E402
@@ -257,5 +258,6 @@ default_handlers += [
     *snapshot_handlers,
     *file_handlers,
     *command_handlers,
+    *code_handlers,
     *terminal_handlers,
 ]

@@ -15,7 +15,7 @@ import pytest
 from jupyter_sandbox.sandbox.commands import MAX_ENV_VALUE, MAX_OUTPUT
 from jupyter_sandbox.sandbox.container_spec import PROXY_URL
 from jupyter_sandbox.sandbox.exec_deadline import EXEC_MARK
-from jupyter_sandbox.server_extension.command_handlers import sse_event
+from jupyter_sandbox.server_extension.event_stream import sse_event
 
 from .conftest import Fetch, api
 from .openapi_check import EVENT_STREAM, check_response, parse_events
@@ -239,10 +239,13 @@ async def stream(
     fetch: Fetch,
     sandbox_id: str,
     body: dict[str, Any],
+    *,
+    route: str = "commands",
     **who: Any,
 ) -> Stream:
-    """POST a command with "stream": true, reading its events as they arrive (each with its
-    arrival time); checked against openapi.yaml."""
+    """POST a command (or to another streaming ``route``: code, to execute) with "stream":
+    true, reading its events as they arrive (each with its arrival time); checked against
+    openapi.yaml."""
     seen = Stream(0, "")
     pending = bytearray()
 
@@ -264,7 +267,7 @@ async def stream(
             seen.content_type = value.strip().partition(";")[0]
 
     response = await fetch(
-        *("api", "sandboxes", sandbox_id, "commands"),
+        *("api", "sandboxes", sandbox_id, route),
         method="POST",
         body=json.dumps({**body, "stream": True}),
         streaming_callback=arrived,
@@ -276,7 +279,7 @@ async def stream(
     seen.ended = time.monotonic()
     seen.status = response.code
     assert not pending, pending
-    where = f"/api/sandboxes/{sandbox_id}/commands"
+    where = f"/api/sandboxes/{sandbox_id}/{route}"
     if seen.content_type == EVENT_STREAM:
         check_response(
             where, "POST", seen.status, [(n, d) for _, n, d in seen.events], EVENT_STREAM

@@ -44,6 +44,8 @@ VALID_BODIES = {
         '{"command": "true", "env": {"A": "1"}, "cwd": "/workspace"}'
     ),
     ("/api/sandboxes/{sandbox_id}/timeout", "put"): '{"timeout": 600}',
+    # Code that would leave a mark in alice's interpreter, were it run there (looked for below).
+    ("/api/sandboxes/{sandbox_id}/execute", "post"): '{"code": "reached_by_bob = True"}',
 }
 # Routes that take a query argument: a well-formed one, so that only the owner decides.
 VALID_QUERIES = {
@@ -176,6 +178,16 @@ async def test_row37_users_never_reach_each_other(
     )
     assert b"sandbox-init" in ran.stdout  # the listing works
     assert b"bash" not in ran.stdout
+    # Nor did bob's code run in alice's interpreter (the execute route's body sets a name).
+    status, result = await api(
+        jp_fetch,
+        "POST",
+        alices["id"],
+        "execute",
+        body={"code": "'reached_by_bob' in dir()"},
+        **ALICE,
+    )
+    assert (status, result["outputs"][0]["data"]["text/plain"]) == (200, "False"), result
     status, listed = await api(jp_fetch, "GET", **BOB)
     assert [s["id"] for s in listed] == [bobs["id"]]
     status, alice_now = await api(jp_fetch, "GET", alices["id"], **ALICE)
@@ -196,8 +208,8 @@ async def test_row37_users_never_reach_each_other(
     assert all(not name.startswith(alices["id"]) for name in seen["own"])
     observe(
         f"{tried} sandbox routes tried as another user: all 404, no shell started by the "
-        "terminal's; the victim kept running; its host directory is 0700 and not visible from "
-        "the other sandbox",
+        "terminal's, no code run in its interpreter by execute's; the victim kept running; its "
+        "host directory is 0700 and not visible from the other sandbox",
         cases=tried,
     )
 

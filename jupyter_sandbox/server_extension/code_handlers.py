@@ -1,0 +1,46 @@
+"""REST handler of code run in a sandbox's live interpreter: ``POST /api/sandboxes/{id}/execute``
+(documented in openapi.yaml beside this file; what a run does: sandbox/code_runs.py).
+
+The body holds Python code (``{"code": "x = 41"}``), optionally its time limit in seconds; it
+runs in the kernel the sandbox already has, so a run sees what earlier runs and cells left. The
+answer, once the code has ended, holds the kernel's status, what the code printed and displayed,
+the exception it raised (as plain text), and whether its time ran out. Code that raises is still
+a 200: ``status`` and ``error`` say so, as a notebook cell's would.
+
+With ``"stream": true`` the answer is a stream of Server-Sent Events, each sent as it comes:
+``stdout``, ``stderr``, ``display`` and ``clear``, then ``result`` (the result without its
+output), or ``error`` when the run failed once output was sent. They are sent by
+event_stream.py: what fails before the first event (an unknown or paused sandbox) is an
+ordinary error answer, and a client that leaves interrupts the code.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from ..sandbox.code_runs import CodeRequest, run_code, stream_code
+from .event_stream import EventStreamHandler
+from .handlers import _ID, SandboxAPIHandler
+from .requests import json_object
+
+
+class SandboxCodeHandler(EventStreamHandler):
+    """``/api/sandboxes/{id}/execute``: run code in the sandbox's kernel to its end, or
+    stream its output."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, sandbox_id: str) -> None:
+        request = CodeRequest.from_json(json_object(self.request.body))
+        if not request.stream:
+            result = await run_code(self.manager, self.owner, sandbox_id, request)
+            self.write_json(result.as_dict())
+            return
+        events = stream_code(self.manager, self.owner, sandbox_id, request)
+        await self.send_events(events, f"its code run in {sandbox_id}")
+
+
+code_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
+    (rf"/api/sandboxes/{_ID}/execute/?", SandboxCodeHandler),
+]

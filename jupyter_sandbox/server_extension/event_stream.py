@@ -1,0 +1,84 @@
+"""Answers sent as Server-Sent Events, as they come: what ``"stream": true`` gives a command
+(command_handlers.py) and a code run (code_handlers.py).
+
+Both routes stream the same way, so the rules live here once. The core hands a handler an
+async generator of (name, JSON data) events (sandbox/command_stream.py, sandbox/code_runs.py);
+this sends each as one event, waiting for the client to take it, so a client that reads slowly
+holds the producer back instead of filling the server's memory. The status and headers go out
+with the first event: what fails before it (an unknown or paused sandbox, a bad request) is an
+ordinary JSON error answer. A client that closes the connection has the generator closed, which
+stops what produced the events (kills the command, interrupts the code), so nothing runs on for
+nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from tornado.iostream import StreamClosedError
+
+from .handlers import SandboxAPIHandler
+
+log = logging.getLogger(__name__)
+
+EVENT_STREAM = "text/event-stream"
+
+# (name, data): command_stream.Event and code_runs.Event alike.
+Event = tuple[str, dict[str, Any]]
+
+
+def sse_event(name: str, data: dict[str, Any]) -> bytes:
+    """One Server-Sent Event: its name, and its data as JSON on one ``data:`` line (JSON
+    escapes every line break in a string, so a text with many lines is still one line)."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class EventStreamHandler(SandboxAPIHandler):
+    """A REST handler that may answer with a stream of events (:meth:`send_events`), stopped
+    when its client leaves."""
+
+    # The task sending the events; cancelled when the client leaves, unless it is already
+    # closing the stream (a second cancellation would cut short the stop of what produced them:
+    # a command's kill, a code run's interrupt).
+    _sending: asyncio.Task[None] | None = None
+    _closing = False
+
+    async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
+        """Send ``events`` to the client as they come, until the last or until the client
+        leaves (``what``, e.g. "its command in SANDBOX", is logged as stopped). An error raised
+        before the first event is raised here, for the usual error answer."""
+        # A task of its own, so that on_connection_close can stop it without cancelling the
+        # handler itself (tornado does not expect that of its request's coroutine).
+        self._sending = asyncio.ensure_future(self._send(events))
+        await asyncio.wait({self._sending})
+        if self._sending.cancelled():
+            log.info("the client left %s: %s was stopped", self.request.path, what)
+            return
+        self._sending.result()
+
+    async def _send(self, events: AsyncGenerator[Event, None]) -> None:
+        begun = False
+        try:
+            async for name, data in events:
+                if not begun:  # the status and headers go with the first event
+                    begun = True
+                    self.set_header("Content-Type", EVENT_STREAM)
+                    self.set_header("Cache-Control", "no-cache")
+                    self.set_header("X-Accel-Buffering", "no")  # nginx in front: do not hold events
+                self.write(sse_event(name, data))
+                await self.flush()  # waits for the client: a slow one slows the producer
+            self.finish(set_content_type=EVENT_STREAM)
+        except StreamClosedError:
+            log.info("the client left %s while it was being written to", self.request.path)
+        finally:
+            self._closing = True
+            await events.aclose()  # stops what produced the events if it still runs
+
+    def on_connection_close(self) -> None:
+        if self._sending is not None and not self._closing:
+            self._sending.cancel()
+        super().on_connection_close()
