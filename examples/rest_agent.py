@@ -2,7 +2,9 @@
 
 What an agent does with E2B's or OpenSandbox's SDK, against your own server: start a sandbox
 with a timeout and metadata, write a file into it, run commands (one whole, one streamed as it
-runs), find the sandbox again by its metadata, give it more time, and remove it. The server is
+runs), run Python in the sandbox's live interpreter (state kept from one run to the next, an
+exception returned as data, a run streamed as it runs), find the sandbox again by its metadata,
+give it more time, and remove it. The server is
 any Jupyter Server with jupyter-sandbox installed (``make lab``, a JupyterHub single-user
 server); its URL and token come from the command line or the environment:
 
@@ -36,6 +38,16 @@ print("in two pieces")
 print("GREETING is", os.environ.get("GREETING"), file=sys.stderr)
 """
 
+# Run in the sandbox's interpreter after `radius` was defined there by an earlier run.
+TRAINING = """\
+import sys, time
+for epoch in range(3):
+    print(f"epoch {epoch}: loss {1 / (epoch + 1):.2f}", flush=True)
+    time.sleep(0.5)
+print("no GPU here, on the CPU", file=sys.stderr)
+radius * 10
+"""
+
 
 class SandboxAPI:
     """The few calls this agent needs; every error is raised with the server's message."""
@@ -56,6 +68,10 @@ class SandboxAPI:
         query = urllib.parse.urlencode({"path": path})
         with self._open("PUT", f"/{sandbox_id}/files/content", content, query):
             pass
+
+    def execute(self, sandbox_id: str, code: str) -> Any:
+        """Run Python in the sandbox's interpreter to its end: status, outputs, error."""
+        return self.call("POST", f"/{sandbox_id}/execute", {"code": code, "timeout": 60})
 
     def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
         """(event, data) of a text/event-stream answer, each as it arrives."""
@@ -79,6 +95,27 @@ class SandboxAPI:
             with contextlib.suppress(ValueError, KeyError, TypeError):  # not one of ours
                 detail = json.loads(detail)["message"]
             raise SystemExit(f"{method} {url}: {error.code} {detail}") from None
+
+
+class StreamLines:
+    """Streamed text printed by whole lines: pieces come as the sandbox passes them on, not
+    line by line (a line may span two events), so each stream's unfinished line waits for the
+    rest."""
+
+    def __init__(self) -> None:
+        self.partial = {"stdout": "", "stderr": ""}
+
+    def add(self, stream: str, text: str) -> None:
+        *lines, self.partial[stream] = (self.partial[stream] + text).split("\n")
+        for line in lines:
+            print(f"  [{stream}] {line}", flush=True)
+
+    def finish(self) -> None:
+        """Print what is left of each stream's last line (the output ended without one)."""
+        for stream, rest in self.partial.items():
+            if rest:
+                print(f"  [{stream}] {rest}")
+            self.partial[stream] = ""
 
 
 def main() -> None:
@@ -108,20 +145,41 @@ def main() -> None:
 
         print("streamed:")
         command = {"command": "python3 job/run.py", "stream": True}
-        # Pieces come as the engine passes them on, not line by line: each stream's unfinished
-        # line waits for the rest.
-        partial = {"stdout": "", "stderr": ""}
+        lines = StreamLines()
         for event, data in api.events(f"/{sid}/commands", command):
-            if event in partial:
-                *lines, partial[event] = (partial[event] + data["text"]).split("\n")
-                for line in lines:
-                    print(f"  [{event}] {line}", flush=True)
+            if event in ("stdout", "stderr"):
+                lines.add(event, data["text"])
                 continue
-            for stream, rest in partial.items():
-                if rest:
-                    print(f"  [{stream}] {rest}")
+            lines.finish()
             if event == "result":
                 print(f"  exit {data['exit_code']}")
+            elif event == "error":
+                print(f"  error: {data['message']}")
+
+        # Python in the sandbox's live interpreter, as a notebook's cells run: what one run
+        # defines, the next one sees.
+        api.execute(sid, "import math\nradius = 2")
+        area = api.execute(sid, "math.pi * radius ** 2")  # the last expression is its result
+        print("area of radius 2:", area["outputs"][0]["data"]["text/plain"])
+        # An exception is data in the answer (still a 200), as a cell shows it.
+        failed = api.execute(sid, "radius / 0")
+        error = failed["error"]
+        print(f"raised, as data: status {failed['status']}, {error['ename']}: {error['evalue']}")
+        print("  its traceback ends:", error["traceback"][-1])
+
+        print("streamed run:")
+        lines = StreamLines()
+        for event, data in api.events(f"/{sid}/execute", {"code": TRAINING, "stream": True}):
+            if event in ("stdout", "stderr"):
+                lines.add(event, data["text"])
+                continue
+            lines.finish()
+            if event == "display":  # figures, HTML, the last expression: MIME bundles
+                print(f"  [{data['type']}] {data['data'].get('text/plain', '')}")
+            elif event == "clear":
+                print("  [clear]")
+            elif event == "result":
+                print(f"  status {data['status']} in {data['duration']} s")
             elif event == "error":
                 print(f"  error: {data['message']}")
 

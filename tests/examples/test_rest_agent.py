@@ -45,13 +45,28 @@ async def test_rest_agent_example_does_what_it_says(
     assert "exit 0 in" in out
     assert "stdout: hello from /workspace/job as uid" in out
     assert "stderr: GREETING is hi" in out
-    streamed = [line for line in out.splitlines() if line.startswith("  [stdout]")]
+    commands, _, code = out.partition("streamed run:\n")
+    streamed = [line for line in commands.splitlines() if line.startswith("  [stdout]")]
     assert streamed[1:] == [
         "  [stdout] step 0",
         "  [stdout] step 1",
         "  [stdout] step 2",
         "  [stdout] one line, written in two pieces",  # a line that came in two events
     ], out
+
+    # Code in the interpreter: radius, defined by one run, used by the next ones.
+    assert "area of radius 2: 12.566370614359172\n" in commands
+    assert "raised, as data: status error, ZeroDivisionError: division by zero\n" in commands
+    assert "  its traceback ends: ZeroDivisionError: division by zero\n" in commands
+    events = [line for line in code.splitlines() if line.startswith("  ")]
+    assert [line for line in events if line.startswith("  [stdout]")] == [
+        "  [stdout] epoch 0: loss 1.00",
+        "  [stdout] epoch 1: loss 0.50",
+        "  [stdout] epoch 2: loss 0.33",
+    ], out
+    assert "  [stderr] no GPU here, on the CPU" in events, out
+    assert events[-2:-1] == ["  [execute_result] 20"], out  # after the prints
+    assert events[-1].startswith("  status ok in "), out
     assert "found by metadata: ['" in out
     assert "now expires" in out
     assert "removed" in out
