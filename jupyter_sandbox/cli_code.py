@@ -56,8 +56,9 @@ class RunApp(OwnerCommand):
     timeout = Float(
         DEFAULT_TIMEOUT,
         config=True,
-        help=f"""Seconds the code may run before it is interrupted (at most {MAX_TIMEOUT:g}):
-        the run then exits with status 124.""",
+        help=f"""Seconds the code may run before it is interrupted (at most {MAX_TIMEOUT:g}),
+        counted from its start (not its wait behind a cell or run ahead of it): the run then
+        exits with status 124.""",
     )
     aliases = {**owner_alias("RunApp"), "timeout": "RunApp.timeout"}
     _code_sent = False  # whether Ctrl-C can have interrupted code in the sandbox

@@ -110,7 +110,8 @@ class CodeResult:
     error: dict[str, Any] | None
     timed_out: bool
     still_running: bool
-    duration: float  # seconds, as the host measured the run
+    duration: float  # seconds from the request to its result, as the host measured them
+    queued: float = 0.0  # seconds of those it waited for code ahead of it (a cell, a run)
     stdout: str = ""
     stderr: str = ""
     outputs: list[dict[str, Any]] = field(default_factory=list)
@@ -126,6 +127,7 @@ class CodeResult:
             "timed_out": self.timed_out,
             "still_running": self.still_running,
             "duration": round(self.duration, 3),
+            "queued": round(self.queued, 3),
         }
 
 
@@ -190,6 +192,7 @@ async def run_code(
         timed_out=outcome.timed_out,
         still_running=outcome.still_running,
         duration=outcome.duration,
+        queued=outcome.queued,
         stdout="".join(gathered.stdout),
         stderr="".join(gathered.stderr),
         outputs=gathered.outputs,
@@ -210,8 +213,8 @@ async def stream_code(
         pending += _size(data)
         if pending > MAX_PENDING:
             raise OutputTooLargeError(
-                f"the client read the code's output too slowly ({MAX_PENDING // 1024**2} MiB "
-                "waited for it) and the code was interrupted"
+                f"the client read the code's output too slowly ({_amount(MAX_PENDING)} waited "
+                "for it) and the code was interrupted"
             )
         events.put_nowait((name, data))
 
@@ -254,13 +257,15 @@ class _Gathered:
             else:
                 self._clear()
             return
-        if self.clear_on_next:
+        # An update changes what is shown in place: the pending clear waits for a new output
+        # (as JupyterLab's output area does).
+        if self.clear_on_next and data.get("type") != "update_display_data":
             self.clear_on_next = False
             self._clear()
-        self.size += _size(data)
+        self.size += _size(data)  # an update counts only what it adds (see _update)
         if self.size > MAX_OUTPUT:
             raise OutputTooLargeError(
-                f"the code's output passed {MAX_OUTPUT // 1024**2} MiB and the code was "
+                f"the code's output passed {_amount(MAX_OUTPUT)} and the code was "
                 'interrupted: send "stream": true to receive it as it comes, or write it to a '
                 "file and fetch that (GET /api/sandboxes/{id}/files/content?path=FILE)"
             )
@@ -272,13 +277,25 @@ class _Gathered:
             self.outputs.append(data)
 
     def _update(self, data: dict[str, Any]) -> None:
+        """Show ``data`` in place of each output of its display id. Its size was counted on
+        arrival; what it replaces is not counted any more, so a display updated often (a
+        progress bar) is counted once. An update of nothing shown is ignored, as a notebook
+        ignores it."""
         display_id = data["transient"].get("display_id")
-        for shown in self.outputs:
-            if display_id and shown["transient"].get("display_id") == display_id:
-                shown.update(data=data["data"], metadata=data["metadata"])
+        shown = [
+            o for o in self.outputs if display_id and o["transient"].get("display_id") == display_id
+        ]
+        self.size -= sum(_size(o) for o in shown) if shown else _size(data)
+        for output in shown:
+            output.update(data=data["data"], metadata=data["metadata"])
+        self.size += _size(data) * max(len(shown) - 1, 0)
 
     def _clear(self) -> None:
         self.stdout, self.stderr, self.outputs, self.size = [], [], [], 0
+
+
+def _amount(size: int) -> str:
+    return f"{size // 1024**2} MiB" if size >= 1024**2 else f"{size} bytes"
 
 
 def _size(data: dict[str, Any]) -> int:

@@ -7,10 +7,13 @@ ipykernel publishes idle after the last of the code's output, so nothing is miss
 order the two sockets deliver in. Only messages whose parent is this request count: the
 kernel may be serving a notebook at the same time, whose output is none of this caller's.
 
-Past ``timeout`` the kernel is sent an ``interrupt_request`` on control (ipykernel raises
-KeyboardInterrupt in the code, the reply says so) and given INTERRUPT_GRACE seconds more; code
-that ignores the interrupt (stuck in C) is left running and reported as such. A caller that
-goes away (cancels) interrupts the code too, so nothing keeps running for nobody.
+``timeout`` counts from the code's start (its ``execute_input``), not from the request: the
+kernel runs one request at a time, and a run queued behind a notebook's cell must not be the
+reason that cell is interrupted. Past it the kernel is sent an ``interrupt_request`` on control
+(ipykernel raises KeyboardInterrupt in the code, the reply says so) and given INTERRUPT_GRACE
+seconds more; code that ignores the interrupt (stuck in C) is left running and reported as
+such. A caller that goes away (cancels) has its code interrupted too, once it runs, so nothing
+keeps running for nobody.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -51,7 +55,9 @@ class KernelOutcome:
     error: dict[str, Any] | None = None
     timed_out: bool = False
     still_running: bool = False
-    duration: float = 0.0
+    duration: float = 0.0  # seconds from the request to its end
+    queued: float = 0.0  # seconds of those it waited for code ahead of it to end
+    began: float = 0.0  # when it started (time.monotonic()); 0 until then
 
 
 def plain_traceback(lines: list[str]) -> list[str]:
@@ -71,20 +77,24 @@ async def execute(
     """Run ``code`` on ``client``'s kernel (shell, iopub and control started, iopub joined:
     kernel_link.ready_client), passing what it publishes to ``output`` as it comes.
 
-    ``still_running`` is awaited every WATCH_SECONDS: None while the kernel can still answer,
-    or why not (the sandbox stopped, the kernel was restarted), which ends the wait with
-    ``on_reason(why)`` raised. Standard input is refused (``input()`` raises), and an error
-    does not abort requests other callers have queued (``stop_on_error`` false).
+    ``timeout`` counts from the moment the code starts (its ``execute_input``): a request
+    queued behind other code (a notebook's cell, another caller's run) waits for it, and is
+    never the reason that code is interrupted. ``still_running`` is awaited every
+    WATCH_SECONDS: None while the kernel can still answer, or why not (the sandbox stopped,
+    the kernel was restarted), which ends the wait with ``on_reason(why)`` raised. Standard
+    input is refused (``input()`` raises), and an error does not abort requests other callers
+    have queued (``stop_on_error`` false).
     """
-    started = time.monotonic()
+    sent = time.monotonic()
     msg_id = client.execute(
         code, silent=False, store_history=True, allow_stdin=False, stop_on_error=False
     )
     outcome = KernelOutcome()
-    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, output, outcome))
+    began = asyncio.Event()
+    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, output, outcome, began))
     reply = asyncio.ensure_future(_reply(client, msg_id))
     both = asyncio.gather(idle, reply)
-    deadline = started + timeout
+    deadline: float | None = None  # set once the code has started
     content: dict[str, Any] = {}
     finished = False
     try:
@@ -94,11 +104,13 @@ async def execute(
                 content = both.result()[1]
                 finished = True
                 break
-            if time.monotonic() >= deadline:
+            if deadline is None and began.is_set():
+                deadline = outcome.began + timeout
+            if deadline is not None and time.monotonic() >= deadline:
                 if outcome.timed_out:  # interrupted, and it did not stop within the grace
                     outcome.still_running = True
                     finished = True  # nothing more to interrupt: it ignores interrupts
-                    log.warning("code run in kernel did not stop when interrupted")
+                    log.info("code run in kernel did not stop when interrupted")
                     break
                 outcome.timed_out = True
                 interrupt(client)
@@ -111,8 +123,8 @@ async def execute(
     finally:
         both.cancel()
         await asyncio.gather(both, return_exceptions=True)
-        if not finished:  # the caller went away: the code is not left running for nobody
-            interrupt(client)
+        if not finished:  # the caller went away, or the output was refused
+            await _stop_for_nobody(client, msg_id, began, still_running)
     if outcome.still_running:
         outcome.status = "error"
         outcome.error = {
@@ -127,14 +139,55 @@ async def execute(
         outcome.execution_count = content.get("execution_count", outcome.execution_count)
         if outcome.status == "error" and outcome.error is None:
             outcome.error = _exception(content)
-    outcome.duration = time.monotonic() - started
+    outcome.queued = (outcome.began or time.monotonic()) - sent
+    outcome.duration = time.monotonic() - sent
     return outcome
 
 
 def interrupt(client: PinnedKernelClient) -> None:
-    """Ask the kernel to interrupt the code it runs (as a frontend's interrupt button does)."""
+    """Ask the kernel to interrupt the code it runs (as a frontend's interrupt button does).
+
+    Only ever sent while this client's own code runs. The code may end just as the request
+    travels, and the kernel then interrupts whatever it started next: a window of one
+    message's transit, which the protocol gives no way to close."""
     with contextlib.suppress(Exception):  # a kernel gone already has nothing to interrupt
         client.control_channel.send(client.session.msg("interrupt_request", {}))
+
+
+async def _stop_for_nobody(
+    client: PinnedKernelClient,
+    msg_id: str,
+    began: asyncio.Event,
+    still_running: Callable[[], Awaitable[str | None]],
+) -> None:
+    """Interrupt the code nobody waits for any more, once it runs: a request still queued
+    cannot be withdrawn, so this waits for it to start (or end: a queued request can be
+    aborted) rather than interrupt the code ahead of it, which is someone else's. Then waits
+    for the kernel's interrupt_reply: the client's sockets close without lingering, and an
+    interrupt still in their queue would be lost."""
+    with contextlib.suppress(Exception):
+        while not began.is_set():
+            try:
+                msg = await client.iopub_channel.get_msg(timeout=WATCH_SECONDS)
+            except queue.Empty:
+                if await still_running() is not None:
+                    return
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "execute_input":
+                began.set()
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                return  # done (or aborted) already
+        interrupt(client)
+        deadline = time.monotonic() + INTERRUPT_GRACE
+        while time.monotonic() < deadline:
+            try:
+                answer = await client.control_channel.get_msg(timeout=_until(deadline))
+            except queue.Empty:
+                continue
+            if answer["msg_type"] == "interrupt_reply":
+                return
 
 
 async def _reply(client: PinnedKernelClient, msg_id: str) -> dict[str, Any]:
@@ -145,7 +198,11 @@ async def _reply(client: PinnedKernelClient, msg_id: str) -> dict[str, Any]:
 
 
 async def _published_until_idle(
-    client: PinnedKernelClient, msg_id: str, output: Output, outcome: KernelOutcome
+    client: PinnedKernelClient,
+    msg_id: str,
+    output: Output,
+    outcome: KernelOutcome,
+    began: asyncio.Event,
 ) -> None:
     while True:
         msg = await client.iopub_channel.get_msg(timeout=None)
@@ -169,8 +226,10 @@ async def _published_until_idle(
             )
         elif kind == "clear_output":
             output("clear", {"wait": bool(content.get("wait", False))})
-        elif kind == "execute_input":
+        elif kind == "execute_input":  # the code starts now: its timeout counts from here
             outcome.execution_count = content.get("execution_count")
+            outcome.began = time.monotonic()
+            began.set()
         elif kind == "error":
             outcome.error = _exception(content)
 
@@ -183,5 +242,7 @@ def _exception(content: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _until(deadline: float) -> float:
+def _until(deadline: float | None) -> float:
+    if deadline is None:
+        return WATCH_SECONDS
     return max(0.0, min(WATCH_SECONDS, deadline - time.monotonic()))

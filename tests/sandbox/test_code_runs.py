@@ -169,6 +169,15 @@ handle.update(HTML("<i>updated</i>"))
         "print('new')",
     )
     assert waited.stdout == "new\n"
+    updated = await run(
+        manager,
+        runc_sandbox,
+        "from IPython.display import HTML, clear_output, display\n"
+        "handle = display(HTML('a'), display_id=True)\n"
+        "clear_output(wait=True)\nhandle.update(HTML('b'))",
+    )
+    [kept] = updated.outputs  # an update is not a new output: the clear still waits for one
+    assert kept["data"]["text/html"] == "b"
 
 
 async def test_past_its_timeout_the_code_is_interrupted_and_the_interpreter_keeps_its_state(
@@ -304,3 +313,56 @@ async def test_a_restart_during_the_run_ends_it_and_says_so(
     with pytest.raises(SandboxConflictError, match="its interpreter was restarted"):
         await running
     assert (await run(manager, runc_sandbox, "'fresh'")).status == "ok"
+
+
+# -- runs queued behind other code -------------------------------------------------------------
+
+
+async def test_a_queued_runs_timeout_counts_from_its_start_and_spares_the_code_ahead(
+    manager: SandboxManager, runc_sandbox: Sandbox
+) -> None:
+    ahead = asyncio.ensure_future(run(manager, runc_sandbox, "import time\ntime.sleep(3)\n'ahead'"))
+    await asyncio.sleep(0.5)
+    queued = await run(manager, runc_sandbox, "'queued'", timeout=1)
+    first = await ahead
+    assert first.status == "ok"  # not interrupted by the queued run's short timeout
+    assert not first.timed_out
+    assert queued.status == "ok"
+    assert not queued.timed_out
+    assert queued.queued > 1  # it waited for the code ahead, longer than its own timeout
+
+
+async def test_a_run_given_up_while_queued_is_stopped_when_it_starts(
+    manager: SandboxManager, runc_sandbox: Sandbox
+) -> None:
+    ahead = asyncio.ensure_future(run(manager, runc_sandbox, "import time\ntime.sleep(2)\n'ahead'"))
+    await asyncio.sleep(0.5)
+    code = "import time\ntime.sleep(60)\nlate = True"
+    abandoned = asyncio.ensure_future(run(manager, runc_sandbox, code, timeout=120))
+    await asyncio.sleep(0.5)
+    abandoned.cancel()
+    first = await ahead
+    assert first.status == "ok"
+    assert not first.timed_out
+    with pytest.raises(asyncio.CancelledError):
+        await abandoned
+    # Interrupted as it started: the next run is not kept waiting for its minute of sleep.
+    after = await run(manager, runc_sandbox, "'late' in globals()", timeout=20)
+    assert not after.timed_out
+    assert after.outputs[0]["data"]["text/plain"] == "False"
+
+
+async def test_a_display_updated_often_counts_once_against_the_cap(
+    manager: SandboxManager, runc_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(code_runs, "MAX_OUTPUT", 64 * 1024)
+    code = """
+from IPython.display import HTML, display
+bar = display(HTML(""), display_id=True)
+for step in range(200):
+    bar.update(HTML(f"<progress value={step}>" + "." * 2000))
+"""
+    result = await run(manager, runc_sandbox, code)
+    assert result.status == "ok"
+    [bar] = result.outputs
+    assert bar["data"]["text/html"].startswith("<progress value=199>")
