@@ -24,7 +24,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .commands import DEFAULT_TIMEOUT, MAX_TIMEOUT
+from .command_stream import final_event
+from .commands import DEFAULT_TIMEOUT, STREAM, flag_of, timeout_of
 from .errors import (
     InvalidRequestError,
     OutputTooLargeError,
@@ -72,11 +73,7 @@ class CodeRequest:
                 f"unknown field(s) {', '.join(unknown)}: a run takes code, timeout and stream, "
                 f"e.g. {EXAMPLE}"
             )
-        code, timeout, stream = (
-            body.get("code"),
-            body.get("timeout", DEFAULT_TIMEOUT),
-            body.get("stream", False),
-        )
+        code = body.get("code")
         if not isinstance(code, str) or not code.strip():
             raise InvalidRequestError(f"code must be a non-empty string of Python, e.g. {EXAMPLE}")
         if len(code) > MAX_CODE:
@@ -84,19 +81,9 @@ class CodeRequest:
                 f"code may hold at most {MAX_CODE // 1024**2} Mi characters: put larger programs "
                 "in a file (PUT /api/sandboxes/{id}/files/content) and run that"
             )
-        if not (isinstance(timeout, int | float) and not isinstance(timeout, bool)) or not (
-            0 < timeout <= MAX_TIMEOUT
-        ):
-            raise InvalidRequestError(
-                f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, not "
-                f"{timeout!r:.100} (default {DEFAULT_TIMEOUT:g})"
-            )
-        if not isinstance(stream, bool):
-            raise InvalidRequestError(
-                "stream must be true (send the output as it comes, as Server-Sent Events) or "
-                f"false (the default: all of it with the result), not {stream!r:.100}"
-            )
-        return cls(code=code, timeout=float(timeout), stream=stream)
+        timeout = timeout_of(body.get("timeout", DEFAULT_TIMEOUT))
+        stream = flag_of(body.get("stream", False), "stream", STREAM)
+        return cls(code=code, timeout=timeout, stream=stream)
 
 
 @dataclass
@@ -226,14 +213,7 @@ async def stream_code(
             pending -= _size(event[1])
             sent = True
             yield event
-        try:
-            result = run.result()
-        except SandboxError as exc:
-            if not sent:
-                raise
-            yield "error", exc.to_dict()
-            return
-        yield "result", result.as_dict()
+        yield final_event(run, sent)
     finally:
         if not run.done():
             run.cancel()  # interrupts the code (kernel_execution.execute)

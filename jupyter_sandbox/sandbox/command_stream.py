@@ -37,6 +37,19 @@ STREAMS = ("stdout", "stderr")
 Event = tuple[str, dict[str, Any]]
 
 
+def final_event(run: asyncio.Future[Any], sent: bool) -> Event:
+    """The last event of a stream whose ``run`` (a command's, a code run's) has ended:
+    ("result", its result as a dict), or ("error", ...) for a SandboxError once events were
+    sent; before any, the error is raised, so the client gets an ordinary error answer."""
+    try:
+        result = run.result()
+    except SandboxError as exc:
+        if not sent:
+            raise
+        return "error", exc.to_dict()
+    return "result", result.as_dict()
+
+
 class OutputDecoder:
     """Each stream's pieces as UTF-8 text, decoded incrementally: a character split between
     two pieces comes whole with the second, undecodable bytes become U+FFFD."""
@@ -151,14 +164,7 @@ async def stream_command(
         for stream, text in decoder.flush():
             sent = True
             yield stream, {"text": text}
-        try:
-            result = run.result()
-        except SandboxError as exc:
-            if not sent:
-                raise
-            yield "error", exc.to_dict()
-            return
-        yield "result", result.as_dict()  # stdout and stderr empty: they were the events
+        yield final_event(run, sent)  # its stdout and stderr empty: they were the events
     finally:
         channel.close()
         if not run.done():

@@ -71,7 +71,7 @@ class CommandRequest:
                 f"unknown field(s) {', '.join(unknown)}: a command takes command, timeout, "
                 f"stdin, env, cwd, stream and background, e.g. {EXAMPLE}"
             )
-        background = _flag(body.get("background", False), "background", BACKGROUND)
+        background = flag_of(body.get("background", False), "background", BACKGROUND)
         if background and ({"stdin", "stream", "timeout"} & set(body)):
             raise InvalidRequestError(
                 "a background command takes no stdin, stream or timeout: it runs until it "
@@ -80,11 +80,11 @@ class CommandRequest:
             )
         return cls(
             argv=_argv(body.get("command")),
-            timeout=_timeout(body.get("timeout", DEFAULT_TIMEOUT)),
+            timeout=timeout_of(body.get("timeout", DEFAULT_TIMEOUT)),
             stdin=_stdin(body.get("stdin")),
             env=_env(body.get("env")),
             cwd=_cwd(body.get("cwd")),
-            stream=_flag(body.get("stream", False), "stream", STREAM),
+            stream=flag_of(body.get("stream", False), "stream", STREAM),
             background=background,
         )
 
@@ -170,13 +170,15 @@ BACKGROUND = (
 )
 
 
-def _flag(value: Any, name: str, meaning: str) -> bool:
+def flag_of(value: Any, name: str, meaning: str) -> bool:
+    """``value`` if it is a boolean; else an error naming the field and what true means."""
     if isinstance(value, bool):
         return value
     raise InvalidRequestError(f"{name} must be true ({meaning}), not {value!r:.100}")
 
 
-def _timeout(value: Any) -> float:
+def timeout_of(value: Any) -> float:
+    """``value`` as seconds if it is a number in (0, MAX_TIMEOUT]; else an error saying so."""
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT:
         return float(value)
     raise InvalidRequestError(
