@@ -1,5 +1,6 @@
-"""REST handler of commands run in a sandbox: ``POST /api/sandboxes/{id}/commands``
-(documented in openapi.yaml beside this file; what a command may do: sandbox/commands.py).
+"""REST handler of commands run in a sandbox: ``POST /api/sandboxes/{id}/commands``, and
+``GET`` of the same route, the sandbox's background commands (documented in openapi.yaml
+beside this file; what a command may do: sandbox/commands.py).
 
 The body names the command (``{"command": ["ls", "-la"]}``, or a string for ``/bin/sh -c``),
 optionally its time limit in seconds, its standard input, variables added to its environment
@@ -14,11 +15,16 @@ With ``"stream": true`` the answer is a stream of Server-Sent Events, each sent 
 They are sent by event_stream.py: the status and headers go out with the first event, so what
 fails before (an unknown or paused sandbox, a missing cwd) is an ordinary error answer, and a
 client that leaves stops the command.
+
+With ``"background": true`` the command is started and left running (sandbox/background.py):
+the answer is a 201 at once, its ``Location`` the command's own route, where it is looked at,
+its output read and it is stopped (background_handlers.py).
 """
 
 from __future__ import annotations
 
 from jupyter_server.auth.decorator import authorized
+from jupyter_server.utils import url_path_join
 from tornado import web
 
 from ..sandbox.command_stream import stream_command
@@ -29,18 +35,36 @@ from .requests import json_object
 
 
 class SandboxCommandsHandler(EventStreamHandler):
-    """``/api/sandboxes/{id}/commands``: run one command to its end, or stream it."""
+    """``/api/sandboxes/{id}/commands``: run one command to its end, stream it, or start it in
+    the background; list the background commands."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        commands = await self.manager.background.list(self.owner, sandbox_id)
+        self.write_json({"commands": [command.as_dict() for command in commands]})
 
     @web.authenticated
     @authorized
     async def post(self, sandbox_id: str) -> None:
         request = CommandRequest.from_json(json_object(self.request.body))
+        if request.background:
+            await self._start(sandbox_id, request)
+            return
         if not request.stream:
             result = await run_command(self.manager, self.owner, sandbox_id, request)
             self.write_json(result.as_dict())
             return
         events = stream_command(self.manager, self.owner, sandbox_id, request)
         await self.send_events(events, f"its command in {sandbox_id}")
+
+    async def _start(self, sandbox_id: str, request: CommandRequest) -> None:
+        command = await self.manager.background.start(self.owner, sandbox_id, request)
+        location = url_path_join(
+            self.base_url, "api/sandboxes", sandbox_id, "commands", command.command_id
+        )
+        self.set_header("Location", location)
+        self.write_json(command.as_dict(), 201)
 
 
 command_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [

@@ -246,6 +246,7 @@ default_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [
 ]
 
 # Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
+from .background_handlers import background_handlers  # noqa: E402
 from .code_handlers import code_handlers  # noqa: E402
 from .command_handlers import command_handlers  # noqa: E402
 from .file_handlers import file_handlers  # noqa: E402
@@ -258,6 +259,7 @@ default_handlers += [
     *snapshot_handlers,
     *file_handlers,
     *command_handlers,
+    *background_handlers,
     *code_handlers,
     *terminal_handlers,
 ]

@@ -30,6 +30,7 @@ def routes() -> set[tuple[str, str]]:
     for pattern, handler in handlers.default_handlers:
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
         path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
+        path = path.replace("(?P<command_id>[^/]+)", "{command_id}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)
         paths = (
             [path.replace(choice.group(0), a) for a in choice.group(1).split("|")]
@@ -66,6 +67,7 @@ def test_every_handler_is_authenticated_and_authorized() -> None:
 async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
     for path, method in sorted(routes()):
         concrete = path.replace("{sandbox_id}", "0123456789ab")
+        concrete = concrete.replace("{command_id}", "0123456789ab")
         root, *parts = concrete.replace("{snapshot_id}", "0123456789abcdef").split("/")[2:]
         body = "{}" if method in ("post", "put") else None
         status, _ = await api(

@@ -38,20 +38,30 @@ async def nothing_was_made(extension: SandboxExtension) -> bool:
     return await extension.manager.list_sandboxes("alice") == []
 
 
+# Commands that would leave a mark in alice's sandbox, were they run there (looked for below).
+REACHED = "/workspace/reached_by_bob"
 VALID_BODIES = {
     ("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}',
     ("/api/sandboxes/{sandbox_id}/commands", "post"): (
-        '{"command": "true", "env": {"A": "1"}, "cwd": "/workspace"}'
+        '{"command": "touch ' + REACHED + '", "env": {"A": "1"}, "cwd": "/workspace"}'
     ),
     ("/api/sandboxes/{sandbox_id}/timeout", "put"): '{"timeout": 600}',
     # Code that would leave a mark in alice's interpreter, were it run there (looked for below).
     ("/api/sandboxes/{sandbox_id}/execute", "post"): '{"code": "reached_by_bob = True"}',
+}
+# Routes tried again with other bodies: a command started in the background as well as one
+# run to its end.
+MORE_BODIES = {
+    ("/api/sandboxes/{sandbox_id}/commands", "post"): [
+        '{"command": "touch ' + REACHED + '", "background": true}'
+    ],
 }
 # Routes that take a query argument: a well-formed one, so that only the owner decides.
 VALID_QUERIES = {
     "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/files/content": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/terminal": {"rows": "24", "cols": "80"},
+    "/api/sandboxes/{sandbox_id}/commands/{command_id}/output": {"offset": "0", "limit": "1024"},
 }
 # The terminal is a WebSocket: asked for as a WebSocket client asks, with everything else
 # well-formed, so that only the owner decides (as an upgrade, it would never answer).
@@ -156,28 +166,45 @@ async def test_row37_users_never_reach_each_other(
     assert status == 201, alices
     status, bobs = await api(jp_fetch, "POST", body={}, **BOB)
     assert status == 201, bobs
+    # A background command of alice's, for the routes of one (bob must neither see nor stop it).
+    body = {"command": "sleep 600", "background": True}
+    status, alices_command = await api(
+        jp_fetch, "POST", alices["id"], "commands", body=body, **ALICE
+    )
+    assert status == 201, alices_command
 
     tried = 0
     for path, method in sorted(routes()):
         if "{sandbox_id}" not in path:
             continue
-        parts = path.replace("{sandbox_id}", alices["id"]).split("/")[3:]
+        concrete = path.replace("{sandbox_id}", alices["id"])
+        parts = concrete.replace("{command_id}", alices_command["id"]).split("/")[3:]
         # A well-formed request each (a malformed one is refused before any lookup, with a 400
         # that says as little about whose sandbox it is).
-        body = VALID_BODIES.get((path, method), "{}") if method in ("post", "put") else None
+        bodies: list[str | None] = [None]
+        if method in ("post", "put"):
+            bodies = [VALID_BODIES.get((path, method), "{}"), *MORE_BODIES.get((path, method), [])]
         params = VALID_QUERIES.get(path, {})
         headers = {**BOB["headers"], **VALID_HEADERS.get(path, {})}
-        status, error = await api(
-            jp_fetch, method.upper(), *parts, body=body, params=params, headers=headers
-        )
-        assert status == 404, (method, path, status, error)
-        tried += 1
+        for body in bodies:
+            status, error = await api(
+                jp_fetch, method.upper(), *parts, body=body, params=params, headers=headers
+            )
+            assert status == 404, (method, path, body, status, error)
+            tried += 1
     assert extension.manager.terminals.open_count(alices["id"]) == 0  # no shell was started
     ran = await extension.manager.exec(
         "alice", alices["id"], ["sh", "-c", "cat /proc/[0-9]*/cmdline"]
     )
     assert b"sandbox-init" in ran.stdout  # the listing works
     assert b"bash" not in ran.stdout
+    # Bob's commands ran in alice's sandbox neither to their end nor in the background, and
+    # hers still runs, alone.
+    reached = await extension.manager.exec("alice", alices["id"], ["test", "-e", REACHED])
+    assert reached.exit_code == 1
+    status, listed = await api(jp_fetch, "GET", alices["id"], "commands", **ALICE)
+    assert status == 200, listed
+    assert [(c["id"], c["running"]) for c in listed["commands"]] == [(alices_command["id"], True)]
     # Nor did bob's code run in alice's interpreter (the execute route's body sets a name).
     status, result = await api(
         jp_fetch,
@@ -207,9 +234,12 @@ async def test_row37_users_never_reach_each_other(
     assert not seen["alice"]
     assert all(not name.startswith(alices["id"]) for name in seen["own"])
     observe(
-        f"{tried} sandbox routes tried as another user: all 404, no shell started by the "
-        "terminal's, no code run in its interpreter by execute's; the victim kept running; its "
-        "host directory is 0700 and not visible from the other sandbox",
+        f"{tried} requests to sandbox routes tried as another user (a background command's "
+        "start, look, output and stop among them): all 404, no shell started by the "
+        "terminal's, no code run in its interpreter by execute's, no command run or started "
+        "by the commands', the victim's background command still running and its only one; "
+        "the victim kept running; its host directory is 0700 and not visible from the other "
+        "sandbox",
         cases=tried,
     )
 

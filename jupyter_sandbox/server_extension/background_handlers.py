@@ -1,0 +1,90 @@
+"""REST handlers of one background command (documented in openapi.yaml beside this file; what
+a background command is: sandbox/background.py):
+
+* ``GET /api/sandboxes/{id}/commands/{command_id}``: the command, and its exit code once it
+  has ended;
+* ``GET /api/sandboxes/{id}/commands/{command_id}/output?offset=0&limit=N``: a piece of its
+  output (standard output and error interleaved), from byte ``offset`` on; the answer's
+  ``next_offset`` is where the next read starts, so a client follows a running command by
+  reading again from there;
+* ``DELETE /api/sandboxes/{id}/commands/{command_id}``: stop it with everything it started,
+  and forget it and its output.
+
+One is started by ``POST /api/sandboxes/{id}/commands`` with ``"background": true`` and listed
+by ``GET`` of that route (command_handlers.py). The command id is passed to the core as it
+came: one it does not know, malformed ones included, is its 404 (``command_not_found``), so the
+route accepts any path segment rather than answering a different 404 of tornado's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from ..sandbox.background import MAX_READ
+from ..sandbox.errors import InvalidRequestError
+from .handlers import _ID, SandboxAPIHandler
+
+_COMMAND_ID = r"(?P<command_id>[^/]+)"
+# An integer as a query argument: digits, optionally negative (the core refuses a negative
+# offset with its own message), at most 19 of them (2**63 has 19 digits: larger numbers mean
+# nothing as byte counts, and a client sending one has made a mistake worth naming).
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+class SandboxBackgroundCommandHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/commands/{command_id}``: one background command; delete stops it
+    and forgets it."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str, command_id: str) -> None:
+        command = await self.manager.background.get(self.owner, sandbox_id, command_id)
+        self.write_json(command.as_dict())
+
+    @web.authenticated
+    @authorized
+    async def delete(self, sandbox_id: str, command_id: str) -> None:
+        await self.manager.background.remove(self.owner, sandbox_id, command_id)
+        self.set_status(204)
+        self.finish()
+
+
+class SandboxCommandOutputHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/commands/{command_id}/output?offset=0&limit=N``: a piece of the
+    command's output."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str, command_id: str) -> None:
+        offset = self.integer_argument(
+            "offset", 0, "the byte of the output to read from, 0 or more"
+        )
+        limit = self.integer_argument(
+            "limit", MAX_READ, f"the bytes to read at most, from 1 to {MAX_READ}"
+        )
+        output = await self.manager.background.output(
+            self.owner, sandbox_id, command_id, offset=offset, limit=limit
+        )
+        self.write_json(output.as_dict())
+
+    def integer_argument(self, name: str, default: int, meaning: str) -> int:
+        """The query argument ``name`` as an integer (``default`` without it); a 400 naming
+        it otherwise. Its range is the core's to check (BackgroundCommands.output)."""
+        value = self.get_query_argument(name, None)
+        if value is None:
+            return default
+        if not _INTEGER.fullmatch(value):
+            raise InvalidRequestError(
+                f"the query argument {name} must be an integer of at most 19 digits "
+                f"({meaning}), not {value!r:.40}, e.g. ?offset=0&limit=65536"
+            )
+        return int(value)
+
+
+background_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
+    (rf"/api/sandboxes/{_ID}/commands/{_COMMAND_ID}/?", SandboxBackgroundCommandHandler),
+    (rf"/api/sandboxes/{_ID}/commands/{_COMMAND_ID}/output/?", SandboxCommandOutputHandler),
+]
