@@ -3,6 +3,7 @@
  * ServerConnection (base URL, token, XSRF) and node's test runner gives it a stand-in `fetch`.
  */
 
+import { backgroundRequest, IBackgroundCommand, ICommandOutput } from './commands';
 import { IFileEntry, IFileListing } from './files';
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
 import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
@@ -159,6 +160,51 @@ export class SandboxApi {
     await this.call(`api/sandboxes/${enc(id)}/files?path=${encodeURIComponent(path)}`, {
       method: 'DELETE'
     });
+  }
+
+  // Background commands of a sandbox: started, listed, their output read from an offset,
+  // removed (killed with all they started, their output forgotten).
+
+  /** Start `command` (a string for /bin/sh -c, or an argv) and leave it running. */
+  startCommand(
+    id: string,
+    command: string | readonly string[],
+    options: { cwd?: string; env?: { [name: string]: string } } = {}
+  ): Promise<IBackgroundCommand> {
+    const body = backgroundRequest(command, options);
+    if (!body) {
+      return Promise.reject(
+        new SandboxApiError(400, 'invalid_request', 'there is no command to start')
+      );
+    }
+    return this.json(`api/sandboxes/${enc(id)}/commands`, {
+      method: 'POST',
+      body: JSON.stringify(body)
+    });
+  }
+
+  /** The sandbox's background commands, oldest first. */
+  async listCommands(id: string): Promise<IBackgroundCommand[]> {
+    const answer = await this.json<{ commands: IBackgroundCommand[] }>(
+      `api/sandboxes/${enc(id)}/commands`
+    );
+    return answer.commands;
+  }
+
+  /** Its output from byte `offset` on, at most `limit` bytes (the server's cap when omitted). */
+  commandOutput(
+    id: string,
+    commandId: string,
+    offset = 0,
+    limit?: number
+  ): Promise<ICommandOutput> {
+    const query = `offset=${offset}${limit === undefined ? '' : `&limit=${limit}`}`;
+    return this.json(`api/sandboxes/${enc(id)}/commands/${enc(commandId)}/output?${query}`);
+  }
+
+  /** Kill the command and everything it started (if it runs), and forget it and its output. */
+  async deleteCommand(id: string, commandId: string): Promise<void> {
+    await this.call(`api/sandboxes/${enc(id)}/commands/${enc(commandId)}`, { method: 'DELETE' });
   }
 
   private async json<T>(path: string, init: RequestInit = {}): Promise<T> {

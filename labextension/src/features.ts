@@ -1,7 +1,7 @@
 /**
  * Which optional parts of the REST API this server has: snapshots, network policies, the
- * files of a sandbox and its terminal arrive with later server extensions, and their views
- * appear only where their routes answer.
+ * files of a sandbox, its terminal and its background commands arrive with later server
+ * extensions, and their views appear only where their routes answer.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -22,6 +22,8 @@ export class Features {
    * route answers a plain GET with an error of its own (no upgrade asked): it is there.
    */
   terminal: boolean | null = null;
+  /** `GET /api/sandboxes/{id}/commands` answers (asked of the first sandbox listed). */
+  commands: boolean | null = null;
 
   /** Whether something is still to be asked. */
   get unknown(): boolean {
@@ -29,7 +31,8 @@ export class Features {
       this.snapshots === null ||
       this.network === null ||
       this.files === null ||
-      this.terminal === null
+      this.terminal === null ||
+      this.commands === null
     );
   }
 
@@ -59,11 +62,16 @@ export class Features {
         `api/sandboxes/${encodeURIComponent(sandboxId)}/terminal`
       );
     }
+    if (this.commands === null && sandboxId) {
+      this.commands = await this.api.hasRoute(
+        `api/sandboxes/${encodeURIComponent(sandboxId)}/commands`
+      );
+    }
     return before !== this.known();
   }
 
   private known(): string {
-    return [this.snapshots, this.network, this.files, this.terminal].join();
+    return [this.snapshots, this.network, this.files, this.terminal, this.commands].join();
   }
 
   private _probing: Promise<boolean> | null = null;

@@ -20,6 +20,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 
 import { builtinActions } from './actions';
 import { SandboxApi } from './api';
+import { addCommandsViews } from './commandsView';
 import { SandboxDetails } from './details';
 import { Features } from './features';
 import { addFilesViews } from './filesView';
@@ -84,11 +85,12 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     for (const action of builtinActions(views, app.serviceManager.kernels)) {
       views.addRowAction(action);
     }
-    // Snapshot, network and files views show once the server answers their routes.
+    // Snapshot, network, files and commands views show once the server answers their routes.
     const features = new Features(api);
     addSnapshotViews(views, features);
     addNetworkViews(views, features);
     addFilesViews(views, features);
+    addCommandsViews(views, features);
     addTerminalViews(views, features, id => void app.commands.execute(OPEN_TERMINAL, { id }));
     const probe = () => {
       if (features.unknown) {
