@@ -1,11 +1,12 @@
 """``jupyter sandbox <verb>``: doctor, build-image, list, gc; install-kernel (cli_kernelspec.py);
 stop, restart, pause, resume, exec (cli_sandboxes.py); run (cli_code.py); terminal
-(cli_terminal.py); snapshot (cli_snapshots.py), files (cli_files.py).
+(cli_terminal.py); snapshot (cli_snapshots.py), files (cli_files.py), background
+(cli_background.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
-``jupyter sandbox``, ``jupyter sandbox snapshot`` and ``jupyter sandbox files``, are here; the
-snapshot and files verbs themselves are in their own modules.
+``jupyter sandbox``, ``jupyter sandbox snapshot``, ``jupyter sandbox files`` and ``jupyter
+sandbox background``, are here; the verbs of the last three are in their own modules.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, List, Unicode
 
-from . import cli_code, cli_files, cli_sandboxes, cli_snapshots, cli_terminal
+from . import cli_background, cli_code, cli_files, cli_sandboxes, cli_snapshots, cli_terminal
 from ._version import __version__
 from .cli_kernelspec import InstallKernelApp
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
@@ -241,6 +242,18 @@ class FilesApp(_CommandGroup):
     }
 
 
+class BackgroundApp(_CommandGroup):
+    name = "jupyter-sandbox-background"
+    version = __version__
+    description = "Commands left running in a sandbox: start, list, output, rm."
+    subcommands = {
+        "start": (cli_background.StartApp, cli_background.StartApp.description),
+        "list": (cli_background.ListApp, cli_background.ListApp.description),
+        "output": (cli_background.OutputApp, cli_background.OutputApp.description),
+        "rm": (cli_background.RmApp, cli_background.RmApp.description),
+    }
+
+
 class SandboxApp(_CommandGroup):
     name = "jupyter-sandbox"
     version = __version__
@@ -260,6 +273,7 @@ class SandboxApp(_CommandGroup):
         "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
         "snapshot": (SnapshotApp, SnapshotApp.description),
         "files": (FilesApp, FilesApp.description),
+        "background": (BackgroundApp, BackgroundApp.description),
     }
 
 
