@@ -187,12 +187,16 @@ class BackgroundCommands(LoggingConfigurable):
             max_output=limit + 64,
         )
         head, _, data = result.stdout.partition(b"\n")
-        data = _whole_characters(data)
+        size = int(head or 0)
+        if command.exit_code is None or offset + len(data) < size:
+            # More will come, or is there: a character cut at the end waits for its rest.
+            # At the end of an ended command's log nothing completes it: it is replaced.
+            data = _whole_characters(data)
         return CommandOutput(
             text=data.decode(errors="replace"),
             offset=offset,
             next_offset=offset + len(data),
-            size=int(head or 0),
+            size=size,
             running=command.exit_code is None,
         )
 

@@ -94,6 +94,15 @@ async def test_a_character_cut_by_the_limit_comes_whole_with_the_next_read(
     assert (whole.text, whole.next_offset) == ("é", 3)
 
 
+async def test_an_ended_commands_last_cut_character_is_replaced_not_kept_back(
+    manager: SandboxManager, runc_sandbox: Sandbox
+) -> None:
+    command_id = await start(manager, runc_sandbox, "printf 'ab\\342\\202'")
+    await ended(manager, runc_sandbox, command_id)
+    out = await manager.background.output("alice", runc_sandbox.sandbox_id, command_id)
+    assert (out.text, out.next_offset, out.size) == ("ab\ufffd", 4, 4)
+
+
 async def test_a_missing_directory_is_reported_in_the_output(
     manager: SandboxManager, runc_sandbox: Sandbox
 ) -> None:
