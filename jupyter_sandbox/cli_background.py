@@ -97,7 +97,13 @@ class ListApp(_BackgroundCommand):
         commands = await manager.background.list(owner, sandbox_id)
         print(f"{'COMMAND':12}  {'STATUS':9}  {'STARTED':20}  COMMAND LINE")
         for command in commands:
-            status = "running" if command.exit_code is None else f"exit {command.exit_code}"
+            status = (
+                "running"
+                if command.running
+                else "ended"
+                if command.exit_code is None
+                else f"exit {command.exit_code}"
+            )
             print(
                 f"{command.command_id:12}  {status:9}  {_utc(command.started):20}  "
                 f"{_command_line(command.argv)}"
@@ -157,8 +163,8 @@ class OutputApp(_BackgroundCommand):
                 offset = out.next_offset
                 if offset < out.size and not stalled:
                     continue  # more is there already: read it without waiting
-                # All that exists is printed, but for at most a character cut in two, which
-                # stalls the reads until its rest comes (or for ever, once the command ended).
+                # All that exists is printed, but for at most a character cut in two while the
+                # command runs, which waits for its rest (stalled: no read gives it yet).
                 if not self.follow:
                     return 0
                 if not out.running:  # found ended before the read: nothing more will come

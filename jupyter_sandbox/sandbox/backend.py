@@ -211,7 +211,9 @@ class SandboxBackend(abc.ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
 
     async def spawned_exit_code(self, spawn_id: str) -> int | None:
-        """The exit status of a process :meth:`spawn` started; None while it runs."""
+        """The exit status of a process :meth:`spawn` started; None while it runs.
+        ProcessNotFoundError once the engine has forgotten it (Docker does, minutes after it
+        ended)."""
         raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
 
     async def exec_stream(

@@ -34,7 +34,9 @@ from .commands import CommandRequest
 from .errors import (
     CommandNotFoundError,
     InvalidRequestError,
+    ProcessNotFoundError,
     SandboxConflictError,
+    SandboxError,
     TooManyCommandsError,
 )
 from .exec_deadline import EXEC_MARK, kill_script, new_mark
@@ -44,13 +46,17 @@ from .manager import SandboxManager
 LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
 STATE_KEY = "background_commands"
-_COMMAND_ID = re.compile(r"^[0-9a-f]{12}$")
-# Runs as "sh -c LAUNCH sh CWD ARGV...": output to the log first, so that a cwd the sandbox
-# lacks is reported there ("can't cd") rather than lost; then the command itself, in place of
-# the shell, so its exit status is the exec's.
+_COMMAND_ID = re.compile(r"[0-9a-f]{12}")
+# Runs as "sh -c LAUNCH sh LOG CWD ARGV...": output to the log first, so that a cwd the sandbox
+# lacks is reported there ("can't cd") rather than lost; then the command, whose exit status
+# the shell writes beside the log (LOG.status). The engine's own record of the exec says it
+# too, but the engine forgets an ended exec after about five minutes (and all of them when it
+# restarts): the file is what tells it then. A command removed (killed with its shell) writes
+# none, and needs none.
 LAUNCH = (
     'mkdir -p "$(dirname "$1")" && exec >>"$1" 2>&1 </dev/null || exit 126; '
-    'cd "$2" || exit 127; shift 2; exec "$@"'
+    'log=$1; cd "$2" || { echo 127 >"$log.status"; exit 127; }; shift 2; '
+    '"$@"; status=$?; echo "$status" >"$log.status"; exit "$status"'
 )
 # Prints the log from byte $2 on, at most $3 bytes of it, after its total size on a line of
 # its own (so the reader knows whether more is there). A missing log: size 0.
@@ -59,14 +65,15 @@ READ = 'size=$(stat -c %s "$1" 2>/dev/null || echo 0); echo "$size"; tail -c +"$
 
 @dataclass(frozen=True)
 class BackgroundCommand:
-    """One background command: its id, argv, working directory, start (ISO 8601, UTC), and
-    its exit status (None while it runs)."""
+    """One background command: its id, argv, working directory, start (ISO 8601, UTC),
+    whether it runs, and its exit status once it has ended."""
 
     command_id: str
     argv: list[str]
     cwd: str
     started: str
-    exit_code: int | None
+    running: bool
+    exit_code: int | None  # None while it runs, or if how it ended is unknown
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,7 +81,7 @@ class BackgroundCommand:
             "command": self.argv,
             "cwd": self.cwd,
             "started": self.started,
-            "running": self.exit_code is None,
+            "running": self.running,
             "exit_code": self.exit_code,
         }
 
@@ -154,18 +161,18 @@ class BackgroundCommands(LoggingConfigurable):
         )
         self.manager.usage.record(sandbox_id)
         self.log.info("background command %s started in sandbox %s", command_id, sandbox_id)
-        return BackgroundCommand(command_id, request.argv, cwd, started, None)
+        return BackgroundCommand(command_id, request.argv, cwd, started, True, None)
 
     async def list(self, owner: str, sandbox_id: str) -> list[BackgroundCommand]:
         """The sandbox's background commands, oldest first."""
         await self.manager.get(owner, sandbox_id)
         records = self._records(sandbox_id)
-        found = [await self._command(command_id, r) for command_id, r in records.items()]
+        found = [await self._command(sandbox_id, c, record) for c, record in records.items()]
         return sorted(found, key=lambda c: c.started)
 
     async def get(self, owner: str, sandbox_id: str, command_id: str) -> BackgroundCommand:
         await self.manager.get(owner, sandbox_id)
-        return await self._command(command_id, self._record(sandbox_id, command_id))
+        return await self._command(sandbox_id, command_id, self._record(sandbox_id, command_id))
 
     async def output(
         self, owner: str, sandbox_id: str, command_id: str, offset: int = 0, limit: int = MAX_READ
@@ -188,7 +195,7 @@ class BackgroundCommands(LoggingConfigurable):
         )
         head, _, data = result.stdout.partition(b"\n")
         size = int(head or 0)
-        if command.exit_code is None or offset + len(data) < size:
+        if command.running or offset + len(data) < size:
             # More will come, or is there: a character cut at the end waits for its rest.
             # At the end of an ended command's log nothing completes it: it is replaced.
             data = _whole_characters(data)
@@ -197,7 +204,7 @@ class BackgroundCommands(LoggingConfigurable):
             offset=offset,
             next_offset=offset + len(data),
             size=size,
-            running=command.exit_code is None,
+            running=command.running,
         )
 
     async def remove(self, owner: str, sandbox_id: str, command_id: str) -> None:
@@ -211,7 +218,7 @@ class BackgroundCommands(LoggingConfigurable):
             )
         if info.running:  # a stopped sandbox's processes are gone already
             # In a subshell: the kill script ends with exit, and $1 must outlive its "set --".
-            kill = f'({kill_script()}) ; rm -f "$1"'
+            kill = f'({kill_script()}) ; rm -f "$1" "$1.status"'
             mark = f"{EXEC_MARK}={record['mark']}"
             await self.manager.backend.exec(
                 sandbox_id, ["sh", "-c", kill, mark, _log(command_id)], timeout=30
@@ -244,11 +251,52 @@ class BackgroundCommands(LoggingConfigurable):
             )
         return record
 
-    async def _command(self, command_id: str, record: dict[str, Any]) -> BackgroundCommand:
-        exit_code = await self.manager.backend.spawned_exit_code(record["spawn"])
+    async def _command(
+        self, sandbox_id: str, command_id: str, record: dict[str, Any]
+    ) -> BackgroundCommand:
+        """The command as it is now. Once seen ended, its exit status is kept in its record:
+        the engine forgets an ended exec within minutes."""
+        ended = "exit_code" in record
+        exit_code = record.get("exit_code")
+        if not ended:
+            try:
+                exit_code = await self.manager.backend.spawned_exit_code(record["spawn"])
+                ended = exit_code is not None
+            except ProcessNotFoundError:  # forgotten by the engine: it ended a while ago
+                ended, exit_code = True, await self._status_file(sandbox_id, command_id)
+            if ended:
+                self._directory(sandbox_id).modify_state(
+                    lambda state: _with_exit_code(state, command_id, exit_code)
+                )
         return BackgroundCommand(
-            command_id, list(record["argv"]), record["cwd"], record["started"], exit_code
+            command_id,
+            list(record["argv"]),
+            record["cwd"],
+            record["started"],
+            not ended,
+            exit_code,
         )
+
+    async def _status_file(self, sandbox_id: str, command_id: str) -> int | None:
+        """The exit status the command's shell wrote; None if it wrote none (its sandbox
+        restarted, or it was killed with its shell) or the file cannot be read now."""
+        try:
+            result = await self.manager.backend.exec(
+                sandbox_id, ["cat", f"{_log(command_id)}.status"], timeout=30
+            )
+        except SandboxError:
+            return None
+        text = result.stdout.strip()
+        return int(text) if result.exit_code == 0 and text.isdigit() else None
+
+
+def _with_exit_code(
+    state: dict[str, Any], command_id: str, exit_code: int | None
+) -> dict[str, Any]:
+    commands = dict(state.get(STATE_KEY, {}))
+    if command_id in commands:  # not removed meanwhile
+        commands[command_id] = {**commands[command_id], "exit_code": exit_code}
+    return {**state, STATE_KEY: commands}
 
 
 def _log(command_id: str) -> str:

@@ -35,6 +35,7 @@ from .engine import DockerEngine
 from .errors import (
     EngineTimeoutError,
     ImageNotFoundError,
+    ProcessNotFoundError,
     RuntimeUnavailableError,
     SandboxError,
     SandboxNotFoundError,
@@ -225,9 +226,12 @@ class DockerBackend(SandboxBackend):
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
 
     async def spawned_exit_code(self, spawn_id: str) -> int | None:
-        found = await self.engine.run(
-            "inspect a process in a sandbox", self.engine.client.api.exec_inspect, spawn_id
-        )
+        try:
+            found = await self.engine.run(
+                "inspect a process in a sandbox", self.engine.client.api.exec_inspect, spawn_id
+            )
+        except docker.errors.NotFound:
+            raise ProcessNotFoundError(f"the engine no longer knows process {spawn_id}") from None
         return None if found.get("Running") else int(found.get("ExitCode") or 0)
 
     async def exec_stream(

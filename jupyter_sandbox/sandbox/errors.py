@@ -204,3 +204,11 @@ class TooManyCommandsError(SandboxError):
 
     code = "too_many_commands"
     http_status = 429
+
+
+class ProcessNotFoundError(SandboxError):
+    """The engine no longer knows a process SandboxBackend.spawn started: it ended a while ago
+    (Docker forgets an ended exec within minutes), or the engine restarted since."""
+
+    code = "process_not_found"
+    http_status = 404

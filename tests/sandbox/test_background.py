@@ -15,6 +15,7 @@ from jupyter_sandbox.sandbox.commands import CommandRequest
 from jupyter_sandbox.sandbox.errors import (
     CommandNotFoundError,
     InvalidRequestError,
+    ProcessNotFoundError,
     SandboxConflictError,
     SandboxNotFoundError,
     TooManyCommandsError,
@@ -44,7 +45,7 @@ async def until(check: Callable[[], Awaitable[bool]], seconds: float = 30.0) -> 
 async def ended(manager: SandboxManager, sandbox: Sandbox, command_id: str) -> BackgroundCommand:
     async def done() -> bool:
         found = await manager.background.get("alice", sandbox.sandbox_id, command_id)
-        return not found.as_dict()["running"]
+        return not found.running
 
     await until(done)
     return await manager.background.get("alice", sandbox.sandbox_id, command_id)
@@ -169,3 +170,27 @@ async def test_what_cannot_be_done_is_refused_with_the_fix(
         await background.remove("alice", sandbox_id, command_id)
     await manager.resume("alice", sandbox_id)
     await background.remove("alice", sandbox_id, command_id)
+
+
+async def test_how_a_command_ended_is_known_after_the_engine_forgets_its_exec(
+    manager: SandboxManager, runc_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Docker forgets an ended exec about five minutes later (and all of them when it
+    restarts): the exit status seen once is kept, and one never seen is read from the file
+    the command's shell wrote in the sandbox."""
+    background = manager.background
+    sandbox_id = runc_sandbox.sandbox_id
+    seen = await start(manager, runc_sandbox, "exit 4")
+    unseen = await start(manager, runc_sandbox, "sleep 0.5; exit 5")
+    assert (await ended(manager, runc_sandbox, seen)).exit_code == 4
+
+    async def forgotten(spawn_id: str) -> int | None:
+        raise ProcessNotFoundError(f"the engine no longer knows process {spawn_id}")
+
+    monkeypatch.setattr(manager.backend, "spawned_exit_code", forgotten)
+    assert (await background.get("alice", sandbox_id, seen)).exit_code == 4  # kept
+    await asyncio.sleep(1.0)  # the second ends meanwhile, never seen running to its end
+    found = await background.get("alice", sandbox_id, unseen)
+    assert (found.running, found.exit_code) == (False, 5)
+    listed = {c.command_id: c.exit_code for c in await background.list("alice", sandbox_id)}
+    assert listed == {seen: 4, unseen: 5}
