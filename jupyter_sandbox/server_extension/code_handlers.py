@@ -16,12 +16,11 @@ ordinary error answer, and a client that leaves interrupts the code.
 
 from __future__ import annotations
 
-from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..sandbox.code_runs import CodeRequest, run_code, stream_code
 from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler
+from .handlers import _ID, SandboxAPIHandler, authorized_to_execute
 from .requests import json_object
 
 
@@ -30,7 +29,7 @@ class SandboxCodeHandler(EventStreamHandler):
     stream its output."""
 
     @web.authenticated
-    @authorized
+    @authorized_to_execute
     async def post(self, sandbox_id: str) -> None:
         request = CodeRequest.from_json(json_object(self.request.body))
         if not request.stream:

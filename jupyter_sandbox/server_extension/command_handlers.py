@@ -30,7 +30,7 @@ from tornado import web
 from ..sandbox.command_stream import stream_command
 from ..sandbox.commands import CommandRequest, run_command
 from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler
+from .handlers import _ID, SandboxAPIHandler, authorized_to_execute
 from .requests import json_object
 
 
@@ -45,7 +45,7 @@ class SandboxCommandsHandler(EventStreamHandler):
         self.write_json({"commands": [command.as_dict() for command in commands]})
 
     @web.authenticated
-    @authorized
+    @authorized_to_execute
     async def post(self, sandbox_id: str) -> None:
         request = CommandRequest.from_json(json_object(self.request.body))
         if request.background:

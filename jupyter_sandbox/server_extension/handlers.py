@@ -12,7 +12,8 @@ import datetime
 import functools
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
@@ -36,6 +37,16 @@ log = logging.getLogger(__name__)
 
 AUTH_RESOURCE = "sandboxes"
 _ID = r"(?P<sandbox_id>[^/]+)"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def authorized_to_execute(method: F) -> F:
+    """``@authorized`` for the action "execute" on "sandboxes": what runs something in a
+    sandbox (a command, code in its interpreter, a terminal), as Jupyter asks "execute" of
+    its own kernels and terminals; everything else maps its HTTP method (read, write). Its own
+    typing loses the method's when it is given an action."""
+    decorate: Callable[[F], F] = authorized("execute", resource=AUTH_RESOURCE)
+    return decorate(method)
 
 
 class SandboxHandlerBase(JupyterHandler):

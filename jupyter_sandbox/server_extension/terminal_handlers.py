@@ -26,11 +26,10 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
 from http.client import responses
-from typing import Any, TypeVar
+from typing import Any
 
-from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
@@ -39,10 +38,9 @@ from ..sandbox.backend import Terminal
 from ..sandbox.command_stream import OutputDecoder
 from ..sandbox.errors import InvalidRequestError, SandboxError
 from ..sandbox.terminals import DEFAULT_COLS, DEFAULT_ROWS, MAX_SIZE, check_size
-from .handlers import _ID, AUTH_RESOURCE, SandboxHandlerBase
+from .handlers import _ID, SandboxHandlerBase, authorized_to_execute
 
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
 
 CLIENT_MESSAGES = ("stdin", "set_size")
 
@@ -69,13 +67,6 @@ def client_message(message: str | bytes) -> tuple[str, Any]:
         with contextlib.suppress(InvalidRequestError):  # its message quotes the value
             return kind, check_size(content[0], content[1])
     raise InvalidRequestError(f"set_size without rows and cols as whole numbers 1 to {MAX_SIZE}")
-
-
-def authorized_to_execute(method: F) -> F:
-    """``@authorized`` for the action "execute" on "sandboxes" (its own typing loses the
-    method's when it is given an action)."""
-    decorate: Callable[[F], F] = authorized("execute", resource=AUTH_RESOURCE)
-    return decorate(method)
 
 
 class SandboxTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandler):

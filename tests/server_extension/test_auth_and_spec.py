@@ -87,15 +87,19 @@ class NamedUsers(IdentityProvider):
     def get_user(self, handler: web.RequestHandler) -> User | None:
         header = handler.request.headers.get("Authorization", "")
         name = header.removeprefix("token ").strip()
-        return User(name) if name in ("alice", "bob", "mallory") else None
+        return User(name) if name in ("alice", "bob", "mallory", "reader") else None
 
     def is_token_authenticated(self, handler: web.RequestHandler) -> bool:
         return True  # a token, not a cookie: no XSRF check, as for real API tokens
 
 
 class NoSandboxesForMallory(Authorizer):
+    """mallory may do nothing with sandboxes; reader anything but run something in one."""
+
     def is_authorized(self, handler: Any, user: User, action: str, resource: str) -> bool:
-        return not (user.username == "mallory" and resource == handlers.AUTH_RESOURCE)
+        if resource != handlers.AUTH_RESOURCE:
+            return True
+        return user.username != "mallory" and (user.username != "reader" or action != "execute")
 
 
 def with_named_users(config: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +147,34 @@ async def test_two_users_see_only_their_own(jp_fetch: Fetch) -> None:
 async def test_authorizer_decides(jp_fetch: Fetch) -> None:
     status, _ = await api(jp_fetch, "GET", headers={"Authorization": "token mallory"})
     assert status == 403
+
+
+@pytest.mark.integration
+async def test_running_anything_in_a_sandbox_is_the_action_execute(jp_fetch: Fetch) -> None:
+    """A command (run or left running) and code in its interpreter need "execute" on
+    "sandboxes", as Jupyter's kernels and terminals do; reading and managing do not."""
+    reader = {"headers": {"Authorization": "token reader"}}
+    status, made = await api(jp_fetch, "POST", body={"runtime": "runc"}, **reader)
+    assert status == 201
+    sandbox_id = made["id"]
+    try:
+        for path, body in [
+            ("commands", {"command": "touch /workspace/ran"}),
+            ("commands", {"command": "touch /workspace/ran", "background": True}),
+            ("execute", {"code": "open('/workspace/ran', 'w')"}),
+        ]:
+            status, _ = await api(jp_fetch, "POST", sandbox_id, path, body=body, **reader)
+            assert status == 403, (path, body)
+        status, listing = await api(jp_fetch, "GET", sandbox_id, "files", **reader)
+        assert status == 200
+        assert "ran" not in [entry["name"] for entry in listing["entries"]]
+        assert await api(jp_fetch, "GET", sandbox_id, "commands", **reader) == (
+            200,
+            {"commands": []},
+        )
+    finally:
+        status, _ = await api(jp_fetch, "DELETE", sandbox_id, **reader)
+        assert status == 204
 
 
 def test_extension_is_enabled_on_install() -> None:
