@@ -123,7 +123,10 @@ async def execute(
     finally:
         both.cancel()
         await asyncio.gather(both, return_exceptions=True)
-        if not finished:  # the caller went away, or the output was refused
+        # The caller went away, or the output was refused: stop the code, unless its idle
+        # status came already (then it has ended, and an interrupt would hit the next code).
+        ended = idle.done() and not idle.cancelled() and idle.exception() is None
+        if not finished and not ended:
             await _stop_for_nobody(client, msg_id, began, still_running)
     if outcome.still_running:
         outcome.status = "error"
