@@ -6,7 +6,8 @@ The shell is the one the server's terminals open (SandboxManager.open_terminal: 
 user, /workspace, killed with everything it started when it closes). This process's terminal is
 put in raw mode, so that every key (Ctrl-C included) goes to the shell, and restored however the
 session ends; its size follows the window (SIGWINCH). The session ends when the shell exits, or
-when this process is told to stop (SIGHUP: the window was closed; SIGTERM).
+when this process is told to stop (SIGHUP: the window was closed; SIGTERM). Its exit status is
+the shell's, as ssh's and ``docker exec -it``'s are, or 128 + the signal that stopped it.
 """
 
 from __future__ import annotations
@@ -51,10 +52,13 @@ class TerminalApp(OwnerCommand):
         )
         try:
             with raw_mode(stdin):
-                await relay(terminal, stdin, stdout)
+                stopped_by = await relay(terminal, stdin, stdout)
+            # As ssh and docker exec -it do: the shell's own status, or 128 + the signal
+            # that ended the session here.
+            status = await terminal.exit_status() if stopped_by is None else 128 + stopped_by
         finally:
             await terminal.close()
-        return 0
+        return status if status is not None and 0 <= status <= 255 else 1
 
 
 @contextlib.contextmanager
@@ -69,9 +73,10 @@ def raw_mode(fd: int) -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-async def relay(terminal: Terminal, stdin: int, stdout: int) -> None:
+async def relay(terminal: Terminal, stdin: int, stdout: int) -> int | None:
     """Keys to the shell and its output to this terminal, until the shell's output ends or a
-    signal says to stop; the window's size follows along."""
+    signal says to stop (SIGHUP, SIGTERM: its number is returned; None otherwise); the
+    window's size follows along."""
     loop = asyncio.get_running_loop()
     keys: asyncio.Queue[bytes] = asyncio.Queue()
     stop = asyncio.Event()
@@ -101,8 +106,14 @@ async def relay(terminal: Terminal, stdin: int, stdout: int) -> None:
 
     loop.add_reader(stdin, read_keys)
     loop.add_signal_handler(signal.SIGWINCH, resize)
+    stopped_by: list[int] = []
+
+    def stop_on(signum: int) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
     for stopping in (signal.SIGHUP, signal.SIGTERM):
-        loop.add_signal_handler(stopping, stop.set)
+        loop.add_signal_handler(stopping, stop_on, stopping)
     tasks = [asyncio.ensure_future(task) for task in (send_keys(), show_output(), stop.wait())]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -113,6 +124,7 @@ async def relay(terminal: Terminal, stdin: int, stdout: int) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    return stopped_by[0] if stopped_by else None
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -92,6 +92,30 @@ async def test_a_shell_in_a_pseudo_terminal(
     assert "sleep 1234" not in processes
 
 
+async def test_its_exit_status_is_the_shells_or_the_signals(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
+    for ending, status in ((b"exit 7\r", 7), (None, 128 + signal.SIGTERM)):
+        controller, terminal = os.openpty()
+        process = await asyncio.create_subprocess_exec(
+            *cli(sandbox_id, state_dir), stdin=terminal, stdout=terminal, stderr=terminal
+        )
+        os.close(terminal)
+        try:
+            await asyncio.to_thread(read_until, controller, "$ ", [])
+            if ending is None:
+                process.send_signal(signal.SIGTERM)
+            else:
+                os.write(controller, ending)
+            assert await asyncio.wait_for(process.wait(), 60) == status
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            os.close(controller)
+
+
 async def test_without_a_terminal_it_says_what_to_use(
     manager: SandboxManager, state_dir: Path, purpose: str
 ) -> None:

@@ -120,6 +120,11 @@ class Terminal(abc.ABC):
     async def close(self) -> None:
         """Kill the shell and every process it started, and end the output. Idempotent."""
 
+    async def exit_status(self) -> int | None:
+        """The shell's exit status, once its output ended because it exited; None while it
+        runs, or when it did not end by itself (closed, its sandbox gone), or if unknown."""
+        return None
+
 
 class SandboxBackend(abc.ABC):
     """One container engine. Every method is a coroutine and every call is bounded in time.

@@ -49,6 +49,8 @@ WATCH_SECONDS = 2.0
 # Tries of the first resize: the engine refuses it until the exec's process exists (as
 # Docker's own CLI does, each try waits 10 ms longer than the last).
 RESIZE_TRIES = 10
+EXIT_POLLS = 20  # looks at an ended shell's exec for its status, EXIT_POLL_SECONDS apart
+EXIT_POLL_SECONDS = 0.05
 
 
 async def open_docker_terminal(
@@ -110,6 +112,7 @@ class DockerTerminal(Terminal):
         self._watch: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None
         self._sandbox_gone = False
+        self._output_ended = False  # a read found the end (EOF, or the connection dropped)
 
     async def connect(self, sock: Any, rows: int, cols: int) -> None:
         """Take over the exec's socket, size the TTY and start the watch."""
@@ -135,9 +138,11 @@ class DockerTerminal(Terminal):
         if self._reader is None or self._closing is not None:
             return b""
         try:
-            return await self._reader.read(READ_AHEAD)
+            data = await self._reader.read(READ_AHEAD)
         except OSError:  # the engine dropped the connection: the output has ended
-            return b""
+            data = b""
+        self._output_ended = not data
+        return data
 
     async def write(self, data: bytes) -> None:
         writer = self._writer
@@ -170,6 +175,25 @@ class DockerTerminal(Terminal):
             self._hang_up()
             log.info("terminal %s in %s closed", self.exec_id[:12], self.container)
 
+    async def exit_status(self) -> int | None:
+        if not self._ended() or self._sandbox_gone:
+            return None
+        # The output ends a moment before the engine records the exit: ask a few times.
+        for _ in range(EXIT_POLLS):
+            try:
+                found = await self.engine.run(
+                    f"inspect a terminal in {self.container}",
+                    self.engine.client.api.exec_inspect,
+                    self.exec_id,
+                )
+            except (SandboxError, docker.errors.NotFound):
+                return None
+            code = found.get("ExitCode")
+            if not found.get("Running") and code is not None:
+                return int(code)
+            await asyncio.sleep(EXIT_POLL_SECONDS)
+        return None
+
     async def _resize(self, rows: int, cols: int) -> None:
         def resize() -> None:
             self.engine.client.api.exec_resize(self.exec_id, height=rows, width=cols)
@@ -193,7 +217,7 @@ class DockerTerminal(Terminal):
         return info.alive
 
     def _ended(self) -> bool:
-        return self._reader is None or self._reader.at_eof()
+        return self._reader is None or self._output_ended or self._reader.at_eof()
 
     def _hang_up(self) -> None:
         """End the output now: abort, not close, which would first wait for the engine to

@@ -157,3 +157,6 @@ class SandboxTerminal(Terminal):
             await self._inner.close()
         finally:
             self._terminals._closed(self)
+
+    async def exit_status(self) -> int | None:
+        return await self._inner.exit_status()
