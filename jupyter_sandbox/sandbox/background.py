@@ -24,12 +24,12 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 from traitlets import Integer
 from traitlets.config import LoggingConfigurable
 
+from .background_records import BackgroundCommand, CommandOutput
 from .commands import CommandRequest
 from .errors import (
     CommandNotFoundError,
@@ -63,51 +63,6 @@ LAUNCH = (
 READ = 'size=$(stat -c %s "$1" 2>/dev/null || echo 0); echo "$size"; tail -c +"$2" "$1" 2>/dev/null | head -c "$3"'
 
 
-@dataclass(frozen=True)
-class BackgroundCommand:
-    """One background command: its id, argv, working directory, start (ISO 8601, UTC),
-    whether it runs, and its exit status once it has ended."""
-
-    command_id: str
-    argv: list[str]
-    cwd: str
-    started: str
-    running: bool
-    exit_code: int | None  # None while it runs, or if how it ended is unknown
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.command_id,
-            "command": self.argv,
-            "cwd": self.cwd,
-            "started": self.started,
-            "running": self.running,
-            "exit_code": self.exit_code,
-        }
-
-
-@dataclass(frozen=True)
-class CommandOutput:
-    """A piece of a background command's output: ``text`` (UTF-8, undecodable bytes replaced)
-    from byte ``offset`` of its log, where the next read starts (``next_offset``), the log's
-    size now, and whether the command still runs (more may come)."""
-
-    text: str
-    offset: int
-    next_offset: int
-    size: int
-    running: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "offset": self.offset,
-            "next_offset": self.next_offset,
-            "size": self.size,
-            "running": self.running,
-        }
-
-
 class BackgroundCommands(LoggingConfigurable):
     """The background commands of ``manager``'s sandboxes (configured as
     ``c.BackgroundCommands.*``). Every method takes the owner first; another owner's sandbox
@@ -134,30 +89,32 @@ class BackgroundCommands(LoggingConfigurable):
                 "and read its output with GET /api/sandboxes/{id}/commands/{command_id}/output"
             )
         await self.manager.running(owner, sandbox_id)
-        kept = self._records(sandbox_id)
-        if self.max_per_sandbox and len(kept) >= self.max_per_sandbox:
-            raise TooManyCommandsError(
-                f"sandbox {sandbox_id} keeps {len(kept)} background commands, the most allowed "
-                "(BackgroundCommands.max_per_sandbox): remove ended ones first "
-                f"(DELETE /api/sandboxes/{sandbox_id}/commands/<id>)"
-            )
         command_id = secrets.token_hex(6)
         cwd = request.cwd or "/workspace"
         mark = new_mark()
-        argv = ["sh", "-c", LAUNCH, "sh", _log(command_id), cwd, *request.argv]
-        spawn_id = await self.manager.backend.spawn(
-            sandbox_id, argv, environment={**request.env, **mark}
-        )
         started = datetime.datetime.now(datetime.timezone.utc).isoformat()
         record = {
             "argv": request.argv,
             "cwd": cwd,
             "started": started,
-            "spawn": spawn_id,
+            "spawn": None,  # until the engine has started it
             "mark": mark[EXEC_MARK],
         }
+        # Its place is taken under the state's lock before it starts: two starts at once
+        # cannot both pass the cap.
         self._directory(sandbox_id).modify_state(
-            lambda state: {**state, STATE_KEY: {**state.get(STATE_KEY, {}), command_id: record}}
+            lambda state: self._with_place_for(state, sandbox_id, command_id, record)
+        )
+        argv = ["sh", "-c", LAUNCH, "sh", _log(command_id), cwd, *request.argv]
+        try:
+            spawn_id = await self.manager.backend.spawn(
+                sandbox_id, argv, environment={**request.env, **mark}
+            )
+        except BaseException:
+            self._directory(sandbox_id).modify_state(lambda state: _without(state, command_id))
+            raise
+        self._directory(sandbox_id).modify_state(
+            lambda state: _with_fields(state, command_id, spawn=spawn_id)
         )
         self.manager.usage.record(sandbox_id)
         self.log.info("background command %s started in sandbox %s", command_id, sandbox_id)
@@ -224,15 +181,23 @@ class BackgroundCommands(LoggingConfigurable):
                 sandbox_id, ["sh", "-c", kill, mark, _log(command_id)], timeout=30
             )
 
-        def forget(state: dict[str, Any]) -> dict[str, Any]:
-            kept = {k: v for k, v in state.get(STATE_KEY, {}).items() if k != command_id}
-            return {**state, STATE_KEY: kept}
-
-        self._directory(sandbox_id).modify_state(forget)
+        self._directory(sandbox_id).modify_state(lambda state: _without(state, command_id))
         self.manager.usage.record(sandbox_id)
         self.log.info("background command %s of sandbox %s removed", command_id, sandbox_id)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _with_place_for(
+        self, state: dict[str, Any], sandbox_id: str, command_id: str, record: dict[str, Any]
+    ) -> dict[str, Any]:
+        kept = state.get(STATE_KEY, {})
+        if self.max_per_sandbox and len(kept) >= self.max_per_sandbox:
+            raise TooManyCommandsError(
+                f"sandbox {sandbox_id} keeps {len(kept)} background commands, the most allowed "
+                "(BackgroundCommands.max_per_sandbox): remove ended ones first "
+                f"(DELETE /api/sandboxes/{sandbox_id}/commands/<id>)"
+            )
+        return {**state, STATE_KEY: {**kept, command_id: record}}
 
     def _directory(self, sandbox_id: str) -> SandboxDirectory:
         return SandboxDirectory(self.manager.settings.state_path, sandbox_id)
@@ -258,7 +223,7 @@ class BackgroundCommands(LoggingConfigurable):
         the engine forgets an ended exec within minutes."""
         ended = "exit_code" in record
         exit_code = record.get("exit_code")
-        if not ended:
+        if not ended and record.get("spawn") is not None:  # (None: being started now)
             try:
                 exit_code = await self.manager.backend.spawned_exit_code(record["spawn"])
                 ended = exit_code is not None
@@ -266,7 +231,7 @@ class BackgroundCommands(LoggingConfigurable):
                 ended, exit_code = True, await self._status_file(sandbox_id, command_id)
             if ended:
                 self._directory(sandbox_id).modify_state(
-                    lambda state: _with_exit_code(state, command_id, exit_code)
+                    lambda state: _with_fields(state, command_id, exit_code=exit_code)
                 )
         return BackgroundCommand(
             command_id,
@@ -290,13 +255,17 @@ class BackgroundCommands(LoggingConfigurable):
         return int(text) if result.exit_code == 0 and text.isdigit() else None
 
 
-def _with_exit_code(
-    state: dict[str, Any], command_id: str, exit_code: int | None
-) -> dict[str, Any]:
+def _with_fields(state: dict[str, Any], command_id: str, **fields: Any) -> dict[str, Any]:
+    """``state`` with ``fields`` set in the command's record (unless it was removed meanwhile)."""
     commands = dict(state.get(STATE_KEY, {}))
-    if command_id in commands:  # not removed meanwhile
-        commands[command_id] = {**commands[command_id], "exit_code": exit_code}
+    if command_id in commands:
+        commands[command_id] = {**commands[command_id], **fields}
     return {**state, STATE_KEY: commands}
+
+
+def _without(state: dict[str, Any], command_id: str) -> dict[str, Any]:
+    kept = {k: v for k, v in state.get(STATE_KEY, {}).items() if k != command_id}
+    return {**state, STATE_KEY: kept}
 
 
 def _log(command_id: str) -> str:

@@ -194,3 +194,18 @@ async def test_how_a_command_ended_is_known_after_the_engine_forgets_its_exec(
     assert (found.running, found.exit_code) == (False, 5)
     listed = {c.command_id: c.exit_code for c in await background.list("alice", sandbox_id)}
     assert listed == {seen: 4, unseen: 5}
+
+
+async def test_two_starts_at_once_cannot_both_pass_the_cap(
+    manager: SandboxManager, runc_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manager.background, "max_per_sandbox", 1)
+    results = await asyncio.gather(
+        start(manager, runc_sandbox, "sleep 600"),
+        start(manager, runc_sandbox, "sleep 601"),
+        return_exceptions=True,
+    )
+    assert sorted(type(r).__name__ for r in results) == ["TooManyCommandsError", "str"]
+    [kept] = await manager.background.list("alice", runc_sandbox.sandbox_id)
+    assert kept.running
+    await manager.background.remove("alice", runc_sandbox.sandbox_id, kept.command_id)
