@@ -98,6 +98,7 @@ async def test_its_exit_status_is_the_shells_or_the_signals(
     sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
     for ending, status in ((b"exit 7\r", 7), (None, 128 + signal.SIGTERM)):
         controller, terminal = os.openpty()
+        set_size(terminal, 30, 100)  # a new pty is 0 x 0: the prompt would wrap at each character
         process = await asyncio.create_subprocess_exec(
             *cli(sandbox_id, state_dir), stdin=terminal, stdout=terminal, stderr=terminal
         )

@@ -169,7 +169,10 @@ class DockerTerminal(Terminal):
             await asyncio.gather(self._watch, return_exceptions=True)
         try:
             # Also after the shell exited: a job it left running (nohup, &) is still marked.
-            if await self._sandbox_lives():
+            status = await self._sandbox_status()
+            if status == "paused":  # frozen: nothing can be killed until it is thawed
+                _kill_when_resumed(self)
+            elif status is not None:
                 await kill_marked(self.engine, self.container, self.user, self.mark)
         finally:
             self._hang_up()
@@ -203,18 +206,17 @@ class DockerTerminal(Terminal):
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox container {self.container}") from None
 
-    async def _sandbox_lives(self) -> bool:
-        """Whether there may be processes to kill: asked of the engine only once the output
-        has ended (the shell exited, or the sandbox went: then the kill would only fail)."""
+    async def _sandbox_status(self) -> str | None:
+        """The sandbox's status when there may be processes to kill (None: it is gone)."""
         if self._sandbox_gone:
-            return False
-        if not self._ended():
-            return True
+            return None
         try:
             info = await self._inspect()
         except SandboxNotFoundError:
-            return False
-        return info.alive
+            return None
+        except SandboxError:  # the engine hiccuped: try the kill, which says why if it fails
+            return "running"
+        return info.status if info.alive else None
 
     def _ended(self) -> bool:
         return self._reader is None or self._output_ended or self._reader.at_eof()
@@ -245,3 +247,36 @@ class DockerTerminal(Terminal):
         self._sandbox_gone = True
         log.info("terminal %s: its sandbox %s ended", self.exec_id[:12], self.container)
         self._hang_up()
+
+
+# Kills waiting for a paused sandbox to be resumed; held here, as the loop keeps tasks weakly.
+_DEFERRED_KILLS: set[asyncio.Task[None]] = set()
+
+
+def _kill_when_resumed(terminal: DockerTerminal) -> None:
+    """Kill what a terminal closed in a paused sandbox left, once the sandbox runs again (or
+    not at all, once it is gone). Pausing freezes processes, and a frozen process cannot be
+    killed from inside: the kill would fail, and the shell and its jobs outlive the terminal.
+    Held by this server process: one that stops first leaves them, as before."""
+
+    async def wait_then_kill() -> None:
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                info = await terminal._inspect()
+            except SandboxNotFoundError:
+                return
+            except SandboxError:
+                continue  # the engine hiccuped: ask again
+            if not info.alive:
+                return
+            if info.running:
+                await kill_marked(terminal.engine, terminal.container, terminal.user, terminal.mark)
+                log.info(
+                    "terminal %s: killed what it left, its sandbox resumed", terminal.exec_id[:12]
+                )
+                return
+
+    task = asyncio.ensure_future(wait_then_kill())
+    _DEFERRED_KILLS.add(task)
+    task.add_done_callback(_DEFERRED_KILLS.discard)

@@ -152,6 +152,28 @@ async def test_close_kills_the_shell_and_everything_it_started(
     assert took < 10, took
 
 
+async def test_closed_while_paused_what_it_started_goes_once_resumed(
+    term_manager: SandboxManager, box: Sandbox
+) -> None:
+    terminal = await term_manager.open_terminal(OWNER, box.sandbox_id)
+    try:
+        assert "started" in await run(terminal, "sleep 1004 & echo started")
+        for _ in range(50):
+            if "sleep 1004" in await processes(term_manager, box.sandbox_id):
+                break
+            await asyncio.sleep(0.1)
+        await term_manager.pause(OWNER, box.sandbox_id)
+    finally:
+        await terminal.close()  # frozen: nothing can be killed yet
+    await term_manager.resume(OWNER, box.sandbox_id)
+    for _ in range(100):
+        found = await processes(term_manager, box.sandbox_id)
+        if not [line for line in found if "sleep 1004" in line or "bash -i" in line]:
+            break
+        await asyncio.sleep(0.1)
+    assert not [line for line in found if "sleep 1004" in line or "bash -i" in line], found
+
+
 async def test_a_reader_that_falls_behind_holds_the_shell_back(
     term_manager: SandboxManager, box: Sandbox
 ) -> None:
