@@ -1,0 +1,99 @@
+"""A Python client for agent code: one user's sandboxes on a Jupyter Server, over its REST API
+(jupyter_sandbox/server_extension/openapi.yaml), as E2B's and OpenSandbox's SDKs give them.
+
+It needs the standard library alone (urllib, json): an agent's machine needs none of the
+server's dependencies, and importing this package loads none of them (see errors.py for how
+the core's error classes are loaded without the core). Start at :class:`SandboxClient`::
+
+    from jupyter_sandbox.client import SandboxClient
+
+    client = SandboxClient("http://127.0.0.1:8888/")  # token from JUPYTER_TOKEN
+    with client.create(timeout=600, metadata={"task": "t-42"}) as sandbox:
+        sandbox.run_code("import math; r = 2")
+        print(sandbox.run_code("math.pi * r**2").text)
+        print(sandbox.run("ls -la").stdout)
+
+Modules, one concept each: client.py (the entry point), sandbox.py (one sandbox),
+execution.py (code in its interpreter), commands.py (commands, whole, streamed or in the
+background), files.py, network.py, errors.py (the server's errors as the core's classes),
+transport.py (HTTP) and events.py (Server-Sent Events).
+"""
+
+from __future__ import annotations
+
+from .client import SandboxClient
+from .commands import BackgroundCommand, CommandOutput, CommandResult
+from .errors import (
+    CommandNotFoundError,
+    ContextBusyError,
+    EngineTimeoutError,
+    EngineUnavailableError,
+    FileTooLargeError,
+    HostCapError,
+    ImageBuildError,
+    ImageNotFoundError,
+    InvalidRequestError,
+    InvalidSettingError,
+    NetworkSetupError,
+    OutputTooLargeError,
+    ProcessNotFoundError,
+    QuotaExceededError,
+    RuntimeUnavailableError,
+    SandboxConflictError,
+    SandboxConnectionError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxNotFoundError,
+    SandboxStartError,
+    SandboxStartTimeoutError,
+    SocketReplacedError,
+    TooManyCommandsError,
+    TooManyTerminalsError,
+)
+from .execution import CodeError, CodeFailedError, Execution
+from .files import FileEntry, SandboxFiles
+from .network import SandboxNetwork
+from .sandbox import Sandbox
+
+__all__ = [
+    "BackgroundCommand",
+    "CodeError",
+    "CodeFailedError",
+    "CommandNotFoundError",
+    "CommandOutput",
+    "CommandResult",
+    "ContextBusyError",
+    "EngineTimeoutError",
+    "EngineUnavailableError",
+    "Execution",
+    "FileEntry",
+    "FileTooLargeError",
+    "HostCapError",
+    "ImageBuildError",
+    "ImageNotFoundError",
+    "InvalidRequestError",
+    "InvalidSettingError",
+    "NetworkSetupError",
+    "OutputTooLargeError",
+    "ProcessNotFoundError",
+    "QuotaExceededError",
+    "RuntimeUnavailableError",
+    "Sandbox",
+    "SandboxClient",
+    "SandboxConflictError",
+    "SandboxConnectionError",
+    "SandboxDiedError",
+    "SandboxError",
+    "SandboxFileError",
+    "SandboxFileNotFoundError",
+    "SandboxFiles",
+    "SandboxNetwork",
+    "SandboxNotFoundError",
+    "SandboxStartError",
+    "SandboxStartTimeoutError",
+    "SocketReplacedError",
+    "TooManyCommandsError",
+    "TooManyTerminalsError",
+]

@@ -1,0 +1,179 @@
+"""The errors the client raises: the core's own SandboxError classes, chosen by the ``code`` of
+the server's JSON answer ``{"code", "message"}``, so that agent code catches the same
+``SandboxNotFoundError`` or ``SandboxConflictError`` the server raised, with its message.
+
+transport.py calls :func:`error_from_answer` for every error answer and raises
+:class:`SandboxConnectionError` when the server cannot be reached; agent code imports the
+classes from ``jupyter_sandbox.client`` (or this module).
+
+The classes live in ``jupyter_sandbox/sandbox/errors.py``, a stdlib-only module. Importing it
+the ordinary way would first run ``jupyter_sandbox/sandbox/__init__.py``, which imports the
+sandbox manager (tornado, pyzmq, jupyter_client, traitlets: 350 modules, a third of a second),
+none of which an agent's machine needs or may have. So that file is loaded on its own, under a
+private module name, unless the core is already imported in this process (a server's own, or
+the tests'): then its module is used, and the classes are the very ones the core raises. A
+process that imports the client first and the core later holds two copies of each class;
+there, catch the client's classes (they are the ones it raises) or compare ``error.code``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sandbox.errors import (
+        CommandNotFoundError,
+        ContextBusyError,
+        EngineTimeoutError,
+        EngineUnavailableError,
+        FileTooLargeError,
+        HostCapError,
+        ImageBuildError,
+        ImageNotFoundError,
+        InvalidRequestError,
+        InvalidSettingError,
+        NetworkSetupError,
+        OutputTooLargeError,
+        ProcessNotFoundError,
+        QuotaExceededError,
+        RuntimeUnavailableError,
+        SandboxConflictError,
+        SandboxDiedError,
+        SandboxError,
+        SandboxFileError,
+        SandboxFileNotFoundError,
+        SandboxNotFoundError,
+        SandboxStartError,
+        SandboxStartTimeoutError,
+        SocketReplacedError,
+        TooManyCommandsError,
+        TooManyTerminalsError,
+    )
+
+CORE_MODULE = "jupyter_sandbox.sandbox.errors"
+CORE_FILE = Path(__file__).resolve().parents[1] / "sandbox" / "errors.py"
+# Registered in sys.modules, so that the classes' __module__ names a module that imports (a
+# pickled error unpickles in a process that imports jupyter_sandbox.client).
+PRIVATE_MODULE = "jupyter_sandbox.client._core_errors"
+
+
+def core_errors() -> ModuleType:
+    """The module of the core's error classes, without importing the rest of the core."""
+    for name in (CORE_MODULE, PRIVATE_MODULE):
+        if name in sys.modules:
+            return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(PRIVATE_MODULE, CORE_FILE)
+    if spec is None or spec.loader is None:  # only if the package lost the file
+        raise ImportError(f"cannot load the sandbox errors from {CORE_FILE}: reinstall the package")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[PRIVATE_MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[PRIVATE_MODULE]
+        raise
+    return module
+
+
+def error_classes(module: ModuleType) -> dict[str, type[SandboxError]]:
+    """Every SandboxError class ``module`` defines, by class name."""
+    root = module.SandboxError
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, root)
+    }
+
+
+_CORE = core_errors()
+if not TYPE_CHECKING:  # the names imported for type checkers above, bound to the real classes
+    globals().update(error_classes(_CORE))
+
+# The class for each code the server may answer with, built from the classes themselves: each
+# one names its own code (a class added to errors.py is known here without an edit).
+ERRORS_BY_CODE: dict[str, type[SandboxError]] = {
+    cls.code: cls for cls in error_classes(_CORE).values() if "code" in vars(cls)
+}
+
+
+class SandboxConnectionError(SandboxError, ConnectionError):
+    """The client could not reach the server, or the connection broke or timed out before
+    the answer was whole; the message names the URL. Raised by the client only."""
+
+    code = "connection_failed"
+    http_status = 0  # no HTTP answer
+
+
+def error_from_answer(status: int | None, answer: Any, request: str) -> SandboxError:
+    """The error for an HTTP error answer: the class of its ``code``, with the server's
+    ``message``. An unknown code gives a SandboxError carrying that code; an answer that is
+    not one of the API's (a proxy's page, Jupyter's own refusal) one naming ``request``
+    ("METHOD URL") and its status. ``http_status`` is set to the answer's status (``status``
+    None: an error event of a stream, whose answer was a 200: the class's own)."""
+    code = answer.get("code") if isinstance(answer, dict) else None
+    message = answer.get("message") if isinstance(answer, dict) else None
+    if isinstance(code, str) and isinstance(message, str):
+        cls = ERRORS_BY_CODE.get(code, SandboxError)
+        error = cls(message)
+        error.code = code  # the server's, also for a code this client does not know
+    else:
+        error = SandboxError(_unexplained(status or 0, message or answer, request))
+    if status is not None:
+        error.http_status = status
+    return error
+
+
+def _unexplained(status: int, detail: Any, request: str) -> str:
+    text = detail if isinstance(detail, str) else ""
+    text = " ".join(text.split())[:300] or "no explanation in the answer"
+    if status in (401, 403):
+        return (
+            f"{request} was refused ({status}: {text}): check the token (SandboxClient's "
+            "token, or JUPYTER_TOKEN) and that this user may use the server's sandboxes"
+        )
+    if status == 404:
+        return (
+            f"{request} answered 404 ({text}): check the URL (the Jupyter Server's, with its "
+            "base URL, e.g. https://hub.example.com/user/NAME/) and that the server has "
+            "the jupyter_sandbox extension enabled"
+        )
+    return f"{request} answered {status}: {text}"
+
+
+# The core's classes by name (tests/client/test_errors.py checks that errors.py has no others)
+# and this module's own.
+__all__ = [
+    "ERRORS_BY_CODE",
+    "CommandNotFoundError",
+    "ContextBusyError",
+    "EngineTimeoutError",
+    "EngineUnavailableError",
+    "FileTooLargeError",
+    "HostCapError",
+    "ImageBuildError",
+    "ImageNotFoundError",
+    "InvalidRequestError",
+    "InvalidSettingError",
+    "NetworkSetupError",
+    "OutputTooLargeError",
+    "ProcessNotFoundError",
+    "QuotaExceededError",
+    "RuntimeUnavailableError",
+    "SandboxConflictError",
+    "SandboxConnectionError",
+    "SandboxDiedError",
+    "SandboxError",
+    "SandboxFileError",
+    "SandboxFileNotFoundError",
+    "SandboxNotFoundError",
+    "SandboxStartError",
+    "SandboxStartTimeoutError",
+    "SocketReplacedError",
+    "TooManyCommandsError",
+    "TooManyTerminalsError",
+    "error_from_answer",
+]

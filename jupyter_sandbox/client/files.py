@@ -1,0 +1,88 @@
+"""Files in a sandbox, as its own code sees them: ``/api/sandboxes/{id}/files`` and
+``.../files/content``. Each operation runs inside the sandbox as its user, so it reaches what
+the sandbox's code can and nothing of the host's; under copy-on-write, this is how a file the
+code wrote is fetched.
+
+Agent code reaches it as ``sandbox.files`` (:class:`~jupyter_sandbox.client.Sandbox` makes
+one). Relative paths start at ``/workspace``. A file passes whole through the server's memory,
+at most ``SandboxFiles.max_bytes`` (100 MiB by default: FileTooLargeError past it).
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Any
+
+from .transport import Transport
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file, directory, symlink or other entry: ``path`` is absolute in the sandbox,
+    ``type`` one of file, directory, symlink, other; ``size`` in bytes; ``mode`` the
+    permission bits in octal ("0o644"); ``modified`` an ISO 8601 time in UTC."""
+
+    name: str
+    path: str
+    type: str
+    size: int
+    mode: str
+    modified: str
+
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any]) -> FileEntry:
+        return cls(
+            name=answer["name"],
+            path=answer["path"],
+            type=answer["type"],
+            size=int(answer["size"]),
+            mode=answer["mode"],
+            modified=answer["modified"],
+        )
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+
+class SandboxFiles:
+    """The files of one sandbox (``sandbox.files``): read, write, list, remove."""
+
+    def __init__(self, transport: Transport, sandbox_id: str) -> None:
+        self._transport = transport
+        self.sandbox_id = sandbox_id
+
+    def __repr__(self) -> str:
+        return f"SandboxFiles({self.sandbox_id!r})"
+
+    def _route(self, *rest: str) -> tuple[str, ...]:
+        return ("sandboxes", self.sandbox_id, "files", *rest)
+
+    def read(self, path: str) -> bytes:
+        """The bytes of the file at ``path``, whole (SandboxFileNotFoundError if none)."""
+        return self._transport.read_bytes(*self._route("content"), query=[("path", path)])
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The file at ``path``, decoded."""
+        return self.read(path).decode(encoding)
+
+    def write(self, path: str, data: bytes | str) -> FileEntry:
+        """Write ``data`` (a str as UTF-8) to the file at ``path``, whole: missing parent
+        directories are made, a file already there is replaced (keeping its mode) by a rename,
+        so no reader sees half of it. Its entry as written."""
+        content = data.encode() if isinstance(data, str) else bytes(data)
+        answer = self._transport.send_bytes(
+            "PUT", *self._route("content"), data=content, query=[("path", path)]
+        )
+        return FileEntry.from_answer(answer)
+
+    def list(self, path: str = "/workspace") -> builtins.list[FileEntry]:
+        """The entries of the directory at ``path``, sorted by name."""
+        answer = self._transport.call("GET", *self._route(), query=[("path", path)])
+        return [FileEntry.from_answer(entry) for entry in answer["entries"]]
+
+    def remove(self, path: str) -> None:
+        """Remove the file, link or directory (with all it holds) at ``path``; not
+        /workspace itself."""
+        self._transport.call("DELETE", *self._route(), query=[("path", path)])

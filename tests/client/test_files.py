@@ -1,0 +1,52 @@
+"""sandbox.files against a real server: bytes written and read back unchanged, seen by the
+sandbox's own code, listed and removed; a missing file is SandboxFileNotFoundError."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from jupyter_sandbox.client import InvalidRequestError, SandboxClient, SandboxFileNotFoundError
+
+pytestmark = [pytest.mark.integration, pytest.mark.runc]
+
+
+async def test_files_round_trip(client: SandboxClient) -> None:
+    blob = bytes(range(256)) * 64  # every byte value, not UTF-8
+
+    def scenario() -> None:
+        with client.create(runtime="runc") as sandbox:
+            entry = sandbox.files.write("data/blob.bin", blob)  # parents made
+            assert (entry.path, entry.type, entry.size) == (
+                "/workspace/data/blob.bin",
+                "file",
+                len(blob),
+            )
+            assert sandbox.files.read("/workspace/data/blob.bin") == blob
+            sandbox.files.write("data/note.txt", "héllo\n")  # a str goes as UTF-8
+            assert sandbox.files.read_text("data/note.txt") == "héllo\n"
+            # What the sandbox's code sees.
+            seen = sandbox.run_code("open('data/note.txt', encoding='utf-8').read()")
+            assert seen.text == "'héllo\\n'"
+
+            listing = sandbox.files.list("data")
+            assert [(e.name, e.type) for e in listing] == [
+                ("blob.bin", "file"),
+                ("note.txt", "file"),
+            ]
+            assert [e.name for e in sandbox.files.list() if e.is_dir] == ["data"]
+
+            sandbox.files.remove("data/blob.bin")
+            with pytest.raises(SandboxFileNotFoundError) as missing:
+                sandbox.files.read("data/blob.bin")
+            assert "data/blob.bin" in missing.value.message
+            with pytest.raises(SandboxFileNotFoundError):
+                sandbox.files.list("no/such/dir")
+            with pytest.raises(InvalidRequestError, match="path"):
+                sandbox.files.remove("")  # the server's own message names the argument
+            sandbox.files.remove("data")  # a directory, with all it holds
+            assert sandbox.files.list() == []
+        assert client.list() == []
+
+    await asyncio.to_thread(scenario)

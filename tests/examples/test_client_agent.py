@@ -1,0 +1,73 @@
+"""examples/client_agent.py against a real Jupyter Server with the extension, over real HTTP,
+as tests/examples/test_rest_agent.py runs examples/rest_agent.py."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_sandbox.server_extension import SandboxExtension
+
+from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
+
+pytestmark = pytest.mark.integration
+EXAMPLE = Path(__file__).parents[2] / "examples" / "client_agent.py"
+
+
+async def test_client_agent_example_does_what_it_says(
+    jp_serverapp: Any,
+    http_server_client: Any,  # what makes the server listen on jp_http_port
+    jp_http_port: int,
+    jp_base_url: str,
+    jp_auth_header: dict[str, str],
+) -> None:
+    extension: SandboxExtension = jp_serverapp.web_app.settings["sandbox_extension"]
+    token = jp_auth_header["Authorization"].removeprefix("token ")
+    command = [
+        *(sys.executable, str(EXAMPLE), "--runtime", "runc", "--task", "t-8"),
+        *("--url", f"http://127.0.0.1:{jp_http_port}{jp_base_url}", "--token", token),
+    ]
+    # In a thread: the server answering the example runs on this test's event loop.
+    run = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    sandbox_id = lines[0].split()[1]
+    assert lines[0].startswith(f"sandbox {sandbox_id} (runc), expires 20"), lines
+
+    # radius, defined by one run, used by the next ones.
+    assert "area of radius 2: 12.566370614359172" in lines
+    assert "raised, as data: ZeroDivisionError: division by zero" in lines
+    streamed = lines[lines.index("streamed run:") + 1 : lines.index("  [execute_result] 20") + 1]
+    assert streamed == [
+        "  [stdout] epoch 0: loss 1.00",
+        "  [stdout] epoch 1: loss 0.50",
+        "  [stdout] epoch 2: loss 0.33",
+        "  [stderr] no GPU here, on the CPU",
+        "  [execute_result] 20",  # after the prints
+    ], run.stdout
+    assert lines[lines.index("  [execute_result] 20") + 1].startswith("  status ok in ")
+
+    job = lines.index(next(line for line in lines if line.startswith("background job ")))
+    assert lines[job + 1 : job + 5] == ["  | step 0", "  | step 1", "  | step 2", "  exit code 0"]
+    assert "read back: sum of squares: 285" in lines
+    assert f"found by metadata: ['{sandbox_id}']" in lines
+    assert lines[-1] == f"removed {sandbox_id}"
+    owner = extension.owner_of(None)  # type: ignore[arg-type]
+    assert await extension.manager.list_sandboxes(owner) == []
+
+    # A wrong token is refused with a message that says what to check, not a traceback.
+    refused = await asyncio.to_thread(
+        subprocess.run, [*command[:-1], "wrong"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("SandboxError: POST http://127.0.0.1"), refused.stderr
+    assert "was refused (403" in refused.stderr
+    assert "check the token" in refused.stderr
+    assert "Traceback" not in refused.stderr
