@@ -6,97 +6,60 @@ transport.py calls :func:`error_from_answer` for every error answer and raises
 :class:`SandboxConnectionError` when the server cannot be reached; agent code imports the
 classes from ``jupyter_sandbox.client`` (or this module).
 
-The classes live in ``jupyter_sandbox/sandbox/errors.py``, a stdlib-only module. Importing it
-the ordinary way would first run ``jupyter_sandbox/sandbox/__init__.py``, which imports the
-sandbox manager (tornado, pyzmq, jupyter_client, traitlets: 350 modules, a third of a second),
-none of which an agent's machine needs or may have. So that file is loaded on its own, under a
-private module name, unless the core is already imported in this process (a server's own, or
-the tests'): then its module is used, and the classes are the very ones the core raises. A
-process that imports the client first and the core later holds two copies of each class;
-there, catch the client's classes (they are the ones it raises) or compare ``error.code``.
+The classes live in ``jupyter_sandbox/sandbox/errors.py``, a stdlib-only module; the core
+package loads the rest of itself (the manager: jupyter_client, pyzmq, traitlets) only when one
+of its names is used, so importing the errors alone costs an agent's machine nothing else
+(tests/client/test_init.py checks).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..sandbox.errors import (
-        CommandNotFoundError,
-        ContextBusyError,
-        EngineTimeoutError,
-        EngineUnavailableError,
-        FileTooLargeError,
-        HostCapError,
-        ImageBuildError,
-        ImageNotFoundError,
-        InvalidRequestError,
-        InvalidSettingError,
-        NetworkSetupError,
-        OutputTooLargeError,
-        ProcessNotFoundError,
-        QuotaExceededError,
-        RuntimeUnavailableError,
-        SandboxConflictError,
-        SandboxDiedError,
-        SandboxError,
-        SandboxFileError,
-        SandboxFileNotFoundError,
-        SandboxNotFoundError,
-        SandboxStartError,
-        SandboxStartTimeoutError,
-        SocketReplacedError,
-        TooManyCommandsError,
-        TooManyTerminalsError,
-    )
-
-CORE_MODULE = "jupyter_sandbox.sandbox.errors"
-CORE_FILE = Path(__file__).resolve().parents[1] / "sandbox" / "errors.py"
-# Registered in sys.modules, so that the classes' __module__ names a module that imports (a
-# pickled error unpickles in a process that imports jupyter_sandbox.client).
-PRIVATE_MODULE = "jupyter_sandbox.client._core_errors"
+from ..sandbox import errors as core
+from ..sandbox.errors import (
+    CommandNotFoundError,
+    ContextBusyError,
+    EngineTimeoutError,
+    EngineUnavailableError,
+    FileTooLargeError,
+    HostCapError,
+    ImageBuildError,
+    ImageNotFoundError,
+    InvalidRequestError,
+    InvalidSettingError,
+    NetworkSetupError,
+    OutputTooLargeError,
+    ProcessNotFoundError,
+    QuotaExceededError,
+    RuntimeUnavailableError,
+    SandboxConflictError,
+    SandboxDiedError,
+    SandboxError,
+    SandboxFileError,
+    SandboxFileNotFoundError,
+    SandboxNotFoundError,
+    SandboxStartError,
+    SandboxStartTimeoutError,
+    SocketReplacedError,
+    TooManyCommandsError,
+    TooManyTerminalsError,
+)
 
 
-def core_errors() -> ModuleType:
-    """The module of the core's error classes, without importing the rest of the core."""
-    for name in (CORE_MODULE, PRIVATE_MODULE):
-        if name in sys.modules:
-            return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(PRIVATE_MODULE, CORE_FILE)
-    if spec is None or spec.loader is None:  # only if the package lost the file
-        raise ImportError(f"cannot load the sandbox errors from {CORE_FILE}: reinstall the package")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[PRIVATE_MODULE] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[PRIVATE_MODULE]
-        raise
-    return module
-
-
-def error_classes(module: ModuleType) -> dict[str, type[SandboxError]]:
-    """Every SandboxError class ``module`` defines, by class name."""
-    root = module.SandboxError
+def error_classes() -> dict[str, type[SandboxError]]:
+    """Every SandboxError class the core defines, by class name."""
     return {
         name: value
-        for name, value in vars(module).items()
-        if isinstance(value, type) and issubclass(value, root)
+        for name, value in vars(core).items()
+        if isinstance(value, type) and issubclass(value, SandboxError)
     }
 
-
-_CORE = core_errors()
-if not TYPE_CHECKING:  # the names imported for type checkers above, bound to the real classes
-    globals().update(error_classes(_CORE))
 
 # The class for each code the server may answer with, built from the classes themselves: each
 # one names its own code (a class added to errors.py is known here without an edit).
 ERRORS_BY_CODE: dict[str, type[SandboxError]] = {
-    cls.code: cls for cls in error_classes(_CORE).values() if "code" in vars(cls)
+    cls.code: cls for cls in error_classes().values() if "code" in vars(cls)
 }
 
 

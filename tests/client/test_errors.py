@@ -11,7 +11,7 @@ import pytest
 from jupyter_sandbox.client import errors
 from jupyter_sandbox.sandbox import errors as core
 
-CORE_CLASSES = errors.error_classes(core)
+CORE_CLASSES = errors.error_classes()
 
 
 def test_every_core_class_is_exported_under_its_name() -> None:
