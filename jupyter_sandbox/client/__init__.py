@@ -24,6 +24,7 @@ from __future__ import annotations
 from .client import SandboxClient
 from .commands import BackgroundCommand, CommandOutput, CommandResult
 from .errors import (
+    ArchiveTooLargeError,
     CommandNotFoundError,
     ContextBusyError,
     EngineTimeoutError,
@@ -34,6 +35,7 @@ from .errors import (
     ImageNotFoundError,
     InvalidRequestError,
     InvalidSettingError,
+    MemorySnapshotUnsupportedError,
     NetworkSetupError,
     OutputTooLargeError,
     ProcessNotFoundError,
@@ -48,9 +50,15 @@ from .errors import (
     SandboxNotFoundError,
     SandboxStartError,
     SandboxStartTimeoutError,
+    SnapshotFailedError,
+    SnapshotIntegrityError,
+    SnapshotNotFoundError,
+    SnapshotStorageFullError,
+    SnapshotTooLargeError,
     SocketReplacedError,
     TooManyCommandsError,
     TooManyTerminalsError,
+    UnsafeArchiveError,
 )
 from .execution import CodeError, CodeFailedError, Execution
 from .files import FileEntry, SandboxFiles
@@ -58,6 +66,7 @@ from .network import SandboxNetwork
 from .sandbox import Sandbox
 
 __all__ = [
+    "ArchiveTooLargeError",
     "BackgroundCommand",
     "CodeError",
     "CodeFailedError",
@@ -75,6 +84,7 @@ __all__ = [
     "ImageNotFoundError",
     "InvalidRequestError",
     "InvalidSettingError",
+    "MemorySnapshotUnsupportedError",
     "NetworkSetupError",
     "OutputTooLargeError",
     "ProcessNotFoundError",
@@ -93,7 +103,13 @@ __all__ = [
     "SandboxNotFoundError",
     "SandboxStartError",
     "SandboxStartTimeoutError",
+    "SnapshotFailedError",
+    "SnapshotIntegrityError",
+    "SnapshotNotFoundError",
+    "SnapshotStorageFullError",
+    "SnapshotTooLargeError",
     "SocketReplacedError",
     "TooManyCommandsError",
     "TooManyTerminalsError",
+    "UnsafeArchiveError",
 ]

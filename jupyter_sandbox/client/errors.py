@@ -6,7 +6,8 @@ transport.py calls :func:`error_from_answer` for every error answer and raises
 :class:`SandboxConnectionError` when the server cannot be reached; agent code imports the
 classes from ``jupyter_sandbox.client`` (or this module).
 
-The classes live in ``jupyter_sandbox/sandbox/errors.py``, a stdlib-only module; the core
+The classes live in ``jupyter_sandbox/sandbox/errors.py`` and, for snapshots,
+``jupyter_sandbox/sandbox/snapshots/errors.py``, stdlib-only modules; the core
 package loads the rest of itself (the manager: jupyter_client, pyzmq, traitlets) only when one
 of its names is used, so importing the errors alone costs an agent's machine nothing else
 (tests/client/test_init.py checks).
@@ -45,14 +46,28 @@ from ..sandbox.errors import (
     TooManyCommandsError,
     TooManyTerminalsError,
 )
+from ..sandbox.snapshots import errors as snapshot_errors
+from ..sandbox.snapshots.errors import (
+    ArchiveTooLargeError,
+    MemorySnapshotUnsupportedError,
+    SnapshotFailedError,
+    SnapshotIntegrityError,
+    SnapshotNotFoundError,
+    SnapshotStorageFullError,
+    SnapshotTooLargeError,
+    UnsafeArchiveError,
+)
 
 
 def error_classes() -> dict[str, type[SandboxError]]:
-    """Every SandboxError class the core defines, by class name."""
+    """Every SandboxError class the core defines (its errors and its snapshots'), by name."""
     return {
         name: value
-        for name, value in vars(core).items()
-        if isinstance(value, type) and issubclass(value, SandboxError)
+        for module in (core, snapshot_errors)
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, SandboxError)
+        and value.__module__ == module.__name__
     }
 
 
@@ -81,7 +96,10 @@ def error_from_answer(status: int | None, answer: Any, request: str) -> SandboxE
     message = answer.get("message") if isinstance(answer, dict) else None
     if isinstance(code, str) and isinstance(message, str):
         cls = ERRORS_BY_CODE.get(code, SandboxError)
-        error = cls(message)
+        # Made as the server's message alone: a class whose constructor takes its parts
+        # (UnsafeArchiveError's member, rule and detail) gets them as the message already says.
+        error = cls.__new__(cls)
+        SandboxError.__init__(error, message)
         error.code = code  # the server's, also for a code this client does not know
     else:
         error = SandboxError(_unexplained(status or 0, message or answer, request))
@@ -111,6 +129,7 @@ def _unexplained(status: int, detail: Any, request: str) -> str:
 # and this module's own.
 __all__ = [
     "ERRORS_BY_CODE",
+    "ArchiveTooLargeError",
     "CommandNotFoundError",
     "ContextBusyError",
     "EngineTimeoutError",
@@ -121,6 +140,7 @@ __all__ = [
     "ImageNotFoundError",
     "InvalidRequestError",
     "InvalidSettingError",
+    "MemorySnapshotUnsupportedError",
     "NetworkSetupError",
     "OutputTooLargeError",
     "ProcessNotFoundError",
@@ -135,8 +155,14 @@ __all__ = [
     "SandboxNotFoundError",
     "SandboxStartError",
     "SandboxStartTimeoutError",
+    "SnapshotFailedError",
+    "SnapshotIntegrityError",
+    "SnapshotNotFoundError",
+    "SnapshotStorageFullError",
+    "SnapshotTooLargeError",
     "SocketReplacedError",
     "TooManyCommandsError",
     "TooManyTerminalsError",
+    "UnsafeArchiveError",
     "error_from_answer",
 ]

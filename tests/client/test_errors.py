@@ -1,5 +1,5 @@
 """The server's error answers as the core's classes: the mapping is built from the classes'
-own codes, every class of sandbox/errors.py is exported by name, an unknown code keeps its
+own codes, every class of sandbox/errors.py and sandbox/snapshots/errors.py is exported by name, an unknown code keeps its
 code, and answers that are not the API's (Jupyter's 403, a proxy's page) say what to check."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def test_every_core_class_is_exported_under_its_name() -> None:
     own = {"ERRORS_BY_CODE", "SandboxConnectionError", "error_from_answer"}
     assert set(errors.__all__) - own == set(CORE_CLASSES), (
         "errors.py's classes changed: list them in jupyter_sandbox/client/errors.py "
-        "(its TYPE_CHECKING import and __all__)"
+        "(its imports and __all__, and the package's)"
     )
     for name, cls in CORE_CLASSES.items():
         # This process imported the core first: the very classes the core raises.
@@ -47,11 +47,11 @@ def test_codes_are_unique() -> None:
 
 
 def test_an_unknown_code_is_a_sandbox_error_that_keeps_it() -> None:
-    answer = {"code": "snapshot_not_found", "message": "no snapshot 0123456789abcdef"}
+    answer = {"code": "not_a_code_yet", "message": "a newer server's error"}
     error = errors.error_from_answer(404, answer, "POST http://server/api/sandboxes")
     assert type(error) is core.SandboxError
     assert (error.code, error.message, error.http_status) == (
-        "snapshot_not_found",
+        "not_a_code_yet",
         answer["message"],
         404,
     )

@@ -9,19 +9,42 @@ settings (the traitlets), service (owner checks and the API), errors.
 
 from __future__ import annotations
 
-from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
-from .errors import (
-    ArchiveTooLargeError,
-    MemorySnapshotUnsupportedError,
-    SnapshotFailedError,
-    SnapshotIntegrityError,
-    SnapshotNotFoundError,
-    SnapshotStorageFullError,
-    SnapshotTooLargeError,
-    UnsafeArchiveError,
-)
-from .service import Snapshots
-from .storage import SnapshotStore, check_snapshot_id
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
+    from .errors import (
+        ArchiveTooLargeError,
+        MemorySnapshotUnsupportedError,
+        SnapshotFailedError,
+        SnapshotIntegrityError,
+        SnapshotNotFoundError,
+        SnapshotStorageFullError,
+        SnapshotTooLargeError,
+        UnsafeArchiveError,
+    )
+    from .service import Snapshots
+    from .storage import SnapshotStore, check_snapshot_id
+
+# Loaded on first use (PEP 562), as the core package's names are: the REST client imports the
+# stdlib-only errors module alone, without the service and its archive code.
+_WHERE = {
+    "ArchiveLimits": ".archive_scan",
+    "ArchiveSummary": ".archive_scan",
+    "scan_archive": ".archive_scan",
+    "ArchiveTooLargeError": ".errors",
+    "MemorySnapshotUnsupportedError": ".errors",
+    "SnapshotFailedError": ".errors",
+    "SnapshotIntegrityError": ".errors",
+    "SnapshotNotFoundError": ".errors",
+    "SnapshotStorageFullError": ".errors",
+    "SnapshotTooLargeError": ".errors",
+    "UnsafeArchiveError": ".errors",
+    "Snapshots": ".service",
+    "SnapshotStore": ".storage",
+    "check_snapshot_id": ".storage",
+}
 
 __all__ = [
     "ArchiveLimits",
@@ -39,3 +62,11 @@ __all__ = [
     "check_snapshot_id",
     "scan_archive",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value  # once found, an ordinary attribute
+    return value
