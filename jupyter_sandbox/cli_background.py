@@ -17,13 +17,12 @@ import os
 import shlex
 import sys
 
-from traitlets import Bool, List, Unicode, default
+from traitlets import Bool, default
 
 from .cli_owner import OwnerCommand, owner_alias
-from .cli_sandboxes import _variables
+from .cli_sandboxes import CommandOptions
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.background import BackgroundCommands
-from .sandbox.commands import CommandRequest
 
 POLL = 0.5  # seconds between reads while following a command that prints nothing new
 BROKEN_PIPE = 141  # what read the output left (``| head``), as a shell has it (SIGPIPE)
@@ -45,7 +44,7 @@ class _BackgroundCommand(OwnerCommand):
         return f" --owner={shlex.quote(self.owner)}" if self.owner else ""
 
 
-class StartApp(_BackgroundCommand):
+class StartApp(CommandOptions, _BackgroundCommand):
     name = "jupyter-sandbox-background-start"
     description = (
         "Start a command in a running sandbox and leave it running; print its id (its output "
@@ -59,22 +58,12 @@ class StartApp(_BackgroundCommand):
             "0123456789ab -- python3 train.py",
         ]
     )
-    env = List(
-        Unicode(),
-        config=True,
-        help="NAME=VALUE added to the sandbox's environment for this command; repeatable.",
-    )
-    cwd = Unicode(
-        "", config=True, help="Absolute path of the directory the command starts in (/workspace)."
-    )
     aliases = {**owner_alias("StartApp"), "env": "StartApp.env", "cwd": "StartApp.cwd"}
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, *argv = self.arguments(2, 100_000)
-        body = {"command": argv, "background": True, "env": _variables(self.env)}
-        if self.cwd:
-            body["cwd"] = self.cwd
-        started = await manager.background.start(owner, sandbox_id, CommandRequest.from_json(body))
+        request = self.command_request(argv, background=True)
+        started = await manager.background.start(owner, sandbox_id, request)
         # The id alone on stdout, so that id=$(jupyter sandbox background start ...) takes it.
         print(started.command_id, flush=True)
         print(

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from typing import Any
 
-from traitlets import Bool, Float, List, Unicode
+from traitlets import Bool, Float, HasTraits, List, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager
@@ -107,7 +108,28 @@ class ResumeApp(OwnerCommand):
         return 0
 
 
-class ExecApp(OwnerCommand):
+class CommandOptions(HasTraits):
+    """``--env NAME=VALUE`` and ``--cwd=PATH`` of the verbs that start a command (exec, and
+    background start), and the request body they make with them."""
+
+    env = List(
+        Unicode(),
+        config=True,
+        help="NAME=VALUE added to the sandbox's environment for this command; repeatable.",
+    )
+    cwd = Unicode(
+        "", config=True, help="Absolute path of the directory the command starts in (/workspace)."
+    )
+
+    def command_request(self, argv: list[str], **fields: Any) -> CommandRequest:
+        """The checked request for ``argv`` with these options and ``fields``."""
+        body = {"command": argv, **fields, "env": _variables(self.env)}
+        if self.cwd:
+            body["cwd"] = self.cwd
+        return CommandRequest.from_json(body)
+
+
+class ExecApp(CommandOptions, OwnerCommand):
     name = "jupyter-sandbox-exec"
     description = (
         "Run a command in a sandbox as its user (sandbox/commands.py); print its output as it "
@@ -122,14 +144,6 @@ class ExecApp(OwnerCommand):
         DEFAULT_TIMEOUT,
         config=True,
         help=f"Seconds the command may run before it is killed (at most {MAX_TIMEOUT:g}).",
-    )
-    env = List(
-        Unicode(),
-        config=True,
-        help="NAME=VALUE added to the sandbox's environment for this command; repeatable.",
-    )
-    cwd = Unicode(
-        "", config=True, help="Absolute path of the directory the command starts in (/workspace)."
     )
     stdin = Bool(
         False,
@@ -151,11 +165,8 @@ class ExecApp(OwnerCommand):
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, *argv = self.arguments(2, 100_000)
-        body = {"command": argv, "timeout": self.timeout, "env": _variables(self.env)}
-        if self.cwd:
-            body["cwd"] = self.cwd
         # stdin goes in as bytes, not through the JSON body's string: binary input stays whole.
-        request = CommandRequest.from_json(body)
+        request = self.command_request(argv, timeout=self.timeout)
         if self.stdin:
             request = replace(request, stdin=_standard_input())
         try:
