@@ -11,23 +11,12 @@ thread: ``await asyncio.to_thread(scenario)``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from jupyter_sandbox.client import SandboxClient
 
 from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
-
-
-@pytest.fixture
-def server_url(
-    jp_serverapp: Any,
-    http_server_client: Any,  # what makes the server listen on jp_http_port
-    jp_http_port: int,
-    jp_base_url: str,
-) -> str:
-    return f"http://127.0.0.1:{jp_http_port}{jp_base_url}"
 
 
 @pytest.fixture

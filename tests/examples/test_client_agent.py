@@ -3,39 +3,21 @@ as tests/examples/test_rest_agent.py runs examples/rest_agent.py."""
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
 
 from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
+from .example_runs import run_example, token_of
 
 pytestmark = pytest.mark.integration
-EXAMPLE = Path(__file__).parents[2] / "examples" / "client_agent.py"
 
 
 async def test_client_agent_example_does_what_it_says(
-    jp_serverapp: Any,
-    http_server_client: Any,  # what makes the server listen on jp_http_port
-    jp_http_port: int,
-    jp_base_url: str,
-    jp_auth_header: dict[str, str],
+    extension: SandboxExtension, server_url: str, jp_auth_header: dict[str, str]
 ) -> None:
-    extension: SandboxExtension = jp_serverapp.web_app.settings["sandbox_extension"]
-    token = jp_auth_header["Authorization"].removeprefix("token ")
-    command = [
-        *(sys.executable, str(EXAMPLE), "--runtime", "runc", "--task", "t-8"),
-        *("--url", f"http://127.0.0.1:{jp_http_port}{jp_base_url}", "--token", token),
-    ]
-    # In a thread: the server answering the example runs on this test's event loop.
-    run = await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=300
-    )
+    arguments = ("--task", "t-8")
+    run = await run_example("client_agent.py", server_url, token_of(jp_auth_header), *arguments)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     sandbox_id = lines[0].split()[1]
@@ -63,9 +45,7 @@ async def test_client_agent_example_does_what_it_says(
     assert await extension.manager.list_sandboxes(owner) == []
 
     # A wrong token is refused with a message that says what to check, not a traceback.
-    refused = await asyncio.to_thread(
-        subprocess.run, [*command[:-1], "wrong"], capture_output=True, text=True, timeout=60
-    )
+    refused = await run_example("client_agent.py", server_url, "wrong", *arguments, timeout=60)
     assert refused.returncode == 1
     assert refused.stderr.startswith("SandboxError: POST http://127.0.0.1"), refused.stderr
     assert "was refused (403" in refused.stderr

@@ -7,39 +7,21 @@ examples' tests do not start a server.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
 
 from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
+from .example_runs import run_example, token_of
 
 pytestmark = pytest.mark.integration
-EXAMPLE = Path(__file__).parents[2] / "examples" / "rest_agent.py"
 
 
 async def test_rest_agent_example_does_what_it_says(
-    jp_serverapp: Any,
-    http_server_client: Any,  # what makes the server listen on jp_http_port
-    jp_http_port: int,
-    jp_base_url: str,
-    jp_auth_header: dict[str, str],
+    extension: SandboxExtension, server_url: str, jp_auth_header: dict[str, str]
 ) -> None:
-    extension: SandboxExtension = jp_serverapp.web_app.settings["sandbox_extension"]
-    token = jp_auth_header["Authorization"].removeprefix("token ")
-    command = [
-        *(sys.executable, str(EXAMPLE), "--runtime", "runc", "--task", "t-7"),
-        *("--url", f"http://127.0.0.1:{jp_http_port}{jp_base_url}", "--token", token),
-    ]
-    # In a thread: the server answering the example runs on this test's event loop.
-    run = await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=300
-    )
+    arguments = ("--task", "t-7")
+    run = await run_example("rest_agent.py", server_url, token_of(jp_auth_header), *arguments)
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert "exit 0 in" in out
@@ -74,9 +56,7 @@ async def test_rest_agent_example_does_what_it_says(
     assert await extension.manager.list_sandboxes(owner) == []
 
     # A wrong token is refused with the server's own answer, not a traceback.
-    refused = await asyncio.to_thread(
-        subprocess.run, [*command[:-1], "wrong"], capture_output=True, text=True, timeout=60
-    )
+    refused = await run_example("rest_agent.py", server_url, "wrong", *arguments, timeout=60)
     assert refused.returncode == 1
     assert "POST http://127.0.0.1" in refused.stderr
     assert "403" in refused.stderr

@@ -119,6 +119,17 @@ def extension(jp_serverapp: Any) -> SandboxExtension:
     return app
 
 
+@pytest.fixture
+def server_url(
+    jp_serverapp: Any,
+    http_server_client: Any,  # what makes the server listen on jp_http_port
+    jp_http_port: int,
+    jp_base_url: str,
+) -> str:
+    """The server's URL on 127.0.0.1, for clients over real HTTP (the examples, the client)."""
+    return f"http://127.0.0.1:{jp_http_port}{jp_base_url}"
+
+
 async def api(
     fetch: Fetch,
     method: str,
