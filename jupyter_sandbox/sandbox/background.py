@@ -207,7 +207,7 @@ class BackgroundCommands(LoggingConfigurable):
 
     def _record(self, sandbox_id: str, command_id: str) -> dict[str, Any]:
         record = (
-            self._records(sandbox_id).get(command_id) if _COMMAND_ID.match(command_id) else None
+            self._records(sandbox_id).get(command_id) if _COMMAND_ID.fullmatch(command_id) else None
         )
         if record is None:
             raise CommandNotFoundError(
