@@ -125,10 +125,10 @@ def _unexplained(status: int, detail: Any, request: str) -> str:
     return f"{request} answered {status}: {text}"
 
 
-# The core's classes by name (tests/client/test_errors.py checks that errors.py has no others)
-# and this module's own.
+# The errors the client raises, by name: the core's classes (tests/client/test_errors.py checks
+# that errors.py has no others) and this module's own. The package exports this list as it is;
+# error_from_answer and ERRORS_BY_CODE are the client modules' helpers, not agent code's.
 __all__ = [
-    "ERRORS_BY_CODE",
     "ArchiveTooLargeError",
     "CommandNotFoundError",
     "ContextBusyError",
@@ -164,5 +164,4 @@ __all__ = [
     "TooManyCommandsError",
     "TooManyTerminalsError",
     "UnsafeArchiveError",
-    "error_from_answer",
 ]
