@@ -3,9 +3,9 @@ answer (``CodeResult`` in openapi.yaml) becomes an :class:`Execution`.
 
 :meth:`Sandbox.run_code <jupyter_sandbox.client.Sandbox.run_code>` calls :func:`run_code`. With
 a callback, the run is streamed (``"stream": true``): each piece of output goes to its callback
-as it comes and is also gathered here, as the server gathers it for a plain answer
-(``clear_output`` clears, ``update_display_data`` replaces in place), so the Execution is the
-same either way. An exception the code raised is data (``error``, ``status`` "error"), as in a
+as it comes and is also gathered here by the rules the server gathers a plain answer with
+(sandbox/cell_output.py: ``clear_output`` clears, ``update_display_data`` replaces in place),
+so the Execution is the same either way. An exception the code raised is data (``error``, ``status`` "error"), as in a
 notebook; :meth:`Execution.raise_for_error` turns it into :class:`CodeFailedError`.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sandbox.cell_output import CellOutput
 from .errors import error_from_answer
 from .transport import Transport
 
@@ -125,48 +126,6 @@ def _why(execution: Execution) -> str:
     return f"the code raised {error} (its traceback ends: {last})"
 
 
-class _Gathered:
-    """A streamed run's output, gathered as the server gathers it for a plain answer
-    (sandbox/code_runs.py's _Gathered, without its size cap: streams have none)."""
-
-    def __init__(self) -> None:
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.outputs: list[dict[str, Any]] = []
-        self.clear_on_next = False
-
-    def add(self, name: str, data: dict[str, Any]) -> None:
-        if name not in ("stdout", "stderr", "display", "clear"):
-            return  # an event a later server may add: not output
-        if name == "clear":
-            if data.get("wait"):  # clear_output(wait=True): cleared when the next output comes
-                self.clear_on_next = True
-            else:
-                self._clear()
-            return
-        # An update changes what is shown in place: a pending clear waits for a new output.
-        if self.clear_on_next and data.get("type") != "update_display_data":
-            self.clear_on_next = False
-            self._clear()
-        if name in ("stdout", "stderr"):
-            getattr(self, name).append(data.get("text", ""))
-        elif data.get("type") == "update_display_data":
-            display_id = data.get("transient", {}).get("display_id")
-            for output in self.outputs:
-                if display_id and output.get("transient", {}).get("display_id") == display_id:
-                    output.update(data=data.get("data", {}), metadata=data.get("metadata", {}))
-        else:  # a copy: an update changes it in place, not what a callback was given
-            self.outputs.append(dict(data))
-
-    def _clear(self) -> None:
-        self.stdout, self.stderr, self.outputs = [], [], []
-
-    def execution(self, result: dict[str, Any]) -> Execution:
-        """The result event's Execution, with the output the events carried."""
-        output = {"stdout": "".join(self.stdout), "stderr": "".join(self.stderr)}
-        return Execution.from_answer({**result, **output, "outputs": self.outputs})
-
-
 def run_code(
     transport: Transport,
     sandbox_id: str,
@@ -192,7 +151,7 @@ def run_code(
         callbacks["stderr"] = _text_of(on_stderr)
     if on_display is not None:
         callbacks["display"] = on_display
-    gathered = _Gathered()
+    shown = CellOutput()  # as the server gathers a plain answer's output
     events = transport.events(
         "sandboxes", sandbox_id, "execute", body={**body, "stream": True}, timeout=wait
     )
@@ -201,10 +160,10 @@ def run_code(
     with contextlib.closing(events):
         for event in events:
             if event.name == "result":
-                return gathered.execution(event.data)
+                return Execution.from_answer({**event.data, **shown.answer()})
             if event.name == "error":
                 raise error_from_answer(None, event.data, f"the run in sandbox {sandbox_id}")
-            gathered.add(event.name, event.data)
+            shown.add(event.name, event.data)
             callback = callbacks.get(event.name)
             if callback is not None:
                 callback(event.data)

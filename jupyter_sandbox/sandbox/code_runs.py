@@ -7,8 +7,8 @@ run sees the variables and imports earlier runs and cells left, and leaves its o
 that kernel is made for each run from the host (kernel_link.ready_client, through pinned
 sockets) and the protocol is spoken by kernel_execution.py; this module adds what a caller
 without a frontend needs: the request's checks, and the outputs gathered into one result as a
-notebook would show them (``clear_output`` clears, ``update_display_data`` replaces), capped at
-MAX_OUTPUT (more interrupts the code: stream it instead). With ``"stream": true`` (or an
+notebook would show them (cell_output.py: ``clear_output`` clears, ``update_display_data``
+replaces), capped at MAX_OUTPUT (more interrupts the code: stream it instead). With ``"stream": true`` (or an
 ``output`` callback) each output is passed on as it comes instead, and the result holds none.
 
 A run is activity and keeps the sandbox in use while it lasts (usage.py), as a command does.
@@ -19,11 +19,11 @@ does not abort the others.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cell_output import CellOutput, size_of
 from .command_stream import final_event
 from .commands import DEFAULT_TIMEOUT, STREAM, flag_of, timeout_of
 from .errors import (
@@ -134,7 +134,16 @@ async def run_code(
     """
     await manager.running(owner, sandbox_id)
     generation = manager.read_state(sandbox_id).get("generation", 0)
-    gathered = _Gathered()
+    shown = CellOutput()
+
+    def gather(name: str, data: dict[str, Any]) -> None:
+        shown.add(name, data)
+        if shown.size > MAX_OUTPUT:
+            raise OutputTooLargeError(
+                f"the code's output passed {_amount(MAX_OUTPUT)} and the code was "
+                'interrupted: send "stream": true to receive it as it comes, or write it to a '
+                "file and fetch that (GET /api/sandboxes/{id}/files/content?path=FILE)"
+            )
 
     async def why_not() -> str | None:
         try:
@@ -163,7 +172,7 @@ async def run_code(
                     client,
                     request.code,
                     timeout=request.timeout,
-                    output=output or gathered.add,
+                    output=output or gather,
                     still_running=why_not,
                     on_reason=ended,
                 )
@@ -180,9 +189,7 @@ async def run_code(
         still_running=outcome.still_running,
         duration=outcome.duration,
         queued=outcome.queued,
-        stdout="".join(gathered.stdout),
-        stderr="".join(gathered.stderr),
-        outputs=gathered.outputs,
+        **shown.answer(),
     )
 
 
@@ -197,7 +204,7 @@ async def stream_code(
 
     def output(name: str, data: dict[str, Any]) -> None:
         nonlocal pending
-        pending += _size(data)
+        pending += size_of(data)
         if pending > MAX_PENDING:
             raise OutputTooLargeError(
                 f"the client read the code's output too slowly ({_amount(MAX_PENDING)} waited "
@@ -210,7 +217,7 @@ async def stream_code(
     sent = False
     try:
         while (event := await events.get()) is not None:
-            pending -= _size(event[1])
+            pending -= size_of(event[1])
             sent = True
             yield event
         yield final_event(run, sent)
@@ -220,65 +227,5 @@ async def stream_code(
         await asyncio.gather(run, return_exceptions=True)
 
 
-class _Gathered:
-    """Outputs kept for one result, as a notebook cell would show them at the end."""
-
-    def __init__(self) -> None:
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.outputs: list[dict[str, Any]] = []
-        self.size = 0
-        self.clear_on_next = False
-
-    def add(self, name: str, data: dict[str, Any]) -> None:
-        if name == "clear":
-            if data["wait"]:  # clear_output(wait=True): cleared when the next output comes
-                self.clear_on_next = True
-            else:
-                self._clear()
-            return
-        # An update changes what is shown in place: the pending clear waits for a new output
-        # (as JupyterLab's output area does).
-        if self.clear_on_next and data.get("type") != "update_display_data":
-            self.clear_on_next = False
-            self._clear()
-        self.size += _size(data)  # an update counts only what it adds (see _update)
-        if self.size > MAX_OUTPUT:
-            raise OutputTooLargeError(
-                f"the code's output passed {_amount(MAX_OUTPUT)} and the code was "
-                'interrupted: send "stream": true to receive it as it comes, or write it to a '
-                "file and fetch that (GET /api/sandboxes/{id}/files/content?path=FILE)"
-            )
-        if name in ("stdout", "stderr"):
-            getattr(self, name).append(data["text"])
-        elif data["type"] == "update_display_data":
-            self._update(data)
-        else:
-            self.outputs.append(data)
-
-    def _update(self, data: dict[str, Any]) -> None:
-        """Show ``data`` in place of each output of its display id. Its size was counted on
-        arrival; what it replaces is not counted any more, so a display updated often (a
-        progress bar) is counted once. An update of nothing shown is ignored, as a notebook
-        ignores it."""
-        display_id = data["transient"].get("display_id")
-        shown = [
-            o for o in self.outputs if display_id and o["transient"].get("display_id") == display_id
-        ]
-        self.size -= sum(_size(o) for o in shown) if shown else _size(data)
-        for output in shown:
-            output.update(data=data["data"], metadata=data["metadata"])
-        self.size += _size(data) * max(len(shown) - 1, 0)
-
-    def _clear(self) -> None:
-        self.stdout, self.stderr, self.outputs, self.size = [], [], [], 0
-
-
 def _amount(size: int) -> str:
     return f"{size // 1024**2} MiB" if size >= 1024**2 else f"{size} bytes"
-
-
-def _size(data: dict[str, Any]) -> int:
-    if "text" in data:
-        return len(data["text"])
-    return len(json.dumps(data.get("data", {}))) if "data" in data else 0

@@ -1,7 +1,7 @@
 """Sandbox.run_code: Execution as the API answers it, an exception as data that
 raise_for_error raises, and a streamed run whose callbacks see each piece in order as it
-comes, gathered into the same Execution a plain run gives. The gathering is also checked
-without a server, against what sandbox/code_runs.py does for a plain answer."""
+comes, gathered into the same Execution a plain run gives (the gathering's rules alone:
+tests/sandbox/test_cell_output.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.client import CodeFailedError, Execution, SandboxClient
-from jupyter_sandbox.client.execution import _Gathered
-from jupyter_sandbox.sandbox import code_runs
 
 RESULT = {
     "status": "ok",
@@ -27,36 +25,6 @@ RESULT = {
     "duration": 0.5,
     "queued": 0.0,
 }
-
-
-def display(kind: str, text: str, display_id: str | None = None) -> dict[str, Any]:
-    transient = {} if display_id is None else {"display_id": display_id}
-    return {"type": kind, "data": {"text/plain": text}, "metadata": {}, "transient": transient}
-
-
-STREAM: list[tuple[str, dict[str, Any]]] = [
-    ("stdout", {"text": "gone\n"}),
-    ("clear", {"wait": False}),
-    ("stdout", {"text": "out\n"}),
-    ("stderr", {"text": "err\n"}),
-    ("display", display("display_data", "one", "d1")),
-    ("clear", {"wait": True}),  # cleared once the next new output comes...
-    ("display", display("update_display_data", "two", "d1")),  # ...an update is not one
-    ("stdout", {"text": "after\n"}),
-    ("display", display("execute_result", "'last'")),
-]
-
-
-def test_a_streamed_run_is_gathered_as_the_server_gathers_a_plain_one() -> None:
-    ours, servers = _Gathered(), code_runs._Gathered()
-    for name, data in STREAM:
-        ours.add(name, data)
-        servers.add(name, {**data})
-    execution = ours.execution(RESULT)
-    assert execution.stdout == "".join(servers.stdout) == "after\n"
-    assert execution.stderr == "".join(servers.stderr) == ""
-    assert execution.outputs == servers.outputs
-    assert execution.text == "'last'"
 
 
 def test_raise_for_error_says_how_the_run_ended() -> None:
