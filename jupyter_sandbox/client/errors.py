@@ -88,19 +88,22 @@ class SandboxConnectionError(SandboxError, ConnectionError):
 
 def error_from_answer(status: int | None, answer: Any, request: str) -> SandboxError:
     """The error for an HTTP error answer: the class of its ``code``, with the server's
-    ``message``. An unknown code gives a SandboxError carrying that code; an answer that is
-    not one of the API's (a proxy's page, Jupyter's own refusal) one naming ``request``
-    ("METHOD URL") and its status. ``http_status`` is set to the answer's status (``status``
-    None: an error event of a stream, whose answer was a 200: the class's own)."""
+    ``message`` and the class's fields (UnsafeArchiveError's ``member`` and ``rule``; empty
+    when the answer lacks them). An unknown code gives a SandboxError carrying that code; an
+    answer that is not one of the API's (a proxy's page, Jupyter's own refusal) one naming
+    ``request`` ("METHOD URL") and its status. ``http_status`` is set to the answer's status
+    (``status`` None: an error event of a stream, whose answer was a 200: the class's own)."""
     code = answer.get("code") if isinstance(answer, dict) else None
     message = answer.get("message") if isinstance(answer, dict) else None
     if isinstance(code, str) and isinstance(message, str):
         cls = ERRORS_BY_CODE.get(code, SandboxError)
-        # Made as the server's message alone: a class whose constructor takes its parts
-        # (UnsafeArchiveError's member, rule and detail) gets them as the message already says.
-        error = cls.__new__(cls)
-        SandboxError.__init__(error, message)
+        # Made from the server's message as it is (UnsafeArchiveError's constructor takes the
+        # parts the message is composed of), then given the fields the answer carries.
+        error = cls.from_message(message)
         error.code = code  # the server's, also for a code this client does not know
+        for name in cls.fields:
+            value = answer.get(name)
+            setattr(error, name, value if isinstance(value, str) else "")
     else:
         error = SandboxError(_unexplained(status or 0, message or answer, request))
     if status is not None:

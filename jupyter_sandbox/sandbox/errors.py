@@ -8,23 +8,48 @@ into HTTP errors; the core never imports tornado.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, TypeVar
+
+_Error = TypeVar("_Error", bound="SandboxError")
+
 
 class SandboxError(Exception):
     """Root of every jupyter-sandbox error.
 
     ``code`` is stable across releases; ``http_status`` is the status a REST handler answers with.
+    ``fields`` names the attributes a class adds (strings), which its JSON answer carries too, so
+    that the REST client's error has them as the core's does (UnsafeArchiveError's member, rule).
     """
 
     code = "sandbox_error"
     http_status = 500
+    fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
+    @classmethod
+    def from_message(cls: type[_Error], message: str) -> _Error:
+        """An error of this class whose message is ``message`` as it is, whatever the class's
+        constructor takes (UnsafeArchiveError's takes parts it composes the message of): for
+        an error remade from its JSON answer or its pickle, whose message is already whole.
+        The caller sets the class's ``fields``."""
+        error = cls.__new__(cls)
+        SandboxError.__init__(error, message)
+        return error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduce calls the class with its args, which fails for a constructor
+        # that takes other arguments than the message; the instance's attributes (fields, a
+        # code or http_status set on it, notes) are its state, restored as they are.
+        return (type(self).from_message, (self.message,), self.__dict__)
+
     def to_dict(self) -> dict[str, str]:
-        """The JSON body handlers and the CLI show for this error."""
-        return {"code": self.code, "message": self.message}
+        """The JSON body handlers and the CLI show for this error: code, message, fields."""
+        answer = {"code": self.code, "message": self.message}
+        answer.update({name: str(getattr(self, name)) for name in self.fields})
+        return answer
 
 
 class InvalidSettingError(SandboxError, ValueError):

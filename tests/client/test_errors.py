@@ -11,6 +11,7 @@ import pytest
 import jupyter_sandbox.client as client
 from jupyter_sandbox.client import errors
 from jupyter_sandbox.sandbox import errors as core
+from jupyter_sandbox.sandbox.snapshots import errors as snapshot_errors
 
 CORE_CLASSES = errors.error_classes()
 
@@ -93,3 +94,44 @@ def test_a_connection_error_is_both_a_sandbox_error_and_a_connection_error() -> 
     assert isinstance(error, core.SandboxError)
     assert isinstance(error, ConnectionError)
     assert (error.code, str(error)) == ("connection_failed", "could not talk to http://server/")
+
+
+def test_a_refused_archive_carries_the_member_and_rule_of_the_answer() -> None:
+    refused = snapshot_errors.UnsafeArchiveError("a/../../x", "parent-traversal", "has '..'")
+    error = errors.error_from_answer(400, refused.to_dict(), "POST http://server/api/snapshots")
+    assert type(error) is snapshot_errors.UnsafeArchiveError
+    assert (error.member, error.rule, error.message) == (
+        "a/../../x",
+        "parent-traversal",
+        refused.message,
+    )
+    # A server that sent no fields: the attributes are there, empty.
+    answer = {"code": "archive_too_large", "message": "archive refused: too large"}
+    older = errors.error_from_answer(413, answer, "POST http://server/api/snapshots")
+    assert type(older) is snapshot_errors.ArchiveTooLargeError
+    assert (older.member, older.rule) == ("", "")
+
+
+def exported_error(name: str) -> core.SandboxError:
+    """An error of the exported class ``name`` as the client makes it: from a server's answer
+    (with a refused archive's fields), or, for the client's own class, by its constructor."""
+    cls = getattr(client, name)
+    if cls is errors.SandboxConnectionError:
+        return cls("could not reach http://server/")
+    answer = {"code": cls.code, "message": "what happened", "member": "m.txt", "rule": "fifo"}
+    return errors.error_from_answer(418, answer, "GET http://server/api/sandboxes")
+
+
+@pytest.mark.parametrize("name", errors.__all__)
+def test_every_exported_error_pickles_with_all_its_fields(name: str) -> None:
+    error = exported_error(name)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.args, vars(copy)) == (type(error), error.args, vars(error))
+    assert (copy.code, copy.message, copy.http_status) == (
+        error.code,
+        error.message,
+        error.http_status,
+    )
+    assert copy.to_dict() == error.to_dict()
+    if isinstance(error, snapshot_errors.UnsafeArchiveError):
+        assert (copy.member, copy.rule) == ("m.txt", "fifo")

@@ -133,6 +133,7 @@ async def test_import_checks_the_archive(jp_fetch: Fetch) -> None:
     assert (status, error["code"]) == (400, "unsafe_archive")
     assert "'../escape.txt'" in error["message"]
     assert "parent-traversal" in error["message"]
+    assert (error["member"], error["rule"]) == ("../escape.txt", "parent-traversal")
     status, listed = await snap(jp_fetch, "GET", **ALICE)
     assert [s["id"] for s in listed] == [imported["id"]]
 

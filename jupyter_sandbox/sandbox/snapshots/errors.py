@@ -1,7 +1,8 @@
 """Errors of snapshots, each with a stable ``code`` (see errors.py for the hierarchy).
 
 A refused archive says which member broke which rule (``member`` and ``rule`` are also
-attributes, so agent code can switch on them without parsing the message).
+attributes, and fields of its JSON answer, so agent code, here or through the REST client, can
+switch on them without parsing the message).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class UnsafeArchiveError(SandboxError):
 
     code = "unsafe_archive"
     http_status = 400
+    fields = ("member", "rule")  # in its JSON answer too
 
     def __init__(self, member: str, rule: str, detail: str) -> None:
         where = f"member {member!r}" if member else "the archive"
