@@ -21,12 +21,9 @@ engine and the image:
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import statistics
 import time
 
-from startup import p90
+from timing import per_runtime
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.code_runs import CONNECT_TIMEOUT, CodeRequest, run_code, stream_code
@@ -118,21 +115,15 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
-    parser.add_argument("--runs", type=int, default=30, help="runs of each")
-    args = parser.parse_args()
-    print(f"code run in the sandbox's kernel, {args.runs} runs of each")
-    print(f"{'runtime':<8} {'run':<12} {'median ms':>10} {'p90 ms':>8}")
-    for runtime in args.runtime or ["runc", "runsc"]:
-        for name, values in asyncio.run(measure(runtime, args.runs)).items():
-            median, high = statistics.median(values) * 1000, p90(values) * 1000
-            rate = (
-                f"  {STREAMED / 1e6 / statistics.median(values):.0f} MB/s"
-                if name == "stream 16M"
-                else ""
-            )
-            print(f"{runtime:<8} {name:<12} {median:>10.1f} {high:>8.1f}{rate}")
+    per_runtime(
+        __doc__,
+        title="code run in the sandbox's kernel, {runs} runs of each",
+        column="run",
+        names=NAMES,
+        runs_help="runs of each",
+        measure=measure,
+        streamed=("stream 16M", STREAMED),
+    )
 
 
 if __name__ == "__main__":

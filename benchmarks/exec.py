@@ -23,12 +23,9 @@ engine and the image:
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import statistics
 import time
 
-from startup import p90
+from timing import per_runtime
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.command_stream import stream_command
@@ -41,6 +38,7 @@ PYTHON = CommandRequest(["python3", "-c", "pass"])
 STREAMED = 64 * 1024**2
 FIRST_PIECE = CommandRequest(["/bin/sh", "-c", "echo go; sleep 0.2"], stream=True)
 BULK = CommandRequest(["head", "-c", str(STREAMED), "/dev/zero"], stream=True)
+NAMES = [*COMMANDS, "python3 -c", "first piece", "stream 64M"]
 
 
 async def streamed(manager: SandboxManager, sandbox_id: str, request: CommandRequest) -> float:
@@ -63,8 +61,7 @@ async def streamed(manager: SandboxManager, sandbox_id: str, request: CommandReq
 
 
 async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
-    names = [*COMMANDS, "python3 -c", "first piece", "stream 64M"]
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in NAMES}
     manager = SandboxManager.from_config()
     try:
         sandbox = await manager.create(OWNER, runtime=runtime, purpose=PURPOSE)
@@ -93,21 +90,15 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
-    parser.add_argument("--runs", type=int, default=30, help="execs of each command")
-    args = parser.parse_args()
-    print(f"SandboxManager.exec, {args.runs} runs of each command")
-    print(f"{'runtime':<8} {'command':<11} {'median ms':>10} {'p90 ms':>8}")
-    for runtime in args.runtime or ["runc", "runsc"]:
-        for name, values in asyncio.run(measure(runtime, args.runs)).items():
-            median, high = statistics.median(values) * 1000, p90(values) * 1000
-            rate = (
-                f"  {STREAMED / 1e6 / statistics.median(values):.0f} MB/s"
-                if name == "stream 64M"
-                else ""
-            )
-            print(f"{runtime:<8} {name:<11} {median:>10.1f} {high:>8.1f}{rate}")
+    per_runtime(
+        __doc__,
+        title="SandboxManager.exec, {runs} runs of each command",
+        column="command",
+        names=NAMES,
+        runs_help="execs of each command",
+        measure=measure,
+        streamed=("stream 64M", STREAMED),
+    )
 
 
 if __name__ == "__main__":

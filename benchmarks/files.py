@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from startup import p90
+from timing import p90
 
 from jupyter_sandbox.sandbox import SandboxManager
 

@@ -21,22 +21,17 @@ From the checkout:
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import os
 import statistics
 import sys
 import time
 from contextlib import AsyncExitStack
-from pathlib import Path
-from typing import Any
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
 # Run as a script from benchmarks/, whose directory is on sys.path.
-from startup import local_kernel_python, p90
+from timing import Summary, against_local, p90
 
 KINDS = ("runc", "runsc", "local")
 MODES = ("graceful", "forced")
@@ -104,8 +99,8 @@ async def measure(runs: int) -> dict[str, dict[str, list[float]]]:
     return samples
 
 
-def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, Any]]:
-    summary: dict[str, dict[str, Any]] = {}
+def summarize(samples: dict[str, dict[str, list[float]]]) -> Summary:
+    summary: Summary = {}
     for kind, modes in samples.items():
         for mode, values in modes.items():
             median = statistics.median(values)
@@ -118,7 +113,7 @@ def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str,
     return summary
 
 
-def print_table(summary: dict[str, dict[str, Any]], runs: int) -> None:
+def print_table(summary: Summary, runs: int) -> None:
     print(f"restart -> first cell's reply, {runs} interleaved runs each")
     print(f"{'':<15} {'median ms':>10} {'p90 ms':>8} {'vs local':>9}")
     for name, row in summary.items():
@@ -129,25 +124,13 @@ def print_table(summary: dict[str, dict[str, Any]], runs: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="restarts of each kind and mode")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw numbers here")
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    python = local_kernel_python()  # the local kernel must run this interpreter, to be fair
-    try:
-        samples = asyncio.run(measure(args.runs))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    summary = summarize(samples)
-    print_table(summary, args.runs)
-    if args.json:
-        result = {"runs": args.runs, "unit": "seconds", "local_kernel_python": python}
-        result.update(samples=samples, summary=summary)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return against_local(
+        __doc__,
+        runs_help="restarts of each kind and mode",
+        measure=measure,
+        summarize=summarize,
+        print_table=print_table,
+    )
 
 
 if __name__ == "__main__":

@@ -18,16 +18,15 @@ Needs the Docker engine with both runtimes and the sandbox image. From the check
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
+
+# Run as a script from benchmarks/, whose directory is on sys.path.
+from timing import Summary, against_local, p90
 
 from jupyter_sandbox.sandbox import SandboxManager
 
@@ -69,14 +68,6 @@ async def time_startup(manager: SandboxManager, kind: str) -> float:
     return await time_sandbox(manager, kind)
 
 
-def local_kernel_python() -> str:
-    """The interpreter of the local kernel; it must be this one (the venv's python)."""
-    python: str = AsyncKernelManager(kernel_name="python3").format_kernel_cmd()[0]
-    if python != sys.executable:
-        sys.exit(f"kernelspec python3 runs {python}, not this interpreter {sys.executable}")
-    return python
-
-
 async def measure(runs: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
     manager = SandboxManager.from_config()
@@ -91,15 +82,9 @@ async def measure(runs: int) -> dict[str, list[float]]:
     return samples
 
 
-def p90(values: list[float]) -> float:
-    if len(values) < 2:
-        return values[0]
-    return statistics.quantiles(values, n=10, method="inclusive")[-1]
-
-
-def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+def summarize(samples: dict[str, list[float]]) -> Summary:
     local = statistics.median(samples["local"])
-    summary: dict[str, dict[str, Any]] = {}
+    summary: Summary = {}
     for kind, values in samples.items():
         median = statistics.median(values)
         row: dict[str, Any] = {"median": median, "p90": p90(values), "ratio": median / local}
@@ -110,7 +95,7 @@ def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-def print_table(summary: dict[str, dict[str, Any]], runs: int) -> None:
+def print_table(summary: Summary, runs: int) -> None:
     print(f"create -> kernel ready, {runs} interleaved runs each")
     print(f"{'':<6} {'median ms':>10} {'p90 ms':>8} {'vs local':>9} {'target':>8}  met")
     for kind, row in summary.items():
@@ -123,26 +108,13 @@ def print_table(summary: dict[str, dict[str, Any]], runs: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10, help="runs of each kind (default 10)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw numbers here")
-    args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-
-    python = local_kernel_python()
-    try:
-        samples = asyncio.run(measure(args.runs))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    summary = summarize(samples)
-    print_table(summary, args.runs)
-    if args.json:
-        result = {"runs": args.runs, "unit": "seconds", "local_kernel_python": python}
-        result.update(samples=samples, summary=summary)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    return against_local(
+        __doc__,
+        runs_help="runs of each kind (default 10)",
+        measure=measure,
+        summarize=summarize,
+        print_table=print_table,
+    )
 
 
 if __name__ == "__main__":
