@@ -12,17 +12,15 @@ sandbox background``, are here; the verbs of the last three are in their own mod
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from jupyter_core.application import JupyterApp
 from traitlets import Bool, List, Unicode
 
 from . import cli_background, cli_code, cli_files, cli_sandboxes, cli_snapshots, cli_terminal
-from ._version import __version__
 from .cli_kernelspec import InstallKernelApp
-from .sandbox import SandboxError, SandboxManager, SandboxSettings
+from .cli_owner import SandboxCommandApp
+from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
 from .sandbox.engine import DockerEngine
@@ -38,22 +36,13 @@ from .sandbox.settings import DEFAULT_IMAGE
 BUILD_TIMEOUT = 1800
 
 
-class _SandboxCommand(JupyterApp):
-    version = __version__
-    config_file_name = "jupyter_sandbox_config"
-    classes = [SandboxSettings]
-
+class _SandboxCommand(SandboxCommandApp):
     def run(self) -> int:
         """The verb's work; returns the exit status."""
         raise NotImplementedError
 
     def start(self) -> None:
-        try:
-            status = self.run()
-        except SandboxError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            status = 1
-        self.exit(status)
+        self.exit_with(self.run)
 
     def manager(self) -> SandboxManager:
         return SandboxManager.from_config(self.config)
@@ -208,8 +197,17 @@ class GcApp(_SandboxCommand):
         return 0
 
 
-class _CommandGroup(JupyterApp):
-    """An app that only holds verbs: without one, it lists them and exits with status 2."""
+class _CommandGroup(SandboxCommandApp):
+    """An app that only holds verbs: without one, it lists them and exits with status 2.
+
+    A group names its verbs' apps in ``verbs``; its ``subcommands`` describe each as the app
+    describes itself."""
+
+    verbs: ClassVar[dict[str, type[SandboxCommandApp]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.subcommands = {verb: (app, app.description) for verb, app in cls.verbs.items()}
 
     def start(self) -> None:
         if self.subapp is None:
@@ -220,60 +218,56 @@ class _CommandGroup(JupyterApp):
 
 class SnapshotApp(_CommandGroup):
     name = "jupyter-sandbox-snapshot"
-    version = __version__
     description = "Workspace snapshots: create, list, restore, delete."
-    subcommands = {
-        "create": (cli_snapshots.CreateApp, cli_snapshots.CreateApp.description),
-        "list": (cli_snapshots.ListApp, cli_snapshots.ListApp.description),
-        "restore": (cli_snapshots.RestoreApp, cli_snapshots.RestoreApp.description),
-        "delete": (cli_snapshots.DeleteApp, cli_snapshots.DeleteApp.description),
+    verbs = {
+        "create": cli_snapshots.CreateApp,
+        "list": cli_snapshots.ListApp,
+        "restore": cli_snapshots.RestoreApp,
+        "delete": cli_snapshots.DeleteApp,
     }
 
 
 class FilesApp(_CommandGroup):
     name = "jupyter-sandbox-files"
-    version = __version__
     description = "Files in a running sandbox: ls, get, put, rm."
-    subcommands = {
-        "ls": (cli_files.LsApp, cli_files.LsApp.description),
-        "get": (cli_files.GetApp, cli_files.GetApp.description),
-        "put": (cli_files.PutApp, cli_files.PutApp.description),
-        "rm": (cli_files.RmApp, cli_files.RmApp.description),
+    verbs = {
+        "ls": cli_files.LsApp,
+        "get": cli_files.GetApp,
+        "put": cli_files.PutApp,
+        "rm": cli_files.RmApp,
     }
 
 
 class BackgroundApp(_CommandGroup):
     name = "jupyter-sandbox-background"
-    version = __version__
     description = "Commands left running in a sandbox: start, list, output, rm."
-    subcommands = {
-        "start": (cli_background.StartApp, cli_background.StartApp.description),
-        "list": (cli_background.ListApp, cli_background.ListApp.description),
-        "output": (cli_background.OutputApp, cli_background.OutputApp.description),
-        "rm": (cli_background.RmApp, cli_background.RmApp.description),
+    verbs = {
+        "start": cli_background.StartApp,
+        "list": cli_background.ListApp,
+        "output": cli_background.OutputApp,
+        "rm": cli_background.RmApp,
     }
 
 
 class SandboxApp(_CommandGroup):
     name = "jupyter-sandbox"
-    version = __version__
     description = "Manage the containers that Sandboxed Python kernels run in."
-    subcommands = {
-        "doctor": (DoctorApp, DoctorApp.description),
-        "build-image": (BuildImageApp, BuildImageApp.description),
-        "install-kernel": (InstallKernelApp, InstallKernelApp.description),
-        "list": (ListApp, ListApp.description),
-        "gc": (GcApp, GcApp.description),
-        "stop": (cli_sandboxes.StopApp, cli_sandboxes.StopApp.description),
-        "restart": (cli_sandboxes.RestartApp, cli_sandboxes.RestartApp.description),
-        "exec": (cli_sandboxes.ExecApp, cli_sandboxes.ExecApp.description),
-        "run": (cli_code.RunApp, cli_code.RunApp.description),
-        "terminal": (cli_terminal.TerminalApp, cli_terminal.TerminalApp.description),
-        "pause": (cli_sandboxes.PauseApp, cli_sandboxes.PauseApp.description),
-        "resume": (cli_sandboxes.ResumeApp, cli_sandboxes.ResumeApp.description),
-        "snapshot": (SnapshotApp, SnapshotApp.description),
-        "files": (FilesApp, FilesApp.description),
-        "background": (BackgroundApp, BackgroundApp.description),
+    verbs = {
+        "doctor": DoctorApp,
+        "build-image": BuildImageApp,
+        "install-kernel": InstallKernelApp,
+        "list": ListApp,
+        "gc": GcApp,
+        "stop": cli_sandboxes.StopApp,
+        "restart": cli_sandboxes.RestartApp,
+        "exec": cli_sandboxes.ExecApp,
+        "run": cli_code.RunApp,
+        "terminal": cli_terminal.TerminalApp,
+        "pause": cli_sandboxes.PauseApp,
+        "resume": cli_sandboxes.ResumeApp,
+        "snapshot": SnapshotApp,
+        "files": FilesApp,
+        "background": BackgroundApp,
     }
 
 

@@ -26,10 +26,9 @@ from typing import Any
 
 import docker.errors
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from jupyter_core.application import JupyterApp
 from traitlets import Bool, Unicode
 
-from ._version import __version__
+from .cli_owner import SandboxCommandApp
 from .kernel.kernel_request import LIMITS_ENV_VAR, KernelRequest
 from .sandbox import SandboxError, SandboxSettings
 from .sandbox.docker_backend import missing_image
@@ -45,11 +44,8 @@ SOURCE = "sandboxed-python"
 NAME = re.compile(r"^[a-z0-9._-]+$", re.IGNORECASE)
 
 
-class InstallKernelApp(JupyterApp):
+class InstallKernelApp(SandboxCommandApp):
     name = "jupyter-sandbox-install-kernel"
-    version = __version__
-    config_file_name = "jupyter_sandbox_config"
-    classes = [SandboxSettings]
     description = (
         "Install a kernelspec whose sandboxes have another image, runtime, network or limits."
     )
@@ -86,20 +82,19 @@ class InstallKernelApp(JupyterApp):
     flags = {"user": ({"InstallKernelApp": {"user": True}}, "Install for this user.")}
 
     def start(self) -> None:
-        try:
-            env = self.environment()
-            found, note = self.find_image(self.image) if self.image else (None, "")
-            debugger = found is not None and offers_debugger(found)
-            destination = self.install(env, debugger=debugger)
-        except SandboxError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            self.exit(1)
+        self.exit_with(self.install_kernelspec)
+
+    def install_kernelspec(self) -> int:
+        env = self.environment()
+        found, note = self.find_image(self.image) if self.image else (None, "")
+        debugger = found is not None and offers_debugger(found)
+        destination = self.install(env, debugger=debugger)
         print(f"installed kernelspec {self.kernel_name!r} ({self.title()}) in {destination}")
         if debugger:
             print(f"its kernels offer the JupyterLab debugger: {self.image} has debugpy")
         if note:
             print(f"note: {note}", file=sys.stderr)
-        self.exit(0)
+        return 0
 
     def environment(self) -> dict[str, str]:
         """The kernelspec's ``env``, every value checked as its kernels would check it."""

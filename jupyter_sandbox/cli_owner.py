@@ -1,18 +1,21 @@
-"""The base of the verbs that act as one owner: ``jupyter sandbox snapshot ...`` (cli_snapshots.py),
-``jupyter sandbox files ...`` (cli_files.py) and ``stop``, ``restart``, ``pause``, ``resume``
-(cli_sandboxes.py).
+"""The bases of ``jupyter sandbox``'s apps: :class:`SandboxCommandApp`, of every verb and group
+of verbs, and :class:`OwnerCommand`, of the verbs that act as one owner: ``jupyter sandbox
+snapshot ...`` (cli_snapshots.py), ``jupyter sandbox files ...`` (cli_files.py), ``stop``,
+``restart``, ``pause``, ``resume``, ``exec`` (cli_sandboxes.py) and more.
 
-Each verb is a small JupyterApp reading ``jupyter_sandbox_config.py``, acting as the owner
-``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user), with one
-SandboxManager for its run. A SandboxError is printed as ``error: <message>``, status 1; wrong
-arguments print the verb's usage, status 2.
+Each verb is a small JupyterApp reading ``jupyter_sandbox_config.py``, taking JupyterApp's own
+options (``--log-level``, ``--config``, ``--debug``...) besides its own. An OwnerCommand acts as
+the owner ``--owner`` names (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or the OS user),
+with one SandboxManager for its run. A SandboxError is printed as ``error: <message>``, status
+1; wrong arguments print the verb's usage, status 2.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from jupyter_core.application import JupyterApp
 from traitlets import Unicode
@@ -22,10 +25,38 @@ from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.manager import default_owner
 
 
-class OwnerCommand(JupyterApp):
+class SandboxCommandApp(JupyterApp):
+    """The base of every ``jupyter sandbox`` app: this package's version and config file.
+
+    A class's ``aliases`` and ``flags`` add to those of the classes it derives from, down to
+    JupyterApp's, instead of replacing them as a class attribute would: a verb that declared
+    ``aliases = {"owner": ...}`` lost ``--log-level`` and ``--config``, and one that declared
+    flags lost ``--debug``, which every Jupyter app takes.
+    """
+
     version = __version__
     config_file_name = "jupyter_sandbox_config"
     classes = [SandboxSettings]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for options in ("aliases", "flags"):
+            merged: dict[str, Any] = {}
+            for klass in reversed(cls.__mro__):
+                merged.update(vars(klass).get(options) or {})
+            setattr(cls, options, merged)
+
+    def exit_with(self, work: Callable[[], int]) -> None:
+        """Exit with the status ``work`` returns; a SandboxError is ``error: <message>``, 1."""
+        try:
+            status = work()
+        except SandboxError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            status = 1
+        self.exit(status)
+
+
+class OwnerCommand(SandboxCommandApp):
     owner = Unicode(
         config=True,
         help="Whose sandboxes and snapshots (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or "
@@ -46,12 +77,7 @@ class OwnerCommand(JupyterApp):
             finally:
                 await manager.close()
 
-        try:
-            status = asyncio.run(main())
-        except SandboxError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            status = 1
-        self.exit(status)
+        self.exit_with(lambda: asyncio.run(main()))
 
     def arguments(self, least: int, most: int) -> list[str]:
         """The verb's arguments, ``least`` to ``most`` of them; else its usage, status 2."""
