@@ -43,6 +43,7 @@ def test_importing_the_client_loads_nothing_outside_the_stdlib() -> None:
         "jupyter_sandbox._version",
         "jupyter_sandbox.sandbox",  # the core package, whose names load on first use
         "jupyter_sandbox.sandbox.errors",  # stdlib-only: the client's error classes
+        "jupyter_sandbox.sandbox.cell_output",  # stdlib-only: a streamed run's output gathered
         "jupyter_sandbox.sandbox.snapshots",  # its names load on first use too
         "jupyter_sandbox.sandbox.snapshots.errors",  # stdlib-only: the snapshots' errors
         *(f"jupyter_sandbox.client.{name}" for name in MODULES),
