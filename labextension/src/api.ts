@@ -4,7 +4,7 @@
  */
 
 import { backgroundRequest, IBackgroundCommand, ICommandOutput } from './commands';
-import { IFileEntry, IFileListing } from './files';
+import { IFileEntry, IFileListing, IMadeDirectory } from './files';
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
 import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
 import { IRestoreResult, ISnapshot } from './snapshots';
@@ -152,6 +152,28 @@ export class SandboxApi {
       method: 'PUT',
       body: data,
       headers: { 'Content-Type': 'application/octet-stream' }
+    });
+  }
+
+  /**
+   * Make the directory `path` with its missing parents. Its entry; `created` is false when a
+   * directory was there already (a file there is refused: 409 `file_exists`).
+   */
+  makeDirectory(id: string, path: string): Promise<IMadeDirectory> {
+    return this.json(`api/sandboxes/${enc(id)}/files?path=${encodeURIComponent(path)}`, {
+      method: 'PUT',
+      body: JSON.stringify({ type: 'directory' })
+    });
+  }
+
+  /**
+   * Move (rename) `path` to `target` (its missing parents made); the entry at `target`. Something
+   * already there is refused (409 `file_exists`) unless `overwrite`.
+   */
+  moveFile(id: string, path: string, target: string, overwrite = false): Promise<IFileEntry> {
+    return this.json(`api/sandboxes/${enc(id)}/files?path=${encodeURIComponent(path)}`, {
+      method: 'PATCH',
+      body: JSON.stringify({ path: target, overwrite })
     });
   }
 

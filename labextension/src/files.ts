@@ -1,7 +1,7 @@
 /**
- * Files inside a running sandbox (`GET/DELETE /api/sandboxes/{id}/files?path=P`,
- * `GET/PUT /api/sandboxes/{id}/files/content?path=P`), as the server extension documents them in
- * openapi.yaml (schemas `FileEntry`, `FileListing`). Paths are the sandbox's own: absolute, or
+ * Files inside a running sandbox (`GET/PUT/PATCH/DELETE /api/sandboxes/{id}/files?path=P`: list,
+ * make a directory, move, remove; `GET/PUT /api/sandboxes/{id}/files/content?path=P`), as the
+ * server extension documents them in openapi.yaml (schemas `FileEntry`, `FileListing`). Paths are the sandbox's own: absolute, or
  * relative to /workspace. Under copy-on-write this is the only way to a file a notebook wrote,
  * which never reaches the host's directory.
  */
@@ -21,6 +21,11 @@ export interface IFileEntry {
   mode: string;
   /** ISO 8601, UTC. */
   modified: string;
+}
+
+/** The answer to making a directory: its entry, and whether it was made (false: it was there). */
+export interface IMadeDirectory extends IFileEntry {
+  created: boolean;
 }
 
 /** Schema `FileListing`: a directory (absolute, normalised by the server) and its entries. */
@@ -47,6 +52,26 @@ export function parentPath(path: string): string {
   const trimmed = path.replace(/\/+$/, '');
   const cut = trimmed.lastIndexOf('/');
   return cut <= 0 ? '/' : trimmed.slice(0, cut);
+}
+
+/**
+ * Why `name` cannot name a new entry of a directory (a folder made, a file renamed), or null
+ * when it can: it must be one name, not a path, and not "." or "..".
+ */
+export function nameProblem(name: string): string | null {
+  if (name === '') {
+    return 'Enter a name.';
+  }
+  if (name.includes('/')) {
+    return 'A name cannot contain "/": it names one entry of this directory, not a path.';
+  }
+  if (name.includes('\0')) {
+    return 'A name cannot contain a NUL character.';
+  }
+  if (name === '.' || name === '..') {
+    return `"${name}" is not a name of its own: it means a directory that is already there.`;
+  }
+  return null;
 }
 
 /** "2026-01-02 03:04:05 UTC" from the server's ISO 8601 stamp; unparsable: as it came. */

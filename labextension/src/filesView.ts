@@ -1,6 +1,7 @@
 /**
  * The files inside a running sandbox: a details section that lists a directory (from
- * /workspace), walks into directories and up, downloads, deletes and uploads files. Under the
+ * /workspace), walks into directories and up, downloads, renames, deletes and uploads files, and
+ * makes folders. Under the
  * default copy-on-write workspace the notebook's writes never reach the host's directory, so
  * JupyterLab's own file browser cannot see them: this is how a user gets them. Registered only
  * when the server has the files routes (features.ts).
@@ -8,14 +9,17 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { attempt, confirm } from './dialogs';
+import { SandboxApiError } from './api';
+import { askName, attempt, confirm, notify, serverMessage, showServerError } from './dialogs';
 import { button, el, saveBlob } from './dom';
 import { Features, showIfPresent } from './features';
 import {
   formatModified,
   IFileEntry,
   IFileListing,
+  IMadeDirectory,
   joinPath,
+  nameProblem,
   parentPath,
   sortEntries,
   WORKSPACE
@@ -100,7 +104,7 @@ class FilesSection extends Widget {
     );
   }
 
-  /** The current path, and Up, Refresh and Upload. */
+  /** The current path, and Up, Refresh, New folder and Upload. */
   private toolbar(directory: string): HTMLElement {
     const id = this.sandbox.id;
     const up = button(
@@ -125,6 +129,11 @@ class FilesSection extends Widget {
         button('Refresh', `Refresh the files in ${directory} of sandbox ${id}`, () => {
           void this.load();
         }),
+        button(
+          'New folder',
+          `New folder in ${directory} of sandbox ${id}`,
+          () => void this.makeDirectory(directory)
+        ),
         button('Upload', `Upload files into ${directory} of sandbox ${id}`, () =>
           this.input.click()
         ),
@@ -160,6 +169,11 @@ class FilesSection extends Widget {
         );
       }
       actions.append(
+        button(
+          'Rename',
+          `Rename ${entry.path} in sandbox ${id}`,
+          () => void this.rename(directory, entry)
+        ),
         button(
           'Delete',
           `Delete ${entry.path} from sandbox ${id}`,
@@ -215,6 +229,68 @@ class FilesSection extends Widget {
       return;
     }
     await attempt('Delete failed', () => this.store.api.deleteFile(this.sandbox.id, entry.path));
+    await this.load();
+  }
+
+  /** Make a folder, named in a dialog, in `directory` (the one shown when asked). */
+  private async makeDirectory(directory: string): Promise<void> {
+    const id = this.sandbox.id;
+    const name = await askName({
+      title: 'New folder',
+      label: `Name of the folder to make in ${directory}:`,
+      inputLabel: `Name of the new folder in ${directory} of sandbox ${id}`,
+      accept: 'Create',
+      problem: nameProblem
+    });
+    if (name === null) {
+      return;
+    }
+    const path = joinPath(directory, name);
+    let made: IMadeDirectory | undefined;
+    await attempt('New folder failed', async () => {
+      made = await this.store.api.makeDirectory(id, path);
+    });
+    await this.load();
+    if (made && !made.created) {
+      await notify('Folder exists', `Sandbox ${id} has the folder ${path} already.`);
+    }
+  }
+
+  /**
+   * Rename `entry` within `directory`, the new name asked for. A name that is taken is the
+   * server's refusal, shown in a dialog that offers to replace what has it.
+   */
+  private async rename(directory: string, entry: IFileEntry): Promise<void> {
+    const id = this.sandbox.id;
+    const name = await askName({
+      title: `Rename ${entry.name}`,
+      label: `New name in ${directory}:`,
+      inputLabel: `New name for ${entry.path} in sandbox ${id}`,
+      accept: 'Rename',
+      initial: entry.name,
+      problem: nameProblem
+    });
+    if (name === null || name === entry.name) {
+      return;
+    }
+    const target = joinPath(directory, name);
+    const api = this.store.api;
+    try {
+      await api.moveFile(id, entry.path, target);
+    } catch (error) {
+      if (!(error instanceof SandboxApiError && error.code === 'file_exists')) {
+        await showServerError('Rename failed', error);
+      } else if (
+        await confirm(
+          `Replace ${name}?`,
+          `${serverMessage(error)}. Replace ${target} with ${entry.path} in sandbox ${id}? ` +
+            'What is there now is lost.',
+          'Replace'
+        )
+      ) {
+        await attempt('Rename failed', () => api.moveFile(id, entry.path, target, true));
+      }
+    }
     await this.load();
   }
 

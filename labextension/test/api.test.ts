@@ -160,6 +160,73 @@ describe('SandboxApi', () => {
     );
   });
 
+  it('makes directories and moves files on the documented routes, the bodies as documented', async () => {
+    const path = '/workspace/my résumé & co?.txt';
+    const query = '?path=%2Fworkspace%2Fmy%20r%C3%A9sum%C3%A9%20%26%20co%3F.txt';
+    const files = `api/sandboxes/${SANDBOX.id}/files`;
+    const entry = (name: string, type = 'file') => ({
+      name,
+      path: `/workspace/${name}`,
+      type,
+      size: 5,
+      mode: '0o644',
+      modified: '2026-01-02T03:04:05+00:00'
+    });
+    let made = 0;
+    let moves = 0;
+    const { api, calls } = server({
+      [`PUT ${files}?path=new%20dir%2Fsub`]: () =>
+        made++ === 0
+          ? json({ ...entry('new dir/sub', 'directory'), created: true }, 201)
+          : json({ ...entry('new dir/sub', 'directory'), created: false }),
+      [`PATCH ${files}${query}`]: () =>
+        moves++ === 0
+          ? json(
+              {
+                code: 'file_exists',
+                message: '/workspace/b.txt already exists: choose another name, or overwrite it'
+              },
+              409
+            )
+          : json(entry('b.txt'))
+    });
+    const first = await api.makeDirectory(SANDBOX.id, 'new dir/sub');
+    assert.equal(first.created, true);
+    assert.equal(first.type, 'directory');
+    assert.equal((await api.makeDirectory(SANDBOX.id, 'new dir/sub')).created, false);
+    for (const call of calls) {
+      assert.equal(call.init.method, 'PUT');
+      assert.deepEqual(JSON.parse(String(call.init.body)), { type: 'directory' });
+    }
+
+    await assert.rejects(
+      api.moveFile(SANDBOX.id, path, '/workspace/b.txt'),
+      (error: SandboxApiError) =>
+        error.status === 409 && error.code === 'file_exists' && /overwrite it/.test(error.message)
+    );
+    assert.deepEqual(JSON.parse(String(calls[calls.length - 1].init.body)), {
+      path: '/workspace/b.txt',
+      overwrite: false
+    });
+    assert.deepEqual(
+      await api.moveFile(SANDBOX.id, path, '/workspace/b.txt', true),
+      entry('b.txt')
+    );
+    assert.deepEqual(JSON.parse(String(calls[calls.length - 1].init.body)), {
+      path: '/workspace/b.txt',
+      overwrite: true
+    });
+    assert.deepEqual(
+      calls.map(c => `${c.init.method ?? 'GET'} ${c.path}`),
+      [
+        `PUT ${files}?path=new%20dir%2Fsub`,
+        `PUT ${files}?path=new%20dir%2Fsub`,
+        `PATCH ${files}${query}`,
+        `PATCH ${files}${query}`
+      ]
+    );
+  });
+
   it("raises a file route's error with the server's message", async () => {
     const { api } = server({
       [`GET api/sandboxes/${SANDBOX.id}/files/content?path=big.bin`]: () =>

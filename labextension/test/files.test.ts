@@ -1,7 +1,14 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 
-import { formatModified, IFileEntry, joinPath, parentPath, sortEntries } from '../src/files';
+import {
+  formatModified,
+  IFileEntry,
+  joinPath,
+  nameProblem,
+  parentPath,
+  sortEntries
+} from '../src/files';
 
 function entry(name: string, type: string): IFileEntry {
   return {
@@ -51,5 +58,18 @@ describe('files model', () => {
     assert.equal(formatModified('2026-01-02T05:04:05+02:00'), '2026-01-02 03:04:05 UTC');
     assert.equal(formatModified('not a time'), 'not a time');
     assert.equal(formatModified(''), '—');
+  });
+
+  it('takes one name for a new folder or a rename, never a path', () => {
+    for (const name of ['results', 'my file é.txt', '.hidden', '...', 'a\\b', ' spaced ']) {
+      assert.equal(nameProblem(name), null, name);
+    }
+    assert.equal(nameProblem(''), 'Enter a name.');
+    assert.match(nameProblem('a/b') ?? '', /cannot contain "\/"/);
+    assert.match(nameProblem('/') ?? '', /cannot contain "\/"/);
+    assert.match(nameProblem('sub/') ?? '', /cannot contain "\/"/);
+    assert.match(nameProblem('a\0b') ?? '', /NUL/);
+    assert.match(nameProblem('.') ?? '', /not a name of its own/);
+    assert.match(nameProblem('..') ?? '', /not a name of its own/);
   });
 });
