@@ -10,7 +10,6 @@ is cli.py's BackgroundApp.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import os
@@ -23,8 +22,8 @@ from .cli_owner import OwnerCommand, owner_alias
 from .cli_sandboxes import CommandOptions
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.background import BackgroundCommands
+from .sandbox.errors import SandboxError
 
-POLL = 0.5  # seconds between reads while following a command that prints nothing new
 BROKEN_PIPE = 141  # what read the output left (``| head``), as a shell has it (SIGPIPE)
 INTERRUPTED = 130  # Ctrl-C, as a shell has it (SIGINT)
 
@@ -142,31 +141,16 @@ class OutputApp(_BackgroundCommand):
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, command_id = self._read = tuple(self.arguments(2, 2))
-        background = manager.background
-        offset = 0
         try:
-            while True:
-                out = await background.output(owner, sandbox_id, command_id, offset)
-                _write(out.text)
-                stalled = out.next_offset == offset
-                offset = out.next_offset
-                if offset < out.size and not stalled:
-                    continue  # more is there already: read it without waiting
-                # All that exists is printed, but for at most a character cut in two while the
-                # command runs, which waits for its rest (stalled: no read gives it yet).
-                if not self.follow:
-                    return 0
-                if not out.running:  # found ended before the read: nothing more will come
-                    break
-                await asyncio.sleep(POLL)
+            if self.follow:
+                return await _followed(manager.background, owner, sandbox_id, command_id)
+            await _printed(manager.background, owner, sandbox_id, command_id)
+            return 0
         except BrokenPipeError:
             # What reads this process's output stopped (``| head``): end quietly, as a program
             # killed by SIGPIPE; the command runs on.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return BROKEN_PIPE
-        exit_code = (await background.get(owner, sandbox_id, command_id)).exit_code
-        # A status a process cannot exit with (a negative one, say): failure, as exec has it.
-        return exit_code if exit_code is not None and 0 <= exit_code <= 255 else 1
 
 
 class RmApp(_BackgroundCommand):
@@ -184,6 +168,43 @@ class RmApp(_BackgroundCommand):
             await manager.background.remove(owner, sandbox_id, command_id)
             print(f"removed {command_id}")
         return 0
+
+
+async def _printed(
+    background: BackgroundCommands, owner: str, sandbox_id: str, command_id: str
+) -> None:
+    """Print the output there is now, read by pieces of at most MAX_READ."""
+    offset = 0
+    while True:
+        out = await background.output(owner, sandbox_id, command_id, offset)
+        _write(out.text)
+        stalled = out.next_offset == offset
+        offset = out.next_offset
+        # All that exists is printed once a read gives nothing more, but for at most a
+        # character cut in two while the command runs, which waits for its rest.
+        if offset >= out.size or stalled:
+            return
+
+
+async def _followed(
+    background: BackgroundCommands, owner: str, sandbox_id: str, command_id: str
+) -> int:
+    """Print the output as it comes (background_follow.py reads it) until the command ends;
+    its exit status, as exec has it: a status a process cannot exit with (negative, or none
+    known) is failure."""
+    events = background.follow(owner, sandbox_id, command_id)
+    try:
+        async for name, data in events:
+            if name == "output":
+                _write(data["text"])
+            elif name == "error":  # after output was printed: the command or sandbox went
+                raise SandboxError(data["message"])  # printed as any other: "error: ..."
+            elif name == "result":
+                exit_code = data["exit_code"]
+                return exit_code if exit_code is not None and 0 <= exit_code <= 255 else 1
+    finally:
+        await events.aclose()
+    raise AssertionError("unreachable: a follow ends with its result or error")
 
 
 def _utc(started: str) -> str:

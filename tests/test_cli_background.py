@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -17,6 +16,8 @@ import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.background import BackgroundCommand
+
+from .cli_processes import interrupted
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 # The image has no ps: the command lines of every process, one per line, from /proc.
@@ -165,21 +166,8 @@ async def test_ctrl_c_leaves_the_command_and_rm_stops_all_it_started(
     command_id = await started(state_dir, sandbox_id, "--", "sh", "-c", forever)
     other = await started(state_dir, sandbox_id, "--", "sleep", "603")
 
-    def interrupted() -> tuple[int, str]:
-        with subprocess.Popen(
-            background_command(state_dir, "output", "--follow", sandbox_id, command_id),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as process:
-            assert process.stdout is not None
-            assert process.stderr is not None
-            assert process.stdout.readline() == "started\n"
-            process.send_signal(signal.SIGINT)
-            return process.wait(timeout=60), process.stderr.read()
-
-    status, err = await asyncio.to_thread(interrupted)
+    command = background_command(state_dir, "output", "--follow", sandbox_id, command_id)
+    status, err = await interrupted(command, "started\n")
     assert status == 130
     assert err == (
         "interrupted: the command runs on ('jupyter sandbox background rm --owner=alice "
@@ -193,11 +181,26 @@ async def test_ctrl_c_leaves_the_command_and_rm_stops_all_it_started(
         [other, "running"],
     ]
 
+    # A follower still following when the command is removed ends with the error, status 1.
+    follower = await asyncio.create_subprocess_exec(
+        *background_command(state_dir, "output", "-f", sandbox_id, command_id),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert follower.stdout is not None
+    assert await asyncio.wait_for(follower.stdout.readline(), 60) == b"started\n"
     removed = await background_cli(state_dir, "rm", sandbox_id, command_id, other)
     assert (removed.returncode, removed.stdout) == (
         0,
         f"removed {command_id}\nremoved {other}\n",
     ), removed.stderr
+    _, follower_err = await asyncio.wait_for(follower.communicate(), 60)
+    assert follower.returncode == 1
+    assert follower_err.decode() == (
+        f"error: sandbox {sandbox_id} has no background command '{command_id}' "
+        f"(GET /api/sandboxes/{sandbox_id}/commands lists them)\n"
+    )
     left = await manager.exec("alice", sandbox_id, ["sh", "-c", PROCESSES])
     assert b"sleep 60" not in left.stdout, left.stdout
     listed = await background_cli(state_dir, "list", sandbox_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
+
+from .cli_processes import interrupted
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 
@@ -191,22 +192,8 @@ async def test_output_comes_as_printed_and_an_interrupt_reaches_the_sandbox(
     assert arrived[1][0] - arrived[0][0] >= 1.5, arrived  # the first before the code ended
 
     # Ctrl-C here interrupts the code in the sandbox (the next run does not wait behind it).
-    def interrupted() -> tuple[int, str]:
-        forever = "import time\nprint('started', flush=True)\ntime.sleep(600)"
-        with subprocess.Popen(
-            run_command(state_dir, sandbox_id, forever),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ) as process:
-            assert process.stdout is not None
-            assert process.stderr is not None
-            assert process.stdout.readline() == "started\n"
-            process.send_signal(signal.SIGINT)
-            return process.wait(timeout=60), process.stderr.read()
-
-    status, err = await asyncio.to_thread(interrupted)
+    forever = "import time\nprint('started', flush=True)\ntime.sleep(600)"
+    status, err = await interrupted(run_command(state_dir, sandbox_id, forever), "started\n")
     assert (status, err) == (130, "interrupted: the code was interrupted in the sandbox too\n")
     after = await sandbox_run(state_dir, "--timeout=20", sandbox_id, "print('free')")
     assert (after.returncode, after.stdout) == (0, "free\n"), after.stderr

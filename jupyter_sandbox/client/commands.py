@@ -21,7 +21,7 @@ from .transport import Transport
 # A list of strings is run as it is; a string by /bin/sh -c.
 Command = str | Sequence[str]
 TextCallback = Callable[[str], None]
-POLL_INTERVAL = 0.25  # seconds between two looks at a background command that printed nothing
+POLL_INTERVAL = 0.25  # seconds between two looks at a background command that wait()s
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,9 @@ class CommandOutput:
 class BackgroundCommand:
     """A command left running in a sandbox (a server, a long job), as the server last
     described it: ``running``, and its ``exit_code`` once it has ended (None while it runs, or
-    when how it ended is unknown). :meth:`refresh` asks again; :meth:`follow` and
-    :meth:`wait` poll until it ends; :meth:`remove` stops it with all it started."""
+    when how it ended is unknown). :meth:`refresh` asks again; :meth:`follow` streams its
+    output until it ends, :meth:`wait` polls until then; :meth:`remove` stops it with all it
+    started."""
 
     def __init__(self, transport: Transport, sandbox_id: str, info: dict[str, Any]) -> None:
         self._transport = transport
@@ -116,18 +117,24 @@ class BackgroundCommand:
 
     def follow(self, offset: int = 0, poll_interval: float = POLL_INTERVAL) -> Iterator[str]:
         """Its output, piece by piece as it is written, until the command has ended and all
-        of it was read (then ``exit_code`` is known). The server keeps the output, so a
-        follower that stops early may start again from any offset."""
-        while True:
-            piece = self.output(offset)
-            offset = piece.next_offset
-            if piece.text:
-                yield piece.text
-            if not piece.running and piece.next_offset >= piece.size:
-                break
-            if piece.next_offset >= piece.size:  # nothing more yet: wait before asking again
-                time.sleep(poll_interval)
-        self.refresh()
+        of it was read (then ``exit_code`` is known). The server follows the output for the
+        client and streams it (``GET .../output?follow=true``); ``poll_interval`` is not used
+        any more, and kept so that calls naming it still work. Stopping early (``break``, an
+        exception) closes the stream and leaves the command running; the server keeps the
+        output, so a follower may start again from any offset."""
+        del poll_interval
+        query = [("follow", "true"), ("offset", str(offset))]
+        events = self._transport.events(*self._route("output"), query=query)
+        with contextlib.closing(events):
+            for event in events:
+                if event.name == "output" and event.data.get("text"):
+                    yield str(event.data["text"])
+                elif event.name == "result":
+                    self.info = event.data  # the command as it ended: its exit_code
+                elif event.name == "error":
+                    raise error_from_answer(
+                        None, event.data, f"following command {self.id} in {self.sandbox_id}"
+                    )
 
     def wait(
         self, timeout: float | None = None, poll_interval: float = POLL_INTERVAL

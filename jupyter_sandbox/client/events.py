@@ -1,10 +1,11 @@
-"""Server-Sent Events, as the server streams a command or a code run (``"stream": true``).
+"""Server-Sent Events, as the server streams a command or a code run (``"stream": true``), or
+a background command's output (``?follow=true``).
 
 transport.py hands :func:`parse_events` the lines of a ``text/event-stream`` answer as they
 arrive; execution.py and commands.py consume the events. The server sends each event as
 ``event: NAME`` and one ``data: JSON`` line, then a blank line (openapi.yaml's x-events:
-stdout, stderr, display, clear, then result or error); the parser follows the WHATWG rules
-for the rest (several data lines joined by newlines, comments, CR LF), so a proxy that
+stdout, stderr, display, clear, output, then result or error); the parser follows the WHATWG
+rules for the rest (several data lines joined by newlines, comments, CR LF), so a proxy that
 reframes the stream does not confuse it.
 """
 

@@ -85,14 +85,21 @@ class Transport:
             return self._read(response, f"GET {url}", None)
 
     def events(
-        self, *path: str, body: Any, timeout: float | None = None
+        self,
+        *path: str,
+        body: Any = _NOTHING,
+        query: Query = (),
+        timeout: float | None = None,
     ) -> Generator[ServerEvent, None, None]:
-        """POST ``body`` (with ``"stream": true``) and yield the events of the answer as they
-        come, up to the final one. Closing the iterator early closes the connection, which
-        stops what runs on the server (a command is killed, code interrupted)."""
-        url = self.route(*path)
-        request = f"POST {url}"
-        response = self._open("POST", url, json.dumps(body).encode(), "application/json", timeout)
+        """POST ``body`` (with ``"stream": true``), or GET without one (a background command's
+        output with ``follow=true``), and yield the events of the answer as they come, up to the
+        final one. Closing the iterator early closes the connection, which stops what runs on
+        the server (a command is killed, code interrupted; a follower only stops following)."""
+        url = self.route(*path, query=query)
+        method = "GET" if body is _NOTHING else "POST"
+        request = f"{method} {url}"
+        data = None if body is _NOTHING else json.dumps(body).encode()
+        response = self._open(method, url, data, "application/json", timeout)
         with response:
             kind = response.headers.get_content_type()
             if kind != EVENT_STREAM:

@@ -2,7 +2,8 @@
 E2B's ``commands.run(background=True)`` and OpenSandbox's background commands are: a dev
 server, a long training job, a watcher. ``POST /api/sandboxes/{id}/commands`` with
 ``"background": true`` starts one (server_extension/command_handlers.py); the routes under
-``/commands/{command_id}`` show, read and stop it; ``SandboxManager.background`` in Python.
+``/commands/{command_id}`` show, read (or follow as it comes: background_follow.py) and stop it;
+``SandboxManager.background`` in Python.
 
 A command runs as the sandbox's user under its isolation, limits and network policy, like a
 command run to its end (commands.py): same request, same checks, but no standard input and no
@@ -24,12 +25,15 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from traitlets import Integer
 from traitlets.config import LoggingConfigurable
 
+from .background_follow import follow_output
 from .background_records import BackgroundCommand, CommandOutput
+from .command_stream import Event
 from .commands import CommandRequest
 from .errors import (
     CommandNotFoundError,
@@ -163,6 +167,13 @@ class BackgroundCommands(LoggingConfigurable):
             size=size,
             running=command.running,
         )
+
+    def follow(
+        self, owner: str, sandbox_id: str, command_id: str, offset: int = 0
+    ) -> AsyncGenerator[Event, None]:
+        """Its output from byte ``offset`` on as it comes, then how it ended: the events of
+        background_follow.follow_output (closing them stops the following, not the command)."""
+        return follow_output(self, owner, sandbox_id, command_id, offset)
 
     async def remove(self, owner: str, sandbox_id: str, command_id: str) -> None:
         """Stop the command with everything it started (if it still runs), and forget it

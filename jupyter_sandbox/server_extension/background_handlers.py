@@ -7,6 +7,10 @@ a background command is: sandbox/background.py):
   output (standard output and error interleaved), from byte ``offset`` on; the answer's
   ``next_offset`` is where the next read starts, so a client follows a running command by
   reading again from there;
+* ``GET /api/sandboxes/{id}/commands/{command_id}/output?follow=true&offset=0``: its output
+  from byte ``offset`` on as it comes, as Server-Sent Events (sandbox/background_follow.py,
+  sent by event_stream.py), until it ends; a client that leaves stops the following only,
+  never the command (it is the sandbox's, and another client may follow it);
 * ``DELETE /api/sandboxes/{id}/commands/{command_id}``: stop it with everything it started,
   and forget it and its output.
 
@@ -25,6 +29,7 @@ from tornado import web
 
 from ..sandbox.background import MAX_READ
 from ..sandbox.errors import InvalidRequestError
+from .event_stream import EventStreamHandler
 from .handlers import _ID, SandboxAPIHandler
 
 _COMMAND_ID = r"(?P<command_id>[^/]+)"
@@ -32,6 +37,9 @@ _COMMAND_ID = r"(?P<command_id>[^/]+)"
 # offset with its own message), at most 19 of them (2**63 has 19 digits: larger numbers mean
 # nothing as byte counts, and a client sending one has made a mistake worth naming).
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
+# ?follow=: what a query string says for yes and no (true/false in any case: Python's requests
+# sends True; 1/0), and nothing else.
+_BOOLEAN = {"true": True, "1": True, "false": False, "0": False}
 
 
 class SandboxBackgroundCommandHandler(SandboxAPIHandler):
@@ -52,9 +60,9 @@ class SandboxBackgroundCommandHandler(SandboxAPIHandler):
         self.finish()
 
 
-class SandboxCommandOutputHandler(SandboxAPIHandler):
+class SandboxCommandOutputHandler(EventStreamHandler):
     """``/api/sandboxes/{id}/commands/{command_id}/output?offset=0&limit=N``: a piece of the
-    command's output."""
+    command's output; with ``follow=true``, all of it from ``offset`` on as it comes."""
 
     @web.authenticated
     @authorized
@@ -62,6 +70,16 @@ class SandboxCommandOutputHandler(SandboxAPIHandler):
         offset = self.integer_argument(
             "offset", 0, "the byte of the output to read from, 0 or more"
         )
+        if self.follow_argument():
+            if self.get_query_argument("limit", None) is not None:
+                raise InvalidRequestError(
+                    "limit is for one read and follow=true reads until the command ends: "
+                    "leave limit out, e.g. ?follow=true&offset=0"
+                )
+            events = self.manager.background.follow(self.owner, sandbox_id, command_id, offset)
+            what = f"following command {command_id!r:.40} of {sandbox_id} (it runs on)"
+            await self.send_events(events, what)
+            return
         limit = self.integer_argument(
             "limit", MAX_READ, f"the bytes to read at most, from 1 to {MAX_READ}"
         )
@@ -69,6 +87,19 @@ class SandboxCommandOutputHandler(SandboxAPIHandler):
             self.owner, sandbox_id, command_id, offset=offset, limit=limit
         )
         self.write_json(output.as_dict())
+
+    def follow_argument(self) -> bool:
+        """The query argument ``follow`` (false without it); a 400 for what is not a yes or no."""
+        value = self.get_query_argument("follow", None)
+        if value is None:
+            return False
+        if value.lower() not in _BOOLEAN:
+            raise InvalidRequestError(
+                f"the query argument follow must be true or false (1 or 0), not {value!r:.40}: "
+                "true streams the output as it comes until the command ends, e.g. "
+                "?follow=true&offset=0"
+            )
+        return _BOOLEAN[value.lower()]
 
     def integer_argument(self, name: str, default: int, meaning: str) -> int:
         """The query argument ``name`` as an integer (``default`` without it); a 400 naming

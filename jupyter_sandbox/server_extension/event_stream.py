@@ -1,14 +1,16 @@
 """Answers sent as Server-Sent Events, as they come: what ``"stream": true`` gives a command
-(command_handlers.py) and a code run (code_handlers.py).
+(command_handlers.py) and a code run (code_handlers.py), and ``?follow=true`` a background
+command's output (background_handlers.py).
 
-Both routes stream the same way, so the rules live here once. The core hands a handler an
-async generator of (name, JSON data) events (sandbox/command_stream.py, sandbox/code_runs.py);
+These routes stream the same way, so the rules live here once. The core hands a handler an
+async generator of (name, JSON data) events (sandbox/command_stream.py, sandbox/code_runs.py,
+sandbox/background_follow.py);
 this sends each as one event, waiting for the client to take it, so a client that reads slowly
 holds the producer back instead of filling the server's memory. The status and headers go out
 with the first event: what fails before it (an unknown or paused sandbox, a bad request) is an
 ordinary JSON error answer. A client that closes the connection has the generator closed, which
-stops what produced the events (kills the command, interrupts the code), so nothing runs on for
-nobody.
+stops what produced the events (kills the command, interrupts the code; a background command's
+follower stops reading, and the command runs on), so nothing runs on for nobody.
 """
 
 from __future__ import annotations

@@ -77,18 +77,31 @@ async def test_background_commands_followed_waited_for_and_removed(client: Sandb
             )
             assert (job.running, job.exit_code) == (True, None)
             assert job.command[:2] == ["/bin/sh", "-c"]
-            pieces = list(job.follow(poll_interval=0.1))
+            pieces = list(job.follow())  # streamed by the server as it comes
             assert len(pieces) > 1  # followed as it ran, not read once at the end
             assert "".join(pieces) == "line 1 job\nline 2 job\nline 3 job\ndone\n"
-            assert (job.running, job.exit_code) == (False, 7)
+            assert (job.running, job.exit_code) == (False, 7)  # known from the stream's end
             assert job.output(offset=5).text == "1 job\nline 2 job\nline 3 job\ndone\n"
+            assert (
+                "".join(job.follow(offset=11, poll_interval=0.1))
+                == "line 2 job\nline 3 job\ndone\n"
+            )
 
-            server = sandbox.start(["sleep", "300"], cwd="/tmp")
+            server = sandbox.start(["sh", "-c", "echo listening; sleep 300"], cwd="/tmp")
             assert [c.id for c in sandbox.commands()] == [job.id, server.id]
+            # A follower that stops early leaves the command running.
+            following = server.follow()
+            assert next(following) == "listening\n"
+            following.close()
+            assert server.refresh().running
             with pytest.raises(TimeoutError, match=r"still runs after 0\.5 s"):
                 server.wait(timeout=0.5, poll_interval=0.1)
             assert server.refresh().running
+            following = server.follow()
+            assert next(following) == "listening\n"
             server.remove()  # stopped, with all it started, and forgotten
+            with pytest.raises(CommandNotFoundError):  # the follower hears it
+                next(following)
             with pytest.raises(CommandNotFoundError):
                 server.refresh()
             assert job.wait(timeout=10) == 7
