@@ -229,11 +229,14 @@ class SnapshotApp(_CommandGroup):
 
 class FilesApp(_CommandGroup):
     name = "jupyter-sandbox-files"
-    description = "Files in a running sandbox: ls, get, put, rm."
+    description = "Files in a running sandbox: ls, stat, get, put, mkdir, mv, rm."
     verbs = {
         "ls": cli_files.LsApp,
+        "stat": cli_files.StatApp,
         "get": cli_files.GetApp,
         "put": cli_files.PutApp,
+        "mkdir": cli_files.MkdirApp,
+        "mv": cli_files.MvApp,
         "rm": cli_files.RmApp,
     }
 

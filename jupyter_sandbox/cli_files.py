@@ -1,4 +1,4 @@
-"""``jupyter sandbox files ls|get|put|rm``: the files inside a running sandbox.
+"""``jupyter sandbox files ls|stat|get|put|mkdir|mv|rm``: the files inside a running sandbox.
 
 Each verb is an OwnerCommand (cli_owner.py) using SandboxManager.files (sandbox/files.py): the
 work runs inside the sandbox as its user. Paths in the sandbox are relative to /workspace, or
@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager, SandboxSettings
@@ -36,8 +37,51 @@ class LsApp(_FilesCommand):
         listing = await manager.files.list(owner, sandbox_id, *path)
         print(listing["path"])
         for entry in listing["entries"]:
-            name = entry["name"] + ("/" if entry["type"] == "directory" else "")
-            print(f"{entry['mode']:>7}  {entry['size']:>12}  {entry['modified'][:19]}  {name}")
+            print(_line(entry, entry["name"]))
+        return 0
+
+
+class StatApp(_FilesCommand):
+    name = "jupyter-sandbox-files-stat"
+    description = "Show one path in a running sandbox (exit status 1 when nothing is there)."
+    usage = "stat SANDBOX_ID PATH"
+    aliases = owner_alias("StatApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, path = self.arguments(2, 2)
+        print(_line(await manager.files.info(owner, sandbox_id, path)))
+        return 0
+
+
+class MkdirApp(_FilesCommand):
+    name = "jupyter-sandbox-files-mkdir"
+    description = "Make a directory, with its missing parents, in a running sandbox."
+    usage = "mkdir SANDBOX_ID PATH"
+    aliases = owner_alias("MkdirApp")
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, path = self.arguments(2, 2)
+        entry = await manager.files.make_directory(owner, sandbox_id, path)
+        print(entry["path"] + ("" if entry.get("created") else " (already there)"))
+        return 0
+
+
+class MvApp(_FilesCommand):
+    name = "jupyter-sandbox-files-mv"
+    description = "Move (rename) a file or directory in a running sandbox."
+    usage = "mv SANDBOX_ID PATH NEW_PATH [--overwrite]"
+    overwrite = Bool(
+        False,
+        config=True,
+        help="Replace what is at NEW_PATH (a file, or an empty directory); refused otherwise.",
+    )
+    aliases = owner_alias("MvApp")
+    flags = {"overwrite": ({"MvApp": {"overwrite": True}}, "Replace what is at NEW_PATH.")}
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, path, target = self.arguments(3, 3)
+        entry = await manager.files.move(owner, sandbox_id, path, target, self.overwrite)
+        print(entry["path"])
         return 0
 
 
@@ -87,6 +131,15 @@ class RmApp(_FilesCommand):
         sandbox_id, path = self.arguments(2, 2)
         await manager.files.remove(owner, sandbox_id, path)
         return 0
+
+
+def _line(entry: dict[str, Any], name: str | None = None) -> str:
+    """An entry as ls shows it: mode, size, modified (UTC, to the second), name (a directory's
+    with a slash); stat shows the whole path."""
+    shown = (entry["path"] if name is None else name) + (
+        "/" if entry["type"] == "directory" else ""
+    )
+    return f"{entry['mode']:>7}  {entry['size']:>12}  {entry['modified'][:19]}  {shown}"
 
 
 def _read_local(local: str) -> bytes:

@@ -1,4 +1,4 @@
-"""`jupyter sandbox files ls|get|put|rm` as a person runs it."""
+"""`jupyter sandbox files ls|stat|get|put|mkdir|mv|rm` as a person runs it."""
 
 from __future__ import annotations
 
@@ -71,3 +71,41 @@ async def test_wrong_arguments_print_the_usage(state_dir: Path) -> None:
     result = await files_cli("put", "0123456789ab", "only-two", state_dir=state_dir)
     assert result.returncode == 2
     assert b"usage: jupyter sandbox files put SANDBOX_ID LOCAL_FILE PATH" in result.stderr
+
+
+async def test_mkdir_stat_and_mv(manager: SandboxManager, state_dir: Path, purpose: str) -> None:
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    sandbox_id = sandbox.sandbox_id
+
+    async def run(*args: str) -> tuple[int, str, str]:
+        done = await files_cli(*args, state_dir=state_dir)
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    assert await run("mkdir", sandbox_id, "out/raw") == (0, "/workspace/out/raw\n", "")
+    assert await run("mkdir", sandbox_id, "out") == (0, "/workspace/out (already there)\n", "")
+    status, out, _ = await run("stat", sandbox_id, "out")
+    assert (status, out.split()[0], out.split()[-1]) == (0, "0o755", "/workspace/out/")
+    status, _, err = await run("stat", sandbox_id, "nothing")
+    assert (status, err) == (
+        1,
+        f"error: sandbox {sandbox_id}: no such file or directory: /workspace/nothing\n",
+    )
+
+    await manager.files.write("alice", sandbox_id, "a.txt", b"a")
+    await manager.files.write("alice", sandbox_id, "b.txt", b"b")
+    assert await run("mv", sandbox_id, "a.txt", "out/raw/a.txt") == (
+        0,
+        "/workspace/out/raw/a.txt\n",
+        "",
+    )
+    status, _, err = await run("mv", sandbox_id, "b.txt", "out/raw/a.txt")
+    assert status == 1, err
+    assert "/workspace/out/raw/a.txt already exists" in err
+    assert "overwrite" in err
+    assert (await run("mv", sandbox_id, "b.txt", "out/raw/a.txt", "--overwrite"))[0] == 0
+    assert await manager.files.read("alice", sandbox_id, "out/raw/a.txt") == b"b"
+    status, _, err = await run("mv", sandbox_id, "just-one-path")
+    assert (status, err) == (
+        2,
+        "usage: jupyter sandbox files mv SANDBOX_ID PATH NEW_PATH [--overwrite]\n",
+    )

@@ -14,6 +14,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import SandboxFileNotFoundError
 from .transport import Transport
 
 
@@ -47,7 +48,8 @@ class FileEntry:
 
 
 class SandboxFiles:
-    """The files of one sandbox (``sandbox.files``): read, write, list, remove."""
+    """The files of one sandbox (``sandbox.files``): read, write, list, look up, make
+    directories, move, remove."""
 
     def __init__(self, transport: Transport, sandbox_id: str) -> None:
         self._transport = transport
@@ -81,6 +83,36 @@ class SandboxFiles:
         """The entries of the directory at ``path``, sorted by name."""
         answer = self._transport.call("GET", *self._route(), query=[("path", path)])
         return [FileEntry.from_answer(entry) for entry in answer["entries"]]
+
+    def info(self, path: str) -> FileEntry:
+        """The entry of ``path`` itself (a symlink is not followed); SandboxFileNotFoundError
+        when there is nothing there."""
+        return FileEntry.from_answer(
+            self._transport.call("GET", *self._route("info"), query=[("path", path)])
+        )
+
+    def exists(self, path: str) -> bool:
+        """Whether anything (a file, directory, symlink, ...) is at ``path``."""
+        try:
+            self.info(path)
+        except SandboxFileNotFoundError:
+            return False
+        return True
+
+    def make_dir(self, path: str) -> FileEntry:
+        """Make the directory ``path`` with its missing parents (one already there is
+        fine); SandboxFileExistsError when a file is there."""
+        body = {"type": "directory"}
+        answer = self._transport.call("PUT", *self._route(), body=body, query=[("path", path)])
+        return FileEntry.from_answer(answer)
+
+    def move(self, path: str, target: str, overwrite: bool = False) -> FileEntry:
+        """Move (rename) ``path`` to ``target``, made with its missing parents; the entry at
+        ``target``. SandboxFileExistsError when something is there already, unless
+        ``overwrite`` (a file, or an empty directory, is then replaced)."""
+        body = {"path": target, "overwrite": overwrite}
+        answer = self._transport.call("PATCH", *self._route(), body=body, query=[("path", path)])
+        return FileEntry.from_answer(answer)
 
     def remove(self, path: str) -> None:
         """Remove the file, link or directory (with all it holds) at ``path``; not

@@ -180,6 +180,14 @@ class SandboxFileNotFoundError(SandboxFileError):
     http_status = 404
 
 
+class SandboxFileExistsError(SandboxFileError):
+    """Something is already where a directory was to be made or a path moved to (a move may
+    overwrite it when asked); nothing was changed."""
+
+    code = "file_exists"
+    http_status = 409
+
+
 class FileTooLargeError(SandboxFileError):
     """A file is larger than SandboxFiles.max_bytes; nothing was written or returned."""
 

@@ -1,5 +1,5 @@
-"""Files in a running sandbox: list a directory, read, write and remove, for agent code and the
-REST API (``/api/sandboxes/{id}/files``).
+"""Files in a running sandbox: list a directory, read, write, remove, look one up, make a
+directory and move, for agent code and the REST API (``/api/sandboxes/{id}/files``).
 
 Every operation is a short program run *inside* the sandbox, as its own non-root user, through
 the engine's exec: it sees exactly the files the sandbox's code sees and can touch only what that
@@ -22,117 +22,33 @@ Usage (agent code)::
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
+from . import file_program
 from .backend import WORKSPACE_DIR, Feed, Writable
 from .errors import (
     FileTooLargeError,
     InvalidRequestError,
     SandboxConflictError,
     SandboxFileError,
+    SandboxFileExistsError,
     SandboxFileNotFoundError,
 )
 
 if TYPE_CHECKING:
     from .manager import SandboxManager
 
-FAILED = 3  # the program's exit status when it reports an error (as JSON on stderr)
 MAX_PATH_BYTES = 4096
 # Most bytes of a listing or of a write's report: the program's output is the sandbox's to
 # write, and is held in the server's memory (a directory of ~100,000 entries fits).
 MAX_REPORT_BYTES = 32 * 1024**2
 
-# Runs in the sandbox: python3 -I -S -c PROGRAM <operation> <path>. -I: no environment, no user
-# site; -S: no site module. Modules are imported where needed: under gVisor json with datetime
-# took ~35 ms to import and shutil with tempfile ~45 ms more, as much as the interpreter's own
-# start, so a read imports none of them (measured through exec; benchmarks/files.py).
-PROGRAM = r"""
-import os, stat, sys, time
-
-def emit(stream, value):
-    import json
-    stream.write(json.dumps(value))
-
-def fail(code, message):
-    emit(sys.stderr, {"error": code, "message": message})
-    sys.exit(3)  # FAILED
-
-def entry(path):
-    st = os.lstat(path)
-    mode = st.st_mode
-    kind = ("directory" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode)
-            else "symlink" if stat.S_ISLNK(mode) else "other")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(st.st_mtime))
-    return {"name": os.path.basename(path), "path": path, "type": kind, "size": st.st_size,
-            "mode": "0o%03o" % stat.S_IMODE(mode),
-            "modified": "%s.%06d+00:00" % (stamp, st.st_mtime_ns // 1000 % 1000000)}
-
-operation = sys.argv[1]
-path = os.path.normpath(os.path.join("/workspace", sys.argv[2]))
-try:
-    if operation == "list":
-        entries = []
-        for name in sorted(os.listdir(path)):
-            try:
-                entries.append(entry(os.path.join(path, name)))
-            except FileNotFoundError:
-                pass  # removed while listed
-        emit(sys.stdout, {"path": path, "entries": entries})
-    elif operation == "read":
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the read
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            fail("not_a_file", path + " is not a regular file")
-        out = sys.stdout.buffer
-        while chunk := os.read(fd, 1 << 20):
-            out.write(chunk)
-    elif operation == "write":
-        if os.path.isdir(path):
-            fail("is_a_directory", path + " is a directory")
-        parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
-        try:
-            mode = stat.S_IMODE(os.stat(path).st_mode)  # a replaced file keeps its mode
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        # Written aside, then renamed: a reader never sees half a file.
-        temporary = os.path.join(parent, ".upload-" + os.urandom(8).hex())
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(temporary, flags, 0o600)
-        try:
-            with open(fd, "wb") as out:
-                # Whole MiB (a pipe gives 64 KiB a read): under gVisor each write costs.
-                while chunk := sys.stdin.buffer.read(1 << 20):
-                    out.write(chunk)
-                os.fchmod(out.fileno(), mode)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-        emit(sys.stdout, entry(path))
-    elif operation == "remove":
-        if path in ("/", "/workspace"):
-            fail("invalid_path", path + " itself cannot be removed; name what to remove in it")
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            import shutil
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-except FileNotFoundError:
-    fail("not_found", "no such file or directory: " + path)
-except NotADirectoryError:
-    fail("not_a_directory", "not a directory: " + path)
-except IsADirectoryError:
-    fail("is_a_directory", path + " is a directory")
-except PermissionError:
-    fail("permission_denied", "the sandbox's user may not do that to " + path)
-except OSError as exc:
-    fail("os_error", "%s: %s" % (path, exc.strerror))
-"""
+# The program each operation runs in the sandbox, sent as source (file_program.py says why).
+PROGRAM = Path(file_program.__file__).read_text()
 
 
 def check_path(path: Any) -> str:
@@ -206,6 +122,31 @@ class SandboxFiles(LoggingConfigurable):
         """Remove a file, a link, or a directory with all it holds (not /workspace itself)."""
         await self._run(owner, sandbox_id, "remove", path, MAX_REPORT_BYTES, "")
 
+    async def info(self, owner: str, sandbox_id: str, path: str) -> dict[str, Any]:
+        """The entry of ``path`` itself (a symlink is not followed), as :meth:`list` gives
+        entries; SandboxFileNotFoundError when there is none."""
+        report = await self._run(owner, sandbox_id, "info", path, MAX_REPORT_BYTES, "")
+        return _decoded(report, sandbox_id)
+
+    async def make_directory(self, owner: str, sandbox_id: str, path: str) -> dict[str, Any]:
+        """Make the directory ``path`` with its missing parents; its entry, with ``created``
+        false when it was already there. SandboxFileExistsError when a file is."""
+        report = await self._run(owner, sandbox_id, "mkdir", path, MAX_REPORT_BYTES, "")
+        return _decoded(report, sandbox_id)
+
+    async def move(
+        self, owner: str, sandbox_id: str, path: str, target: str, overwrite: bool = False
+    ) -> dict[str, Any]:
+        """Move (rename) ``path`` to ``target``, made with its missing parents; the entry at
+        ``target``. A target already there is SandboxFileExistsError unless ``overwrite`` (a
+        file, or an empty directory, is then replaced); neither may be /workspace itself."""
+        check_path(target)
+        how = "overwrite" if overwrite else "keep"
+        report = await self._run(
+            owner, sandbox_id, "move", path, MAX_REPORT_BYTES, "", arguments=(target, how)
+        )
+        return _decoded(report, sandbox_id)
+
     async def _run(
         self,
         owner: str,
@@ -215,9 +156,11 @@ class SandboxFiles(LoggingConfigurable):
         max_output: int,
         too_much: str,
         feed: Feed | None = None,
+        arguments: tuple[str, ...] = (),
     ) -> bytes:
-        """Run the program's ``operation`` on ``path``; its standard output, at most
-        ``max_output`` bytes (0: no cap; past it, FileTooLargeError saying ``too_much``)."""
+        """Run the program's ``operation`` on ``path`` (and ``arguments``); its standard
+        output, at most ``max_output`` bytes (0: no cap; past it, FileTooLargeError saying
+        ``too_much``)."""
         check_path(path)
         info = await self.manager.get(owner, sandbox_id)
         if not info.running:
@@ -232,7 +175,7 @@ class SandboxFiles(LoggingConfigurable):
             if max_output and len(received) > max_output:
                 raise FileTooLargeError(too_much or f"{operation} of {path} answered too much")
 
-        argv = ["python3", "-I", "-S", "-c", PROGRAM, operation, path]
+        argv = ["python3", "-I", "-S", "-c", PROGRAM, operation, path, *arguments]
         with self.manager.usage.using(sandbox_id):  # activity, for the idle culler
             result = await self.manager.backend.exec_stream(
                 sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink
@@ -242,7 +185,7 @@ class SandboxFiles(LoggingConfigurable):
                 f"{operation} of {path} in sandbox {sandbox_id} took longer than "
                 f"{self.timeout:g}s (SandboxFiles.timeout)"
             )
-        if result.exit_code == FAILED:
+        if result.exit_code == file_program.FAILED:
             raise _reported_error(result.stderr, sandbox_id)
         if result.exit_code != 0:
             raise SandboxFileError(
@@ -280,4 +223,6 @@ def _reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
     message = f"sandbox {sandbox_id}: {message}"
     if code == "not_found":
         return SandboxFileNotFoundError(message)
+    if code == "file_exists":
+        return SandboxFileExistsError(message)
     return SandboxFileError(message)

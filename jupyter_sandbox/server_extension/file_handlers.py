@@ -1,7 +1,12 @@
 """REST handlers of the files in a running sandbox (documented in openapi.yaml beside this file).
 
 * ``GET /api/sandboxes/{id}/files?path=P``: the entries of directory P (default /workspace);
+* ``PUT /api/sandboxes/{id}/files?path=P`` ``{"type": "directory"}``: make directory P, with its
+  missing parents (as Jupyter's contents API makes one: ``PUT`` with the type);
+* ``PATCH /api/sandboxes/{id}/files?path=P`` ``{"path": NEW, "overwrite": false}``: move P to
+  NEW (as the contents API renames: ``PATCH`` with the new path);
 * ``DELETE /api/sandboxes/{id}/files?path=P``: remove P (a directory with all it holds);
+* ``GET /api/sandboxes/{id}/files/info?path=P``: the entry of P itself;
 * ``GET /api/sandboxes/{id}/files/content?path=P``: the bytes of file P;
 * ``PUT /api/sandboxes/{id}/files/content?path=P``: write the request body to P whole.
 
@@ -20,6 +25,10 @@ from tornado import web
 
 from ..sandbox.errors import InvalidRequestError
 from .handlers import _ID, SandboxAPIHandler
+from .requests import json_object
+
+MAKE_DIRECTORY = '{"type": "directory"}'
+MOVE = '{"path": "results/final.csv", "overwrite": false}'
 
 
 class SandboxFileAPIHandler(SandboxAPIHandler):
@@ -34,13 +43,42 @@ class SandboxFileAPIHandler(SandboxAPIHandler):
 
 
 class SandboxFilesHandler(SandboxFileAPIHandler):
-    """``/api/sandboxes/{id}/files?path=P``: list a directory; delete removes P."""
+    """``/api/sandboxes/{id}/files?path=P``: list a directory; put makes directory P, patch
+    moves P, delete removes it."""
 
     @web.authenticated
     @authorized
     async def get(self, sandbox_id: str) -> None:
         path = self.path_argument(".")
         self.write_json(await self.manager.files.list(self.owner, sandbox_id, path))
+
+    @web.authenticated
+    @authorized
+    async def put(self, sandbox_id: str) -> None:
+        path = self.path_argument()
+        body = json_object(self.request.body)
+        if body != {"type": "directory"}:
+            raise InvalidRequestError(
+                f"the body must be {MAKE_DIRECTORY}: this route makes directories; a file is "
+                "written with PUT /api/sandboxes/{id}/files/content?path=P"
+            )
+        entry = await self.manager.files.make_directory(self.owner, sandbox_id, path)
+        self.write_json(entry, status=201 if entry.get("created") else 200)
+
+    @web.authenticated
+    @authorized
+    async def patch(self, sandbox_id: str) -> None:
+        path = self.path_argument()
+        body = json_object(self.request.body)
+        unknown = sorted(set(body) - {"path", "overwrite"})
+        target, overwrite = body.get("path"), body.get("overwrite", False)
+        if unknown or not isinstance(target, str) or not isinstance(overwrite, bool):
+            raise InvalidRequestError(
+                f"the body must name where to move {path}: {MOVE} (path: the new path, relative "
+                "to /workspace or absolute; overwrite: replace what is there, default false)"
+            )
+        entry = await self.manager.files.move(self.owner, sandbox_id, path, target, overwrite)
+        self.write_json(entry)
 
     @web.authenticated
     @authorized
@@ -72,7 +110,18 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
         self.write_json(entry)
 
 
+class SandboxFileInfoHandler(SandboxFileAPIHandler):
+    """``/api/sandboxes/{id}/files/info?path=P``: the entry of P itself (404: nothing there)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        path = self.path_argument()
+        self.write_json(await self.manager.files.info(self.owner, sandbox_id, path))
+
+
 file_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
     (rf"/api/sandboxes/{_ID}/files/?", SandboxFilesHandler),
     (rf"/api/sandboxes/{_ID}/files/content/?", SandboxFileContentHandler),
+    (rf"/api/sandboxes/{_ID}/files/info/?", SandboxFileInfoHandler),
 ]

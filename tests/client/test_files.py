@@ -1,5 +1,6 @@
 """sandbox.files against a real server: bytes written and read back unchanged, seen by the
-sandbox's own code, listed and removed; a missing file is SandboxFileNotFoundError."""
+sandbox's own code, listed and removed, directories made, paths looked up and moved; a missing
+file is SandboxFileNotFoundError, one in the way SandboxFileExistsError."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import asyncio
 
 import pytest
 
-from jupyter_sandbox.client import InvalidRequestError, SandboxClient, SandboxFileNotFoundError
+from jupyter_sandbox.client import (
+    InvalidRequestError,
+    SandboxClient,
+    SandboxFileExistsError,
+    SandboxFileNotFoundError,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 
@@ -48,5 +54,34 @@ async def test_files_round_trip(client: SandboxClient) -> None:
             sandbox.files.remove("data")  # a directory, with all it holds
             assert sandbox.files.list() == []
         assert client.list() == []
+
+    await asyncio.to_thread(scenario)
+
+
+async def test_directories_look_ups_and_moves(client: SandboxClient) -> None:
+    def scenario() -> None:
+        with client.create(runtime="runc") as sandbox:
+            files = sandbox.files
+            made = files.make_dir("runs/1")
+            assert (made.path, made.is_dir) == ("/workspace/runs/1", True)
+            assert files.make_dir("runs").is_dir  # already there: fine
+            assert not files.exists("runs/1/log.txt")
+            files.write("runs/1/log.txt", "done\n")
+            assert files.exists("runs/1/log.txt")
+            assert files.info("runs/1/log.txt").size == 5
+            with pytest.raises(SandboxFileExistsError):
+                files.make_dir("runs/1/log.txt")
+
+            moved = files.move("runs/1", "archive/run-1")
+            assert (moved.path, moved.type) == ("/workspace/archive/run-1", "directory")
+            assert files.read_text("archive/run-1/log.txt") == "done\n"
+            assert not files.exists("runs/1")
+            files.write("latest.txt", "old")
+            with pytest.raises(SandboxFileExistsError, match="overwrite"):
+                files.move("archive/run-1/log.txt", "latest.txt")
+            files.move("archive/run-1/log.txt", "latest.txt", overwrite=True)
+            assert files.read_text("latest.txt") == "done\n"
+            with pytest.raises(SandboxFileNotFoundError):
+                files.info("archive/run-1/log.txt")
 
     await asyncio.to_thread(scenario)

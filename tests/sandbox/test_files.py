@@ -13,6 +13,7 @@ from jupyter_sandbox.sandbox.errors import (
     InvalidRequestError,
     SandboxConflictError,
     SandboxFileError,
+    SandboxFileExistsError,
     SandboxFileNotFoundError,
     SandboxNotFoundError,
 )
@@ -81,6 +82,69 @@ async def test_failures_name_the_path_and_change_nothing(
     names = [e["name"] for e in (await files.list(OWNER, sandbox_id))["entries"]]
     assert names == ["d", "f", "p"]
     assert await files.read(OWNER, sandbox_id, "f") == b"x"
+
+
+async def test_look_up_make_directories_and_move(manager: SandboxManager, sandbox: Sandbox) -> None:
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    with pytest.raises(SandboxFileNotFoundError, match="/workspace/nothing"):
+        await files.info(OWNER, sandbox_id, "nothing")
+    made = await files.make_directory(OWNER, sandbox_id, "a/b/c")
+    assert (made["path"], made["type"], made["created"]) == ("/workspace/a/b/c", "directory", True)
+    assert (await files.make_directory(OWNER, sandbox_id, "a/b"))["created"] is False
+    await files.write(OWNER, sandbox_id, "a/x.txt", b"x")
+    with pytest.raises(
+        SandboxFileExistsError, match=r"/workspace/a/x\.txt exists and is not a dir"
+    ):
+        await files.make_directory(OWNER, sandbox_id, "a/x.txt")
+    await sh(manager, sandbox_id, "ln -s a/x.txt /workspace/link")
+    link = await files.info(OWNER, sandbox_id, "link")
+    assert (link["name"], link["type"]) == ("link", "symlink")  # the link itself, not followed
+
+    moved = await files.move(OWNER, sandbox_id, "a/x.txt", "new/place/y.txt")  # parents made
+    assert (moved["path"], moved["type"], moved["size"]) == (
+        "/workspace/new/place/y.txt",
+        "file",
+        1,
+    )
+    with pytest.raises(SandboxFileNotFoundError, match=r"/workspace/a/x\.txt"):
+        await files.info(OWNER, sandbox_id, "a/x.txt")
+    await files.write(OWNER, sandbox_id, "z.txt", b"z")
+    with pytest.raises(SandboxFileExistsError, match=r"/workspace/z\.txt already exists"):
+        await files.move(OWNER, sandbox_id, "new/place/y.txt", "z.txt")
+    assert await files.read(OWNER, sandbox_id, "z.txt") == b"z"  # refused: nothing changed
+    await files.move(OWNER, sandbox_id, "new/place/y.txt", "z.txt", overwrite=True)
+    assert await files.read(OWNER, sandbox_id, "z.txt") == b"x"
+
+    await files.move(OWNER, sandbox_id, "a", "new/a")  # a directory, with what it holds
+    assert (await files.info(OWNER, sandbox_id, "new/a/b/c"))["type"] == "directory"
+    with pytest.raises(SandboxFileError, match="cannot move /workspace/new into itself"):
+        await files.move(OWNER, sandbox_id, "new", "new/a/inside")
+    with pytest.raises(SandboxFileExistsError, match="not empty"):
+        await files.move(OWNER, sandbox_id, "new/place", "new/a", overwrite=True)
+    with pytest.raises(SandboxFileError, match="/workspace itself cannot be moved"):
+        await files.move(OWNER, sandbox_id, ".", "elsewhere")
+    with pytest.raises(SandboxFileError, match="/workspace itself cannot be replaced"):
+        await files.move(OWNER, sandbox_id, "z.txt", "/workspace", overwrite=True)
+    with pytest.raises(SandboxFileNotFoundError, match="/workspace/gone"):
+        await files.move(OWNER, sandbox_id, "gone", "there")
+    assert not await sh(manager, sandbox_id, "ls /workspace/there 2>/dev/null; true")
+
+
+async def test_a_move_between_file_systems_copies_then_removes(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    # /tmp is the sandbox's own tmpfs, /workspace a mount: rename(2) cannot cross them.
+    files, sandbox_id = manager.files, sandbox.sandbox_id
+    await files.write(OWNER, sandbox_id, "tree/deep/f.bin", b"\0" * 1000)
+    await sh(manager, sandbox_id, "chmod 700 /workspace/tree/deep")
+    out = await files.move(OWNER, sandbox_id, "tree", "/tmp/tree")
+    assert out["path"] == "/tmp/tree"
+    assert await files.read(OWNER, sandbox_id, "/tmp/tree/deep/f.bin") == b"\0" * 1000
+    assert (await files.info(OWNER, sandbox_id, "/tmp/tree/deep"))["mode"] == "0o700"
+    assert (await files.list(OWNER, sandbox_id))["entries"] == []
+    await files.write(OWNER, sandbox_id, "tree", b"in the way")
+    await files.move(OWNER, sandbox_id, "/tmp/tree/deep/f.bin", "tree", overwrite=True)
+    assert await files.read(OWNER, sandbox_id, "tree") == b"\0" * 1000
 
 
 @pytest.mark.runc

@@ -142,7 +142,7 @@ async def api(
     errors alike; a text/event-stream answer (read whole) as its list of (name, data) events."""
     if body is not None and not isinstance(body, (str, bytes)):
         body = json.dumps(body)
-    if method in ("POST", "PUT") and body is None:
+    if method in ("POST", "PUT", "PATCH") and body is None:
         body = ""
     try:
         response = await fetch("api", root, *path, method=method, body=body, **kwargs)

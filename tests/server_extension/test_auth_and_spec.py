@@ -69,7 +69,7 @@ async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
         concrete = path.replace("{sandbox_id}", "0123456789ab")
         concrete = concrete.replace("{command_id}", "0123456789ab")
         root, *parts = concrete.replace("{snapshot_id}", "0123456789abcdef").split("/")[2:]
-        body = "{}" if method in ("post", "put") else None
+        body = "{}" if method in ("post", "put", "patch") else None
         status, _ = await api(
             jp_fetch,
             method.upper(),

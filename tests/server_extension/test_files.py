@@ -96,3 +96,60 @@ async def test_upload_list_download_and_delete(jp_fetch: Fetch) -> None:
     assert (status, gone) == (204, None)
     status, error = await content(jp_fetch, sandbox_id, "results/ü.bin", **ALICE)
     assert (status, error["code"]) == (404, "file_not_found")
+
+
+async def test_make_a_directory_look_up_and_move(jp_fetch: Fetch) -> None:
+    status, made = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+
+    async def files(method: str, path: str, body: Any = None, *rest: str) -> tuple[int, Any]:
+        return await api(
+            jp_fetch, method, sandbox_id, "files", *rest, body=body, params={"path": path}, **ALICE
+        )
+
+    directory = {"type": "directory"}
+    status, entry = await files("PUT", "out/raw", directory)
+    assert (status, entry["path"], entry["type"], entry["created"]) == (
+        201,
+        "/workspace/out/raw",
+        "directory",
+        True,
+    )
+    assert (await files("PUT", "out/raw", directory))[0] == 200  # already there: fine
+    for body in ("not json", [1], {}, {"type": "file"}):
+        status, error = await files("PUT", "out", body)
+        assert (status, error["code"]) == (400, "invalid_request"), error
+    assert '{"type": "directory"}' in error["message"]
+
+    await files("PUT", "out/raw/a.csv", b"a,b\n", "content")
+    status, entry = await files("GET", "out/raw/a.csv", None, "info")
+    assert (status, entry["type"], entry["size"]) == (200, "file", 4)
+    status, error = await files("GET", "out/none.csv", None, "info")
+    assert (status, error["code"]) == (404, "file_not_found")
+    status, error = await files("PUT", "out/raw/a.csv", directory)  # a file is there
+    assert (status, error["code"]) == (409, "file_exists")
+
+    status, entry = await files("PATCH", "out/raw/a.csv", {"path": "final/a.csv"})
+    assert (status, entry["path"]) == (200, "/workspace/final/a.csv")
+    await files("PUT", "out/b.csv", b"b", "content")
+    status, error = await files("PATCH", "out/b.csv", {"path": "final/a.csv"})
+    assert (status, error["code"]) == (409, "file_exists")
+    assert "overwrite" in error["message"]
+    status, entry = await files("PATCH", "out/b.csv", {"path": "final/a.csv", "overwrite": True})
+    assert (status, entry["size"]) == (200, 1)
+    for body in ({}, {"path": 3}, {"path": "x", "overwrite": "yes"}, {"path": "x", "to": "y"}):
+        status, error = await files("PATCH", "final/a.csv", body)
+        assert (status, error["code"]) == (400, "invalid_request"), body
+    assert "overwrite" in error["message"]
+
+    # Another user's sandbox is not found, whatever the operation.
+    for method, rest, body in (("PUT", (), directory), ("PATCH", (), {"path": "x"})):
+        status, _ = await api(
+            jp_fetch, method, sandbox_id, "files", *rest, body=body, params={"path": "y"}, **BOB
+        )
+        assert status == 404
+    status, _ = await api(
+        jp_fetch, "GET", sandbox_id, "files", "info", params={"path": "final"}, **BOB
+    )
+    assert status == 404

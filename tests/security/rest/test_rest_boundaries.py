@@ -48,6 +48,8 @@ VALID_BODIES = {
     ("/api/sandboxes/{sandbox_id}/timeout", "put"): '{"timeout": 600}',
     # Code that would leave a mark in alice's interpreter, were it run there (looked for below).
     ("/api/sandboxes/{sandbox_id}/execute", "post"): '{"code": "reached_by_bob = True"}',
+    ("/api/sandboxes/{sandbox_id}/files", "put"): '{"type": "directory"}',
+    ("/api/sandboxes/{sandbox_id}/files", "patch"): '{"path": "moved.txt", "overwrite": true}',
 }
 # Routes tried again with other bodies: a command started in the background as well as one
 # run to its end.
@@ -60,6 +62,7 @@ MORE_BODIES = {
 VALID_QUERIES = {
     "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/files/content": {"path": "notes.txt"},
+    "/api/sandboxes/{sandbox_id}/files/info": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/terminal": {"rows": "24", "cols": "80"},
     "/api/sandboxes/{sandbox_id}/commands/{command_id}/output": {"offset": "0", "limit": "1024"},
 }
@@ -182,7 +185,7 @@ async def test_row37_users_never_reach_each_other(
         # A well-formed request each (a malformed one is refused before any lookup, with a 400
         # that says as little about whose sandbox it is).
         bodies: list[str | None] = [None]
-        if method in ("post", "put"):
+        if method in ("post", "put", "patch"):
             bodies = [VALID_BODIES.get((path, method), "{}"), *MORE_BODIES.get((path, method), [])]
         params = VALID_QUERIES.get(path, {})
         headers = {**BOB["headers"], **VALID_HEADERS.get(path, {})}
@@ -193,6 +196,8 @@ async def test_row37_users_never_reach_each_other(
             assert status == 404, (method, path, body, status, error)
             tried += 1
     assert extension.manager.terminals.open_count(alices["id"]) == 0  # no shell was started
+    # No file of bob's was written, no directory made, nothing moved in alice's workspace.
+    assert (await extension.manager.files.list("alice", alices["id"]))["entries"] == []
     ran = await extension.manager.exec(
         "alice", alices["id"], ["sh", "-c", "cat /proc/[0-9]*/cmdline"]
     )
