@@ -4,10 +4,14 @@ REST's ``POST /api/sandboxes/{id}/execute`` and ``jupyter sandbox run`` do it, w
 For each runtime, one sandbox; ``--runs`` of each (interleaved, but for ``execute pass``, run
 first), timed from the call to its result:
 
-- ``run pass``: ``run_code`` of ``pass``: the sandbox's state checked, a client connected to
-  the kernel through pinned sockets and iopub joined, the execute_request and its reply;
+- ``run pass``: ``run_code`` of ``pass``: the sandbox's state checked, the ready client the
+  run before kept taken from the manager's pool (kernel_clients.py), the execute_request and
+  its reply;
+- ``run, new client``: the same with ``KernelClients.max_idle = 0`` (another manager): a client
+  connected to the kernel through pinned sockets and iopub joined for the run, as every run
+  made one before the pool;
 - ``execute pass``: the same request on a client already connected (kernel_execution.execute
-  alone): the protocol's own cost, so the difference is what connecting per run costs;
+  alone): the protocol's own cost, so the difference is what the rest of a run costs;
 - ``python3 -c``: ``python3 -c pass`` as a command (``run_command``), what agent code pays
   for a one-liner without the kernel (and without its state);
 - ``first piece``: ``stream_code`` of a print then a 0.2 s sleep, from the call to the print;
@@ -24,6 +28,7 @@ from __future__ import annotations
 import time
 
 from timing import per_runtime
+from traitlets.config import Config
 
 from jupyter_sandbox.sandbox import SandboxManager
 from jupyter_sandbox.sandbox.code_runs import CONNECT_TIMEOUT, CodeRequest, run_code, stream_code
@@ -41,7 +46,7 @@ BULK = CodeRequest(
     f"import sys\nfor _ in range({STREAMED // 65536}):\n    sys.stdout.write('x' * 65536)",
     stream=True,
 )
-NAMES = ["run pass", "execute pass", "python3 -c", "first piece", "stream 16M"]
+NAMES = ["run pass", "run, new client", "execute pass", "python3 -c", "first piece", "stream 16M"]
 
 
 async def streamed(manager: SandboxManager, sandbox_id: str, request: CodeRequest) -> float:
@@ -66,6 +71,9 @@ async def streamed(manager: SandboxManager, sandbox_id: str, request: CodeReques
 async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {name: [] for name in NAMES}
     manager = SandboxManager.from_config()
+    unpooled = Config()
+    unpooled.KernelClients.max_idle = 0
+    fresh = SandboxManager.from_config(unpooled)
 
     async def alive() -> str | None:
         return None
@@ -101,6 +109,11 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
                 if ran.status != "ok":
                     raise RuntimeError(f"pass failed: {ran.error}")
                 start = time.perf_counter()
+                ran = await run_code(fresh, OWNER, sandbox_id, PASS)
+                samples["run, new client"].append(time.perf_counter() - start)
+                if ran.status != "ok":
+                    raise RuntimeError(f"pass failed: {ran.error}")
+                start = time.perf_counter()
                 command = await run_command(manager, OWNER, sandbox_id, PYTHON)
                 samples["python3 -c"].append(time.perf_counter() - start)
                 if command.exit_code != 0:
@@ -110,6 +123,7 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
         finally:
             await manager.remove(OWNER, sandbox_id)
     finally:
+        await fresh.close()
         await manager.close()
     return {name: values[1:] for name, values in samples.items()}
 

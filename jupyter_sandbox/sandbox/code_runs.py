@@ -3,9 +3,10 @@ code API give agent code, over ``POST /api/sandboxes/{id}/execute``
 (server_extension/code_handlers.py), ``jupyter sandbox run`` and :func:`run_code` in Python.
 
 The code runs in the kernel the sandbox already has, the one a notebook attached to it uses: a
-run sees the variables and imports earlier runs and cells left, and leaves its own. A client of
-that kernel is made for each run from the host (kernel_link.ready_client, through pinned
-sockets) and the protocol is spoken by kernel_execution.py; this module adds what a caller
+run sees the variables and imports earlier runs and cells left, and leaves its own. A run
+borrows a ready client of that kernel from the manager's pool (kernel_clients.py: made through
+pinned sockets by kernel_link, kept for the next run only if this one ended cleanly and only
+for the same interpreter) and the protocol is spoken by kernel_execution.py; this module adds what a caller
 without a frontend needs: the request's checks, and the outputs gathered into one result as a
 notebook would show them (cell_output.py: ``clear_output`` clears, ``update_display_data``
 replaces), capped at MAX_OUTPUT (more interrupts the code: stream it instead). With ``"stream": true`` (or an
@@ -36,7 +37,6 @@ from .errors import (
     SandboxStartError,
 )
 from .kernel_execution import Output, execute
-from .kernel_link import ready_client
 from .manager import SandboxManager
 
 MAX_CODE = 4 * 1024**2  # characters of code a request may send
@@ -163,19 +163,23 @@ async def run_code(
 
     with manager.usage.using(sandbox_id):
         try:
-            async with ready_client(
+            async with manager.kernel_clients.client(
+                sandbox_id,
+                generation,
                 manager.kernel_connection(sandbox_id),
                 timeout=CONNECT_TIMEOUT,
                 still_running=why_not,
-            ) as (client, _):
+            ) as lease:
                 outcome = await execute(
-                    client,
+                    lease.client,
                     request.code,
                     timeout=request.timeout,
                     output=output or gather,
                     still_running=why_not,
                     on_reason=ended,
                 )
+                # Interrupted code may still have its interrupt_reply on the way: not kept.
+                lease.clean = not (outcome.timed_out or outcome.still_running)
         except SandboxStartError as exc:  # the kernel did not answer: say so for a run
             raise SandboxConflictError(
                 f"sandbox {sandbox_id}'s interpreter does not answer, so the code did not run "

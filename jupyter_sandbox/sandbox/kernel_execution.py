@@ -75,7 +75,10 @@ async def execute(
     on_reason: Callable[[str], BaseException],
 ) -> KernelOutcome:
     """Run ``code`` on ``client``'s kernel (shell, iopub and control started, iopub joined:
-    kernel_link.ready_client), passing what it publishes to ``output`` as it comes.
+    kernel_link.ready_client, or a client kept from an earlier run: kernel_clients.py; either
+    way the caller's alone while this runs), passing what it publishes to ``output`` as it
+    comes. Returning without raising, and without an interrupt sent (neither ``timed_out``
+    nor ``still_running``), means nothing of this request can still arrive on the client.
 
     ``timeout`` counts from the moment the code starts (its ``execute_input``): a request
     queued behind other code (a notebook's cell, another caller's run) waits for it, and is

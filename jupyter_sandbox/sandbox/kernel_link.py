@@ -9,6 +9,10 @@ while a cell runs on shell, so a context whose kernel is still busy with a cell 
 crashed, Jupyter restarted) is found again at once, and that cell can be interrupted. There is
 no fixed sleep: the wait looks for the socket files as often as ZMQ would retry a connection,
 and each wait after that is on a message.
+
+A ready client is a :class:`HeldClient`: :func:`ready_client` lets it go on exit (the wait for
+a kernel to start), :func:`open_ready_client` hands it over to be kept (code runs' pool,
+kernel_clients.py), and it can tell whether the kernel's socket files are still the ones pinned.
 """
 
 from __future__ import annotations
@@ -16,17 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import zmq
 import zmq.asyncio
 
 from .errors import SandboxStartError, SandboxStartTimeoutError
-from .socket_pin import PinnedKernelClient, PinnedSockets, pin_sockets
+from .socket_pin import CHANNELS, PinnedKernelClient, PinnedSockets, pin_sockets, socket_path
 
 log = logging.getLogger(__name__)
 
@@ -99,38 +104,105 @@ async def ready_client(
 ) -> AsyncIterator[tuple[PinnedKernelClient, dict[str, Any]]]:
     """A client of the kernel behind ``connection_info`` (control, iopub and, if asked,
     shell), and the kernel's ``kernel_info_reply`` content, once the kernel answers and iopub
-    has joined: nothing the kernel publishes after this is missed. Used by the wait for a
-    kernel to start and by code run over REST (code_runs.py); let go on exit."""
+    has joined: nothing the kernel publishes after this is missed. Let go on exit."""
+    held, reply = await open_ready_client(
+        connection_info, timeout=timeout, still_running=still_running, shell=shell
+    )
+    try:
+        yield held.client, reply
+    finally:
+        held.close()
+
+
+async def open_ready_client(
+    connection_info: dict[str, Any],
+    *,
+    timeout: float,
+    still_running: Callable[[], Awaitable[str | None]],
+    shell: bool = True,
+) -> tuple[HeldClient, dict[str, Any]]:
+    """What :func:`ready_client` yields, held until the caller closes it: the pool of code
+    runs' clients (kernel_clients.py) keeps it for the next run. Closed here if it fails."""
     deadline = time.monotonic() + timeout
     pins = await _pinned_once_bound(connection_info, deadline, still_running)
-    with _started_client(connection_info, pins, iopub=True, shell=shell) as client:
-        reply = await _first_reply(client, deadline, still_running)
+    held = HeldClient(connection_info, pins, iopub=True, shell=shell)
+    try:
+        reply = await _first_reply(held.client, deadline, still_running)
         # The reply proves the kernel runs; iopub may still be joining (ZMQ's slow joiner): ask
         # again until a status message (ipykernel publishes one per control request) arrives.
-        while not await _iopub_message(client, deadline):
+        while not await _iopub_message(held.client, deadline):
             await _check(deadline, still_running)
-            _ask_kernel_info(client)
-        yield client, reply
+            _ask_kernel_info(held.client)
+    except BaseException:
+        held.close()
+        raise
+    return held, reply
 
 
-@contextlib.contextmanager
-def _started_client(
-    connection_info: dict[str, Any], pins: PinnedSockets, *, iopub: bool, shell: bool = False
-) -> Iterator[PinnedKernelClient]:
-    """A client with its control channel (and iopub and shell, if asked) started on ``pins``;
-    on exit its channels, its context and the pins are let go."""
-    context = zmq.asyncio.Context()
-    context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
-    client = PinnedKernelClient(context=context)
-    client.pins = pins
-    client.load_connection_info(connection_info)  # type: ignore[arg-type]
-    client.start_channels(shell=shell, iopub=iopub, stdin=False, hb=False, control=True)
+class HeldClient:
+    """A client with its control channel (and iopub and shell, if asked) started on ``pins``,
+    and all it holds: its ZMQ context (an I/O thread), its sockets and the pinned descriptors.
+
+    :meth:`still_bound` says whether the kernel's socket files are still the ones pinned: a
+    kernel restarted in place, or a sandbox restored from a snapshot, binds new ones, and a
+    client kept from before (kernel_clients.py) would talk to no kernel, or to the old one.
+    """
+
+    def __init__(
+        self, connection_info: dict[str, Any], pins: PinnedSockets, *, iopub: bool, shell: bool
+    ) -> None:
+        self.connection_info, self._pins, self._open = connection_info, pins, True
+        self.context = zmq.asyncio.Context()
+        try:
+            # The inode each pin reaches, to compare with what the paths name later.
+            self._bound = {channel: _pinned_identity(pins, channel) for channel in CHANNELS}
+            self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+            self.client = PinnedKernelClient(context=self.context)
+            self.client.pins = pins
+            self.client.load_connection_info(connection_info)  # type: ignore[arg-type]
+            self.client.start_channels(
+                shell=shell, iopub=iopub, stdin=False, hb=False, control=True
+            )
+        except BaseException:
+            self.context.destroy(linger=0)
+            pins.close()
+            self._open = False
+            raise
+
+    def still_bound(self) -> bool:
+        """Whether every socket path still names the socket pinned (a few lstat calls)."""
+        return all(
+            _identity(socket_path(self.connection_info, channel)) == bound
+            for channel, bound in self._bound.items()
+        )
+
+    def close(self) -> None:
+        """Stop the channels, destroy the context, close the pins; again is a no-op."""
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self.client.stop_channels()
+        finally:
+            try:
+                self.context.destroy(linger=0)
+            finally:
+                self._pins.close()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The directory entry's device and inode, not following a link; None if it is gone."""
     try:
-        yield client
-    finally:
-        client.stop_channels()
-        context.destroy(linger=0)
-        pins.close()
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _pinned_identity(pins: PinnedSockets, channel: str) -> tuple[int, int]:
+    """The device and inode of the socket ``channel``'s pin reaches (its /proc/self/fd link)."""
+    found = os.stat(pins.endpoint(channel).removeprefix("ipc://"))
+    return found.st_dev, found.st_ino
 
 
 async def _pinned_once_bound(
@@ -210,7 +282,9 @@ async def shut_kernel_down(
     if pins is None:
         log.debug("no kernel is bound at %s; nothing to shut down", connection_info["ip"])
         return
-    with _started_client(connection_info, pins, iopub=False) as client:
+    held = HeldClient(connection_info, pins, iopub=False, shell=False)
+    try:
+        client = held.client
         msg = client.session.msg("shutdown_request", {"restart": restart})
         client.control_channel.send(msg)
         deadline = time.monotonic() + timeout
@@ -221,3 +295,5 @@ async def shut_kernel_down(
                 continue
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 return
+    finally:
+        held.close()

@@ -31,6 +31,7 @@ from .errors import SandboxConflictError, SandboxNotFoundError
 from .files import SandboxFiles
 from .hostdir import SandboxDirectory, sandbox_directories
 from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
+from .kernel_clients import KernelClients
 from .network import NetworkPolicy, NetworkSettings, apply_policy, policy_of_state, read_audit
 from .quotas import SandboxQuotas
 from .sandbox_types import Sandbox, SandboxRequest
@@ -82,6 +83,8 @@ class SandboxManager(SandboxStarter):
         self._background: BackgroundCommands | None = None
         # Commands, file operations and terminals count as a sandbox's activity (usage.py).
         self.usage = SandboxUsage(self.update_state)
+        # Ready clients of the kernels, kept between code runs (kernel_clients.py).
+        self.kernel_clients = KernelClients(parent=self)
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
@@ -297,6 +300,7 @@ class SandboxManager(SandboxStarter):
 
     async def pause(self, owner: str, sandbox_id: str) -> None:
         await self.get(owner, sandbox_id)
+        self.kernel_clients.discard(sandbox_id)
         await self.backend.pause(sandbox_id)
 
     async def resume(self, owner: str, sandbox_id: str) -> None:
@@ -309,10 +313,12 @@ class SandboxManager(SandboxStarter):
             info = await self.get(owner, sandbox_id)
         except SandboxNotFoundError:
             return
+        self.kernel_clients.discard(sandbox_id)
         await self._discard(sandbox_id, SandboxDirectory(self.settings.state_path, info.sandbox_id))
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 
     async def close(self) -> None:
+        self.kernel_clients.close()
         if self._terminals is not None:  # their shells are killed through the backend
             await self._terminals.close_all()
         if self._backend is not None:
