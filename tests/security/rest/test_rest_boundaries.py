@@ -242,7 +242,8 @@ async def test_row37_users_never_reach_each_other(
         f"{tried} requests to sandbox routes tried as another user (a background command's "
         "start, look, output and stop among them): all 404, no shell started by the "
         "terminal's, no code run in its interpreter by execute's, no command run or started "
-        "by the commands', the victim's background command still running and its only one; "
+        "by the commands', no file written, directory made or path moved in its workspace by "
+        "the files', the victim's background command still running and its only one; "
         "the victim kept running; its host directory is 0700 and not visible from the other "
         "sandbox",
         cases=tried,
