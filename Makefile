@@ -9,9 +9,9 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser benchmark
+.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark
 
-test: image browser labextension
+test: image browser labextension hub-proxy
 	$(BIN)/pytest
 
 lab: image labextension
@@ -53,6 +53,19 @@ labextension: $(LABEXT_BUILT)
 # browser download). Installs only when missing; needs root, as the engine's bootstrap does.
 browser:
 	bash scripts/browser-bootstrap.sh
+
+# The proxy a JupyterHub puts in front of its single-user servers, for the hub's test
+# (tests/hub/): from npm, at a fixed version, into the virtualenv (npm's "global" layout under
+# its prefix: .venv/bin/configurable-http-proxy and .venv/lib/node_modules), so that nothing is
+# installed outside the project. About 3 s; once per version.
+HUB_PROXY_VERSION := 5.3.0
+HUB_PROXY := $(VENV)/.hub-proxy-$(HUB_PROXY_VERSION)
+
+$(HUB_PROXY): | $(STAMP)
+	npm install --global --prefix $(VENV) --no-audit --no-fund --loglevel=error configurable-http-proxy@$(HUB_PROXY_VERSION)
+	touch $@
+
+hub-proxy: $(HUB_PROXY)
 
 image: engine install
 	$(BIN)/jupyter sandbox build-image
