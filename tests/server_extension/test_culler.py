@@ -113,6 +113,9 @@ async def test_commands_and_files_keep_a_rest_sandbox_from_idling(
     sandbox_id = sandbox["id"]
     manager, culler = extension.manager, extension.culler
     culler.idle_timeout = 3600.0
+    # Every operation's record written: this test moves last_activity into the past between
+    # operations a moment apart, which the clock never does (usage.RECORD_INTERVAL).
+    manager.usage.interval = 0.0
     long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=2)
 
     def idle_for_hours() -> None:
