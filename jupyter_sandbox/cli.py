@@ -229,7 +229,7 @@ class SnapshotApp(_CommandGroup):
 
 class FilesApp(_CommandGroup):
     name = "jupyter-sandbox-files"
-    description = "Files in a running sandbox: ls, stat, get, put, mkdir, mv, rm."
+    description = "Files in a running sandbox: ls, stat, get, put, mkdir, mv, rm, watch."
     verbs = {
         "ls": cli_files.LsApp,
         "stat": cli_files.StatApp,
@@ -238,6 +238,7 @@ class FilesApp(_CommandGroup):
         "mkdir": cli_files.MkdirApp,
         "mv": cli_files.MvApp,
         "rm": cli_files.RmApp,
+        "watch": cli_files.WatchApp,
     }
 
 

@@ -1,4 +1,5 @@
-"""``jupyter sandbox files ls|stat|get|put|mkdir|mv|rm``: the files inside a running sandbox.
+"""``jupyter sandbox files ls|stat|get|put|mkdir|mv|rm|watch``: the files inside a running
+sandbox.
 
 Each verb is an OwnerCommand (cli_owner.py) using SandboxManager.files (sandbox/files.py): the
 work runs inside the sandbox as its user. Paths in the sandbox are relative to /workspace, or
@@ -19,6 +20,8 @@ from .cli_owner import OwnerCommand, owner_alias
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.files import SandboxFiles
 from .sandbox.hostdir import replaced_atomically
+
+INTERRUPTED = 130  # Ctrl-C, as a shell has it (SIGINT)
 
 
 class _FilesCommand(OwnerCommand):
@@ -131,6 +134,40 @@ class RmApp(_FilesCommand):
         sandbox_id, path = self.arguments(2, 2)
         await manager.files.remove(owner, sandbox_id, path)
         return 0
+
+
+class WatchApp(_FilesCommand):
+    name = "jupyter-sandbox-files-watch"
+    description = (
+        "Print each change in a directory of a running sandbox as it happens (created, "
+        "modified, removed, then the path), until Ctrl-C (exit status 130)."
+    )
+    usage = "watch SANDBOX_ID [PATH] [--recursive]"
+    recursive = Bool(False, config=True, help="Also what is under its subdirectories.")
+    aliases = owner_alias("WatchApp")
+    flags = {"recursive": ({"WatchApp": {"recursive": True}}, "Also watch subdirectories.")}
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except KeyboardInterrupt:  # asyncio.run closed the watch: the watcher was killed
+            self.exit(INTERRUPTED)
+
+    async def run(self, manager: SandboxManager, owner: str) -> int:
+        sandbox_id, *path = self.arguments(1, 2)
+        events = manager.files.watch(owner, sandbox_id, (path or ["."])[0], self.recursive)
+        try:
+            async for name, data in events:
+                if name == "ready":
+                    print(f"watching {data['path']} (Ctrl-C stops)", file=sys.stderr)
+                elif name == "change":
+                    print(f"{data['type']:<8}  {data['path']}", flush=True)
+                elif name == "error":
+                    print(f"error: {data['message']}", file=sys.stderr)
+                    return 1
+        finally:
+            await events.aclose()
+        return 1  # never reached: a watch ends with an error event, or Ctrl-C
 
 
 def _line(entry: dict[str, Any], name: str | None = None) -> str:

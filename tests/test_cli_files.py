@@ -1,11 +1,13 @@
-"""`jupyter sandbox files ls|stat|get|put|mkdir|mv|rm` as a person runs it."""
+"""`jupyter sandbox files ls|stat|get|put|mkdir|mv|rm|watch` as a person runs it."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,28 @@ async def test_mkdir_stat_and_mv(manager: SandboxManager, state_dir: Path, purpo
         2,
         "usage: jupyter sandbox files mv SANDBOX_ID PATH NEW_PATH [--overwrite]\n",
     )
+
+
+async def test_watch_prints_each_change_until_ctrl_c(
+    manager: SandboxManager, state_dir: Path, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime="runc", purpose=purpose)).sandbox_id
+    missing = await files_cli("watch", sandbox_id, "missing", state_dir=state_dir)
+    assert missing.returncode == 1
+    assert missing.stderr.decode().endswith("no such directory: /workspace/missing\n")
+    options = (f"--SandboxSettings.state_dir={state_dir}", "--owner=alice", "--recursive")
+    watching = await asyncio.create_subprocess_exec(
+        *JUPYTER, "watch", sandbox_id, *options, stdout=PIPE, stderr=PIPE
+    )
+    assert watching.stdout is not None
+    assert watching.stderr is not None
+    said = await asyncio.wait_for(watching.stderr.readline(), 60)
+    assert said == b"watching /workspace (Ctrl-C stops)\n"
+    await manager.files.write("alice", sandbox_id, "new/file.txt", b"x")
+    lines = [await asyncio.wait_for(watching.stdout.readline(), 30) for _ in range(2)]
+    assert lines == [b"created   /workspace/new\n", b"created   /workspace/new/file.txt\n"]
+    watching.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(watching.wait(), 30) == 130
+    ran = await manager.exec("alice", sandbox_id, ["sh", "-c", "cat /proc/[0-9]*/cmdline"])
+    assert b"sandbox-init" in ran.stdout  # the listing works
+    assert b"SandboxFiles.watch_max_entries" not in ran.stdout  # the watcher was killed

@@ -26,6 +26,7 @@ from .client import SandboxClient
 from .commands import BackgroundCommand, CommandOutput, CommandResult
 from .errors import *  # noqa: F403  (the error classes: errors.__all__ names them)
 from .execution import CodeError, CodeFailedError, Execution
+from .file_watch import DirectoryWatch, FileChange, WatchHandle
 from .files import FileEntry, SandboxFiles
 from .network import SandboxNetwork
 from .sandbox import Sandbox
@@ -37,11 +38,14 @@ __all__ = [
     "CodeFailedError",
     "CommandOutput",
     "CommandResult",
+    "DirectoryWatch",
     "Execution",
+    "FileChange",
     "FileEntry",
     "Sandbox",
     "SandboxClient",
     "SandboxFiles",
     "SandboxNetwork",
+    "WatchHandle",
 ]
 __all__ += errors.__all__

@@ -46,6 +46,7 @@ from ..sandbox.errors import (
     SocketReplacedError,
     TooManyCommandsError,
     TooManyTerminalsError,
+    TooManyWatchesError,
 )
 from ..sandbox.snapshots import errors as snapshot_errors
 from ..sandbox.snapshots.errors import (
@@ -168,5 +169,6 @@ __all__ = [
     "SocketReplacedError",
     "TooManyCommandsError",
     "TooManyTerminalsError",
+    "TooManyWatchesError",
     "UnsafeArchiveError",
 ]

@@ -11,11 +11,15 @@ at most ``SandboxFiles.max_bytes`` (100 MiB by default: FileTooLargeError past i
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SandboxFileNotFoundError
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from .file_watch import DirectoryWatch, FileChange, WatchHandle
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class FileEntry:
 
 class SandboxFiles:
     """The files of one sandbox (``sandbox.files``): read, write, list, look up, make
-    directories, move, remove."""
+    directories, move, remove, watch a directory for changes."""
 
     def __init__(self, transport: Transport, sandbox_id: str) -> None:
         self._transport = transport
@@ -118,3 +122,26 @@ class SandboxFiles:
         """Remove the file, link or directory (with all it holds) at ``path``; not
         /workspace itself."""
         self._transport.call("DELETE", *self._route(), query=[("path", path)])
+
+    def watch(self, path: str = ".", recursive: bool = False) -> DirectoryWatch:
+        """Watch the directory ``path`` (with what is under its subdirectories if
+        ``recursive``): an iterator of FileChange as they happen, from the moment this
+        returns, until it is closed (``close()``, or use it in a ``with`` block). A change is
+        seen within about 0.2 s; SandboxFileNotFoundError if there is no such directory."""
+        from .file_watch import DirectoryWatch  # it imports FileEntry from here
+
+        return DirectoryWatch(self._transport, self.sandbox_id, path, recursive)
+
+    def watch_dir(
+        self,
+        path: str,
+        on_event: Callable[[FileChange], object],
+        recursive: bool = False,
+        on_exit: Callable[[BaseException | None], object] | None = None,
+    ) -> WatchHandle:
+        """As E2B's ``watch_dir``: call ``on_event`` with each change under ``path`` on a
+        thread of its own, until the handle's ``stop()``; ``on_exit`` is called with the error
+        that ended the watch, if it ended on its own (None after ``stop()``)."""
+        from .file_watch import WatchHandle
+
+        return WatchHandle(self.watch(path, recursive), on_event, on_exit)

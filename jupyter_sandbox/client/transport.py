@@ -17,7 +17,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from .._version import __version__
@@ -90,16 +90,21 @@ class Transport:
         body: Any = _NOTHING,
         query: Query = (),
         timeout: float | None = None,
+        opened: Callable[[http.client.HTTPResponse], None] | None = None,
     ) -> Generator[ServerEvent, None, None]:
         """POST ``body`` (with ``"stream": true``), or GET without one (a background command's
-        output with ``follow=true``), and yield the events of the answer as they come, up to the
-        final one. Closing the iterator early closes the connection, which stops what runs on
-        the server (a command is killed, code interrupted; a follower only stops following)."""
+        output with ``follow=true``, a directory's watch), and yield the events of the answer
+        as they come, up to the final one. Closing the iterator early closes the connection,
+        which stops what runs on the server (a command is killed, code interrupted, a watch
+        stopped; a follower only stops following). ``opened`` is given the answer once it
+        came, so that another thread can cut its connection (file_watch.py)."""
         url = self.route(*path, query=query)
         method = "GET" if body is _NOTHING else "POST"
         request = f"{method} {url}"
         data = None if body is _NOTHING else json.dumps(body).encode()
         response = self._open(method, url, data, "application/json", timeout)
+        if opened is not None:
+            opened(response)
         with response:
             kind = response.headers.get_content_type()
             if kind != EVENT_STREAM:

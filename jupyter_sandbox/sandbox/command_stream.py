@@ -73,13 +73,14 @@ class _ReaderGone(Exception):
     """Raised on the engine's thread when the output has nobody left to take it."""
 
 
-class _Channel:
-    """The bounded crossing between the engine's thread (:meth:`send`) and the event loop.
+class Channel:
+    """The bounded crossing between the engine's thread (:meth:`send`) and the event loop
+    (also a directory watch's, file_watch.py).
 
-    The thread hands each piece over without waiting for the loop to take it, and waits only
-    for room (QUEUE_CHUNKS pieces): waiting on the loop for every piece, as a queue put from
-    the thread would, made streamed output several times slower. The loop takes every piece
-    that has arrived at once (:meth:`next`), so a fast command's output goes out in few events.
+        The thread hands each piece over without waiting for the loop to take it, and waits only
+        for room (QUEUE_CHUNKS pieces): waiting on the loop for every piece, as a queue put from
+        the thread would, made streamed output several times slower. The loop takes every piece
+        that has arrived at once (:meth:`next`), so a fast command's output goes out in few events.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -148,7 +149,7 @@ async def stream_command(
     generator early (``aclose``, as a consumer whose reader left must) stops the command and
     everything it started before it returns (within exec_deadline.KILL_SECONDS).
     """
-    channel = _Channel(asyncio.get_running_loop())
+    channel = Channel(asyncio.get_running_loop())
     run = asyncio.ensure_future(
         run_command(manager, owner, sandbox_id, request, output=channel.send)
     )

@@ -239,6 +239,14 @@ class TooManyCommandsError(SandboxError):
     http_status = 429
 
 
+class TooManyWatchesError(SandboxError):
+    """This server follows as many directory watches as SandboxFiles.max_watches allows
+    (file_watch.py); none was started."""
+
+    code = "too_many_watches"
+    http_status = 429
+
+
 class ProcessNotFoundError(SandboxError):
     """The engine no longer knows a process SandboxBackend.spawn started: it ended a while ago
     (Docker forgets an ended exec within minutes), or the engine restarted since."""

@@ -11,6 +11,9 @@ from /workspace; absolute paths name anything the sandbox's user can reach.
 Contents travel over the exec stream, held in memory and capped at ``max_bytes`` each way; for
 whole directories or bigger data, persist a snapshot (snapshots/).
 
+:meth:`SandboxFiles.watch` watches a directory for changes with a program of its own that
+runs until the watch is closed (file_watch.py, watch_program.py).
+
 Usage (agent code)::
 
     files = manager.files
@@ -22,6 +25,7 @@ Usage (agent code)::
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +90,37 @@ class SandboxFiles(LoggingConfigurable):
         help="Seconds one file operation (the program run in the sandbox) may take.",
     )
 
+    watch_interval = Float(
+        0.2,
+        min=0.05,
+        config=True,
+        help="""Seconds between two looks of a directory watch at its directory (file_watch.py):
+        a change is seen within about this long. Each look lists the whole directory.""",
+    )
+    watch_max_entries = Integer(
+        10_000,
+        min=1,
+        config=True,
+        help="""Most entries a watched directory (with everything under it, for a recursive
+        watch) may hold: past it the watch ends with an error naming this cap.""",
+    )
+    max_watches = Integer(
+        8,
+        min=0,
+        config=True,
+        help="""Most directory watches this server follows at once, all sandboxes together:
+        each holds one of the engine's executor threads (16) while it lasts.""",
+    )
+    watch_timeout = Float(
+        86400.0,
+        config=True,
+        help="Most seconds a directory watch lasts; it then ends with an error.",
+    )
+
     def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
+        self.watch_count = 0  # directory watches running now (file_watch.py)
 
     async def list(self, owner: str, sandbox_id: str, path: str = ".") -> dict[str, Any]:
         """The entries of a directory: ``{"path": absolute, "entries": [entry, ...]}``, each
@@ -147,6 +179,25 @@ class SandboxFiles(LoggingConfigurable):
         )
         return _decoded(report, sandbox_id)
 
+    def watch(
+        self, owner: str, sandbox_id: str, path: str = ".", recursive: bool = False
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """The changes under the directory ``path`` as they come: ("ready", ...), then
+        ("change", {"type": created|modified|removed, "path", "entry"}) each, until closed
+        (closing it stops the watcher in the sandbox). file_watch.py has the details."""
+        from .file_watch import watch_directory  # it needs this module's helpers
+
+        return watch_directory(self, owner, sandbox_id, path, recursive)
+
+    async def check_running(self, owner: str, sandbox_id: str) -> None:
+        """SandboxConflictError, naming the fix, unless the owner's sandbox runs."""
+        info = await self.manager.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: its files are reachable while it runs"
+                + (" (resume it first)" if info.status == "paused" else "")
+            )
+
     async def _run(
         self,
         owner: str,
@@ -162,12 +213,7 @@ class SandboxFiles(LoggingConfigurable):
         output, at most ``max_output`` bytes (0: no cap; past it, FileTooLargeError saying
         ``too_much``)."""
         check_path(path)
-        info = await self.manager.get(owner, sandbox_id)
-        if not info.running:
-            raise SandboxConflictError(
-                f"sandbox {sandbox_id} is {info.status}: its files are reachable while it runs"
-                + (" (resume it first)" if info.status == "paused" else "")
-            )
+        await self.check_running(owner, sandbox_id)
         received = bytearray()
 
         def sink(data: bytes) -> None:
@@ -186,7 +232,7 @@ class SandboxFiles(LoggingConfigurable):
                 f"{self.timeout:g}s (SandboxFiles.timeout)"
             )
         if result.exit_code == file_program.FAILED:
-            raise _reported_error(result.stderr, sandbox_id)
+            raise reported_error(result.stderr, sandbox_id)
         if result.exit_code != 0:
             raise SandboxFileError(
                 f"{operation} of {path} in sandbox {sandbox_id} failed (exit status "
@@ -212,7 +258,7 @@ def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
     return decoded
 
 
-def _reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
+def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
     """The error the program in the sandbox reported (its stderr is the sandbox's to write, so
     it is only ever shown as text, never trusted for more than picking the error class)."""
     try:

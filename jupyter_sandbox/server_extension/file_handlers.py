@@ -8,7 +8,9 @@
 * ``DELETE /api/sandboxes/{id}/files?path=P``: remove P (a directory with all it holds);
 * ``GET /api/sandboxes/{id}/files/info?path=P``: the entry of P itself;
 * ``GET /api/sandboxes/{id}/files/content?path=P``: the bytes of file P;
-* ``PUT /api/sandboxes/{id}/files/content?path=P``: write the request body to P whole.
+* ``PUT /api/sandboxes/{id}/files/content?path=P``: write the request body to P whole;
+* ``GET /api/sandboxes/{id}/files/watch?path=P&recursive=false``: the changes in directory P as
+  they come, as Server-Sent Events (sandbox/file_watch.py), until the client leaves.
 
 Paths are the sandbox's own, relative to /workspace or absolute; every operation runs inside
 the sandbox as its user (sandbox/files.py), never on the host's files. This is how a file a
@@ -24,6 +26,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..sandbox.errors import InvalidRequestError
+from .event_stream import EventStreamHandler
 from .handlers import _ID, SandboxAPIHandler
 from .requests import json_object
 
@@ -120,8 +123,29 @@ class SandboxFileInfoHandler(SandboxFileAPIHandler):
         self.write_json(await self.manager.files.info(self.owner, sandbox_id, path))
 
 
+class SandboxFileWatchHandler(EventStreamHandler, SandboxFileAPIHandler):
+    """``/api/sandboxes/{id}/files/watch?path=P&recursive=false``: ready, then a change event
+    each as it is seen (a ping after 15 s without one), until the client closes the
+    connection, which stops the watcher in the sandbox; error if the watch ends on its own."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        path = self.path_argument(".")
+        recursive = self.get_query_argument("recursive", "false").lower()
+        if recursive not in RECURSIVE:
+            raise InvalidRequestError(
+                f"the query argument recursive must be true or false (1 or 0), not {recursive!r}"
+            )
+        events = self.manager.files.watch(self.owner, sandbox_id, path, RECURSIVE[recursive])
+        await self.send_events(events, f"the watch of {path} in {sandbox_id}")
+
+
+RECURSIVE = {"true": True, "1": True, "false": False, "0": False}
+
 file_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
     (rf"/api/sandboxes/{_ID}/files/?", SandboxFilesHandler),
     (rf"/api/sandboxes/{_ID}/files/content/?", SandboxFileContentHandler),
     (rf"/api/sandboxes/{_ID}/files/info/?", SandboxFileInfoHandler),
+    (rf"/api/sandboxes/{_ID}/files/watch/?", SandboxFileWatchHandler),
 ]

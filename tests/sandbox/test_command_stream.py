@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jupyter_sandbox.sandbox.command_stream import QUEUE_CHUNKS, OutputDecoder, _Channel, _joined
+from jupyter_sandbox.sandbox.command_stream import QUEUE_CHUNKS, Channel, OutputDecoder, _joined
 
 
 def test_a_character_split_between_pieces_comes_whole_with_the_second() -> None:
@@ -31,7 +31,7 @@ def test_bytes_that_are_no_utf8_are_replaced_and_so_is_an_unfinished_end() -> No
 
 
 async def test_a_sender_waits_while_the_queue_is_full() -> None:
-    channel = _Channel(asyncio.get_running_loop())
+    channel = Channel(asyncio.get_running_loop())
     sent: list[int] = []
 
     def sender() -> None:  # as the engine's executor thread would
@@ -57,7 +57,7 @@ def test_consecutive_pieces_of_one_stream_go_as_one() -> None:
 
 
 async def test_closing_frees_a_waiting_sender_and_refuses_the_next() -> None:
-    channel = _Channel(asyncio.get_running_loop())
+    channel = Channel(asyncio.get_running_loop())
     failures: list[BaseException] = []
     sent = 0
 
@@ -83,7 +83,7 @@ async def test_closing_frees_a_waiting_sender_and_refuses_the_next() -> None:
 
 
 async def test_next_ends_when_the_sender_fails_with_nothing_queued() -> None:
-    channel = _Channel(asyncio.get_running_loop())
+    channel = Channel(asyncio.get_running_loop())
 
     async def fails() -> None:
         raise RuntimeError("the exec failed before any output")

@@ -63,6 +63,7 @@ VALID_QUERIES = {
     "/api/sandboxes/{sandbox_id}/files": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/files/content": {"path": "notes.txt"},
     "/api/sandboxes/{sandbox_id}/files/info": {"path": "notes.txt"},
+    "/api/sandboxes/{sandbox_id}/files/watch": {"path": ".", "recursive": "true"},
     "/api/sandboxes/{sandbox_id}/terminal": {"rows": "24", "cols": "80"},
     "/api/sandboxes/{sandbox_id}/commands/{command_id}/output": {"offset": "0", "limit": "1024"},
 }
