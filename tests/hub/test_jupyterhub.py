@@ -19,14 +19,9 @@ test-artifacts/hub/; their ends are added to a failing test's report.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
-import time
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
@@ -35,6 +30,7 @@ from tornado.websocket import websocket_connect
 
 from jupyter_sandbox.sandbox import labels
 
+from ..kernel_websocket import run_cell
 from .hub_process import (
     KERNEL_TIMEOUT,
     REQUEST_TIMEOUT,
@@ -137,7 +133,9 @@ async def test_a_sandboxed_python_kernel_through_the_hub(hub: Hub) -> None:
             timeout=REQUEST_TIMEOUT,
         )
         try:
-            stdout, reply = await run_cell(connection, "import os; print(os.getuid(), 6 * 7)")
+            stdout, reply = await run_cell(
+                connection, "import os; print(os.getuid(), 6 * 7)", KERNEL_TIMEOUT
+            )
         finally:
             connection.close()
         assert reply["status"] == "ok", reply
@@ -158,56 +156,3 @@ async def test_a_sandboxed_python_kernel_through_the_hub(hub: Hub) -> None:
     assert status == 204, answer
     # The kernel's own sandbox goes with it.
     assert wait_until_no_containers([alice]) == []
-
-
-def execute_request(code: str) -> dict[str, Any]:
-    """A shell execute_request as JupyterLab sends it over the kernel WebSocket."""
-    return {
-        "header": {
-            "msg_id": uuid.uuid4().hex,
-            "msg_type": "execute_request",
-            "username": "test",
-            "session": uuid.uuid4().hex,
-            "date": datetime.now(timezone.utc).isoformat(),
-            "version": "5.3",
-        },
-        "parent_header": {},
-        "metadata": {},
-        "content": {
-            "code": code,
-            "silent": False,
-            "store_history": True,
-            "user_expressions": {},
-            "allow_stdin": False,
-            "stop_on_error": True,
-        },
-        "buffers": [],
-        "channel": "shell",
-    }
-
-
-async def run_cell(connection: Any, code: str) -> tuple[str, dict[str, Any]]:
-    """Send ``code``; (what it printed, its execute_reply's content), once the kernel is idle."""
-    request = execute_request(code)
-    await connection.write_message(json.dumps(request))
-    stdout: list[str] = []
-    reply: dict[str, Any] | None = None
-    idle = False
-    deadline = time.monotonic() + KERNEL_TIMEOUT
-    while reply is None or not idle:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"no execute_reply and idle in {KERNEL_TIMEOUT:g}s: {stdout}")
-        raw = await asyncio.wait_for(connection.read_message(), timeout=remaining)
-        assert raw is not None, "the kernel WebSocket closed"
-        message = json.loads(raw)
-        if message.get("parent_header", {}).get("msg_id") != request["header"]["msg_id"]:
-            continue
-        kind = message["header"]["msg_type"]
-        if message["channel"] == "iopub" and kind == "stream":
-            stdout.append(message["content"]["text"])
-        elif message["channel"] == "iopub" and kind == "status":
-            idle = message["content"]["execution_state"] == "idle"
-        elif message["channel"] == "shell" and kind == "execute_reply":
-            reply = message["content"]
-    return "".join(stdout), reply

@@ -16,21 +16,20 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
-from tornado.websocket import WebSocketClientConnection, websocket_connect
+from tornado.websocket import websocket_connect
 
 from jupyter_sandbox.sandbox import labels
 
 from ..conftest import purpose_label
+from ..kernel_websocket import run_cell
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -171,60 +170,6 @@ async def wait_for_status(server: Server) -> None:
         await asyncio.sleep(0.1)
 
 
-def execute_request(code: str, session: str) -> dict[str, Any]:
-    """A shell execute_request as JupyterLab sends it over the kernel websocket."""
-    return {
-        "header": {
-            "msg_id": uuid.uuid4().hex,
-            "msg_type": "execute_request",
-            "username": "test",
-            "session": session,
-            "date": datetime.now(timezone.utc).isoformat(),
-            "version": "5.3",
-        },
-        "parent_header": {},
-        "metadata": {},
-        "content": {
-            "code": code,
-            "silent": False,
-            "store_history": True,
-            "user_expressions": {},
-            "allow_stdin": False,
-            "stop_on_error": True,
-        },
-        "buffers": [],
-        "channel": "shell",
-    }
-
-
-async def run_cell(connection: WebSocketClientConnection, code: str) -> tuple[str, dict[str, Any]]:
-    """Send ``code``; return (stdout it printed, execute_reply content)."""
-    request = execute_request(code, session=uuid.uuid4().hex)
-    msg_id = request["header"]["msg_id"]
-    await connection.write_message(json.dumps(request))
-    stdout: list[str] = []
-    reply: dict[str, Any] | None = None
-    idle = False
-    deadline = time.monotonic() + KERNEL_TIMEOUT
-    while reply is None or not idle:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"no execute_reply and idle status in time; stdout {stdout}")
-        raw = await asyncio.wait_for(connection.read_message(), timeout=remaining)
-        assert raw is not None, "the kernel websocket closed"
-        message = json.loads(raw)
-        if message.get("parent_header", {}).get("msg_id") != msg_id:
-            continue
-        kind = message["header"]["msg_type"]
-        if message["channel"] == "iopub" and kind == "stream":
-            stdout.append(message["content"]["text"])
-        elif message["channel"] == "iopub" and kind == "status":
-            idle = message["content"]["execution_state"] == "idle"
-        elif message["channel"] == "shell" and kind == "execute_reply":
-            reply = message["content"]
-    return "".join(stdout), reply
-
-
 def kernel_container(state_dir: Path, kernel_id: str) -> Any:
     """The container of the sandbox attached to Jupyter kernel ``kernel_id`` (the server's
     warm pool may hold others), or None."""
@@ -264,7 +209,7 @@ async def test_server_session_runs_a_cell_in_a_sandbox(
             connect_timeout=KERNEL_TIMEOUT,
         )
         try:
-            stdout, reply = await run_cell(connection, "print(6 * 7)")
+            stdout, reply = await run_cell(connection, "print(6 * 7)", KERNEL_TIMEOUT)
         finally:
             connection.close()
         assert reply["status"] == "ok", reply
