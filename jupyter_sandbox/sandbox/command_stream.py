@@ -129,6 +129,17 @@ class Channel:
         self._pieces.clear()
         self._room.release(QUEUE_CHUNKS + 1)  # more than any number of waiting senders needs
 
+    async def close_and_stop(self, run: asyncio.Future[Any]) -> None:
+        """Close, and stop ``run`` (the exec that sends) if it still runs: the exec's wait
+        kills its process when cancelled (docker_exec.ExecWatch.wait). For a stream's
+        ``finally``, however the stream ended."""
+        self.close()
+        if not run.done():
+            run.cancel()
+            await asyncio.wait({run})  # not `await run`: a cancellation of ours must go on
+        if not run.cancelled():
+            run.exception()  # taken, so that an error nobody wants any more is not logged
+
 
 def _joined(pieces: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
     """Consecutive pieces of one stream as one: one event each rather than one a frame."""
@@ -167,9 +178,4 @@ async def stream_command(
             yield stream, {"text": text}
         yield final_event(run, sent)  # its stdout and stderr empty: they were the events
     finally:
-        channel.close()
-        if not run.done():
-            run.cancel()  # the exec's wait kills the command (docker_exec.ExecWatch.wait)
-            await asyncio.wait({run})  # not `await run`: a cancellation of ours must go on
-        if not run.cancelled():
-            run.exception()  # taken, so that an error nobody wants any more is not logged
+        await channel.close_and_stop(run)  # kills the command if it still runs

@@ -176,12 +176,7 @@ async def watch_directory(
         yield "error", error.to_dict()
     finally:
         files.watch_count -= 1
-        channel.close()
-        if not run.done():
-            run.cancel()  # the exec's wait kills the program (docker_exec.ExecWatch.wait)
-            await asyncio.wait({run})  # not `await run`: a cancellation of ours must go on
-        if not run.cancelled():
-            run.exception()  # taken, so that an error nobody wants any more is not logged
+        await channel.close_and_stop(run)  # kills the watch program if it still runs
 
 
 async def _ending(
