@@ -17,7 +17,7 @@ from .conftest import Fetch
 from .openapi_check import EVENT_STREAM, check_response, parse_events
 from .test_auth_and_spec import with_named_users
 from .test_background_commands import background, ended, started
-from .test_commands import ALICE_AUTH, command, processes
+from .test_commands import command, open_stream, processes
 from .test_execute import new_sandbox
 from .test_snapshots import ALICE, BOB
 
@@ -151,19 +151,8 @@ async def test_a_client_that_leaves_the_stream_leaves_the_command_running(
     sandbox_id = await new_sandbox(jp_fetch)
     command_id = await started(jp_fetch, sandbox_id, "echo started; sleep 600")
     path = f"{jp_base_url}api/sandboxes/{sandbox_id}/commands/{command_id}/output?follow=true"
-    reader, writer = await asyncio.open_connection("127.0.0.1", jp_http_port)
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{ALICE_AUTH}\r\n\r\n".encode())
-        received = b""
-        while b'"started\\n"' not in received:
-            chunk = await asyncio.wait_for(reader.read(65536), 60)
-            assert chunk, received
-            received += chunk
-        assert received.startswith(b"HTTP/1.1 200 "), received
-        assert f"Content-Type: {EVENT_STREAM}".encode() in received, received
-    finally:
-        writer.close()
-        await writer.wait_closed()
+    async with open_stream(jp_http_port, path, b'"started\\n"'):
+        pass
     for _ in range(100):  # the server notices, and stops following (only)
         if "(it runs on) was stopped" in caplog.text:
             break

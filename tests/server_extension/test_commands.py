@@ -4,9 +4,11 @@ checked against openapi.yaml by ``api``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -389,19 +391,27 @@ async def processes(fetch: Fetch, sandbox_id: str) -> list[str]:
     return found
 
 
-async def hang_up_after(port: int, path: str, body: dict[str, Any], text: bytes) -> None:
-    """POST ``body`` (streamed) to ``path`` as alice over a connection of its own, read until
-    ``text`` arrives, and close the connection (tornado's client would log the hang-up as an
+@contextlib.asynccontextmanager
+async def open_stream(
+    port: int, path: str, text: bytes, body: dict[str, Any] | None = None
+) -> AsyncIterator[None]:
+    """Ask for ``path``'s events as alice over a connection of its own (GET, or a POST of
+    ``body`` streamed), read until ``text`` arrives, check it is an event stream, and keep the
+    connection open for the block; then close it (tornado's client would log the hang-up as an
     error of its own)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        payload = json.dumps({**body, "stream": True}).encode()
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"{ALICE_AUTH}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n"
-        )
-        writer.write(head.encode() + payload)
+        if body is None:
+            request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{ALICE_AUTH}\r\n\r\n"
+            writer.write(request.encode())
+        else:
+            payload = json.dumps({**body, "stream": True}).encode()
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"{ALICE_AUTH}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\n\r\n"
+            )
+            writer.write(head.encode() + payload)
         received = b""
         while text not in received:
             chunk = await asyncio.wait_for(reader.read(65536), 60)
@@ -409,9 +419,16 @@ async def hang_up_after(port: int, path: str, body: dict[str, Any], text: bytes)
             received += chunk
         assert received.startswith(b"HTTP/1.1 200 "), received
         assert b"Content-Type: text/event-stream" in received, received
+        yield
     finally:
         writer.close()
         await writer.wait_closed()
+
+
+async def hang_up_after(port: int, path: str, body: dict[str, Any], text: bytes) -> None:
+    """POST ``body`` (streamed) to ``path`` as alice, read until ``text`` arrives, and hang up."""
+    async with open_stream(port, path, text, body):
+        pass
 
 
 @pytest.mark.parametrize("runtime", ["runc", pytest.param("runsc", marks=pytest.mark.runsc)])

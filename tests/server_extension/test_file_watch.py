@@ -18,7 +18,7 @@ from .conftest import Fetch, api
 from .openapi_check import EVENT_STREAM, check_response
 from .test_auth_and_spec import with_named_users
 from .test_background_follow import Followed
-from .test_commands import ALICE_AUTH, processes
+from .test_commands import open_stream, processes
 from .test_execute import new_sandbox
 from .test_snapshots import ALICE, BOB
 
@@ -103,19 +103,8 @@ async def test_a_client_that_leaves_stops_the_watcher(
     caplog.set_level(logging.INFO, logger="jupyter_sandbox.server_extension.event_stream")
     sandbox_id = await new_sandbox(jp_fetch)
     path = f"{jp_base_url}api/sandboxes/{sandbox_id}/files/watch"
-    reader, writer = await asyncio.open_connection("127.0.0.1", jp_http_port)
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{ALICE_AUTH}\r\n\r\n".encode())
-        received = b""
-        while b"event: ready" not in received:
-            chunk = await asyncio.wait_for(reader.read(65536), 60)
-            assert chunk, received
-            received += chunk
-        assert received.startswith(b"HTTP/1.1 200 "), received
+    async with open_stream(jp_http_port, path, b"event: ready"):
         assert any(IN_THE_PROGRAM in line for line in await processes(jp_fetch, sandbox_id))
-    finally:
-        writer.close()
-        await writer.wait_closed()
     for _ in range(100):  # the server notices, and stops the watcher
         if "was stopped" in caplog.text:
             break
