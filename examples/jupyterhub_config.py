@@ -17,10 +17,15 @@ Installing jupyter-sandbox there enables its server extension for every server r
 environment (etc/jupyter/jupyter_server_config.d/jupyter_sandbox.json) and installs the
 sandboxed-python kernelspec (share/jupyter/kernels): nothing to do per user.
 
-Whose sandboxes: the spawner sets JUPYTERHUB_USER in each server's environment. The server's
-/api/sandboxes routes act for the hub user a request comes from, and the kernels it starts own
-their sandboxes as JUPYTERHUB_USER: the same name, shown on each container as the label
-io.jupyter-sandbox.owner. Users never see each other's sandboxes (another's id is a 404).
+Whose sandboxes: the spawner sets JUPYTERHUB_USER in each server's environment, and the
+kernels a server starts own their sandboxes as JUPYTERHUB_USER, shown on each container as the
+label io.jupyter-sandbox.owner. The server's /api/sandboxes routes act as that same user, its
+owner, whoever the hub let the request in as (SandboxExtension.owner_source 'auto'): the hub
+has already decided who may use this server (access:servers), and an admin, a user the server
+is shared with, or a service uses it as its owner, as with its files and kernels: they see the
+owner's sandboxes, and what they create there is the owner's. Users never see each other's
+sandboxes through their own servers (another's id is a 404), and the hub refuses them another
+user's server unless it grants them access to it.
 
 Where each user's state lives: the sandboxes' host directories, sockets and snapshots under the
 user's home, ~/.local/share/jupyter/runtime/sandboxes (0700 at every level); their containers

@@ -19,6 +19,7 @@ directories get warm sandboxes of their own from the second kernel on (pool.py, 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import zmq
@@ -52,8 +53,12 @@ class SandboxExtension(ExtensionApp):
         help="""Whose sandboxes a request sees. 'server': the owner of this server
         (JUPYTER_SANDBOX_OWNER, else JUPYTERHUB_USER, else the OS user), the same owner the
         kernels this server starts use. 'identity': the user name from the server's identity
-        provider (a server shared by several named users). 'auto': 'identity' when the server has
-        an identity provider with real user names (JupyterHub, a custom one), else 'server'.""",
+        provider (a server shared by several named users). 'auto': 'server' for a JupyterHub
+        single-user server (JUPYTERHUB_USER set, requests authenticated by the hub's identity
+        provider: the hub has let the request into this user's server, as for its files and
+        kernels, so an admin or a user it is shared with acts as its owner), and for
+        jupyter_server's own anonymous or password login; 'identity' for any other identity
+        provider with real user names (a custom one).""",
     )
 
     container_purpose = Unicode(
@@ -155,5 +160,26 @@ class SandboxExtension(ExtensionApp):
         if source == "auto":
             provider = self.serverapp.identity_provider if self.serverapp else None
             anonymous = type(provider) in _ANONYMOUS_IDENTITIES
-            source = "server" if anonymous else "identity"
+            hub = _is_hub_single_user_server(self.serverapp)
+            source = "server" if anonymous or hub else "identity"
         return default_owner() if source == "server" else user.username
+
+
+def _is_hub_single_user_server(serverapp: Any) -> bool:
+    """Whether JupyterHub started this server for JUPYTERHUB_USER and authenticates its requests.
+
+    Both, not the variable alone: it is inherited by every process of a hub user's session, and a
+    server started there with a multi-user identity provider of its own must keep 'identity'.
+    The hub's code is told by its module, not by isinstance, so that jupyterhub need not be
+    importable: JupyterHubIdentityProvider (the single-user extension, jupyterhub >= 2 on
+    jupyter_server 2), or the server app itself (the legacy single-user app,
+    JUPYTERHUB_SINGLEUSER_EXTENSION=0, whose provider is jupyter_server's legacy one).
+    """
+    if serverapp is None or not os.environ.get("JUPYTERHUB_USER"):
+        return False
+    provider = getattr(serverapp, "identity_provider", None)
+    return any(
+        cls.__module__.split(".")[0] == "jupyterhub"
+        for obj in (provider, serverapp)
+        for cls in type(obj).__mro__
+    )

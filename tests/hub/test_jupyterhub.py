@@ -81,12 +81,33 @@ def test_each_hub_user_gets_sandboxes_of_their_own(hub: Hub) -> None:
             assert status == 404, (method, path, answer)
 
         # The container is the hub user's, its state under her home.
-        container = docker.from_env(version="auto").containers.get(
-            labels.container_name(sandbox_id)
-        )
+        client = docker.from_env(version="auto")
+        container = client.containers.get(labels.container_name(sandbox_id))
         assert container.labels[labels.OWNER] == alice
         assert Path(container.labels[labels.HOST_DIR]).parent == home_of(alice) / STATE
         assert owners_containers([bob]) == []
+
+        # Whom the hub lets into her server (access:servers; here the admin service) acts there
+        # as her, its owner, as her kernels do: it sees and runs in her sandbox, and what it
+        # makes there is hers. Bob, not let in, is refused by the hub before any of it.
+        in_hers = f"user/{alice}/api/sandboxes"
+        status, listed = hub.request("GET", in_hers, hub.admin_token)
+        assert status == 200, listed
+        assert [(s["id"], s["owner"]) for s in listed] == [(sandbox_id, alice)]
+        run_there = f"{in_hers}/{sandbox_id}/execute"
+        status, run = hub.request("POST", run_there, hub.admin_token, {"code": "print(6 * 7)"})
+        assert (status, run["stdout"]) == (200, "42\n"), run
+        status, made = hub.request("POST", in_hers, hub.admin_token, {"runtime": "runc"})
+        assert status == 201, made
+        try:
+            assert made["owner"] == alice
+            made_container = client.containers.get(labels.container_name(made["id"]))
+            assert made_container.labels[labels.OWNER] == alice
+        finally:
+            status, answer = hub.request("DELETE", f"{in_hers}/{made['id']}", hub.admin_token)
+        assert status == 204, answer
+        status, answer = hub.request("GET", in_hers, hub.tokens[bob])
+        assert status == 403, answer
     finally:
         status, answer = hub.server("alice", "DELETE", f"api/sandboxes/{sandbox_id}")
     assert status == 204, answer

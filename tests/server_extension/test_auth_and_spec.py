@@ -1,5 +1,5 @@
 """No route without authentication and authorization; the OpenAPI file matches the routes;
-two users on one engine see only their own sandboxes."""
+two users on one engine see only their own sandboxes; whose sandboxes a request acts on."""
 
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 from jupyter_server.auth.authorizer import Authorizer
-from jupyter_server.auth.identity import IdentityProvider, User
+from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvider, User
+from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
 from openapi_spec_validator import validate
 from tornado import web
 
-from jupyter_sandbox.server_extension import handlers
+from jupyter_sandbox.sandbox.identity import default_owner
+from jupyter_sandbox.server_extension import SandboxExtension, handlers
 
 from .conftest import Fetch, api
 
@@ -175,6 +178,54 @@ async def test_running_anything_in_a_sandbox_is_the_action_execute(jp_fetch: Fet
     finally:
         status, _ = await api(jp_fetch, "DELETE", sandbox_id, **reader)
         assert status == 204
+
+
+class LegacySingleUserApp:
+    """Stands for jupyterhub's legacy single-user app (JUPYTERHUB_SINGLEUSER_EXTENSION=0),
+    a ServerApp subclass made in jupyterhub.singleuser.mixins; making the real one patches
+    jupyter_server's base handler for the whole process."""
+
+    __module__ = "jupyterhub.singleuser.mixins"
+
+    def __init__(self) -> None:
+        self.identity_provider = LegacyIdentityProvider()
+
+
+@pytest.mark.parametrize(
+    ("source", "provider", "hub_user", "acts_as"),
+    [
+        # jupyter_server's own login: token users are random names per browser.
+        ("auto", IdentityProvider, None, "server"),
+        # A JupyterHub single-user server: whoever the hub lets in (its owner, an admin, a
+        # user it is shared with) acts in the owner's server as its owner, as its kernels do.
+        ("auto", JupyterHubIdentityProvider, "alice", "server"),
+        ("auto", LegacySingleUserApp, "alice", "server"),
+        # A server with named users of its own, even when started inside a hub user's session
+        # (which passes JUPYTERHUB_USER on to it).
+        ("auto", NamedUsers, None, "identity"),
+        ("auto", NamedUsers, "alice", "identity"),
+        ("auto", JupyterHubIdentityProvider, None, "identity"),
+        ("server", NamedUsers, None, "server"),
+        ("identity", JupyterHubIdentityProvider, "alice", "identity"),
+    ],
+)
+def test_the_owner_a_request_acts_as(
+    monkeypatch: pytest.MonkeyPatch, source: str, provider: type, hub_user: str | None, acts_as: str
+) -> None:
+    monkeypatch.delenv("JUPYTER_SANDBOX_OWNER", raising=False)
+    if hub_user is None:
+        monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    else:
+        monkeypatch.setenv("JUPYTERHUB_USER", hub_user)
+    extension = SandboxExtension(owner_source=source)
+    if provider is LegacySingleUserApp:
+        extension.serverapp = LegacySingleUserApp()
+    else:
+        extension.serverapp = SimpleNamespace(identity_provider=provider())  # type: ignore[assignment]
+    owner = extension.owner_of(User("hub-admin"))
+    assert owner == (default_owner() if acts_as == "server" else "hub-admin")
+    if hub_user is not None and acts_as == "server":
+        assert owner == hub_user
 
 
 def test_extension_is_enabled_on_install() -> None:
