@@ -59,6 +59,14 @@ c.PAMAuthenticator.allowed_groups = {"docker"}
 c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
 c.Spawner.cmd = [os.path.join(ENV_BIN, "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
+# Config files under the user's home (~/.jupyter, ...) are Python that the server and its
+# kernels run on the host as the user, who is in the docker group: whatever can write a file
+# there (Lab cannot, below; a sandbox launched there in workspace_mode 'read-write' can) could
+# run code on the host, or relax the sandboxes' isolation. The spawner then sets
+# JUPYTERHUB_DISABLE_USER_CONFIG: the server reads no config from the home, nor do its kernels
+# read a jupyter_sandbox_config.py from there; settings come from /opt/jupyter/etc/jupyter
+# (or /etc/jupyter) alone.
+c.Spawner.disable_user_config = True
 c.Spawner.args = [
     # Sandboxed Python is the notebook kernel, and the only one: any other kernel runs code on
     # the host as the user, who is in the docker group, i.e. as good as root (README, "A server

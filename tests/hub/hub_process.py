@@ -18,6 +18,7 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,27 @@ def remove_user(name: str, role: str) -> None:
         remove_state_dir(home / STATE)
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def file_of_user(name: str, relative: str, text: str) -> Iterator[Path]:
+    """A file in the user's home, theirs as if they had written it (and its directories, made
+    where missing); removed afterwards, with the directories made for it if left empty."""
+    path = home_of(name) / relative
+    made = [p for p in reversed(path.relative_to(home_of(name)).parents) if p != Path(".")]
+    made = [home_of(name) / p for p in made if not (home_of(name) / p).exists()]
+    for directory in made:
+        directory.mkdir()
+        shutil.chown(directory, name, name)
+    path.write_text(text)
+    shutil.chown(path, name, name)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):  # the user's server may have put files there
+                directory.rmdir()
 
 
 def owners_containers(names: list[str]) -> list[str]:

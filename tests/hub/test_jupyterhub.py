@@ -36,6 +36,7 @@ from .hub_process import (
     REQUEST_TIMEOUT,
     STATE,
     Hub,
+    file_of_user,
     home_of,
     owners_containers,
     uid_of,
@@ -139,41 +140,55 @@ def test_each_server_is_what_the_example_configures(hub: Hub) -> None:
     assert me["identity"]["name"] == hub.users["bob"]
 
 
+# A jupyter_sandbox_config.py in a user's home: what it sets is seen inside a sandbox (its
+# environment) and on its container (its memory limit).
+FROM_THE_HOME = """\
+c.SandboxSettings.environment = {"FROM_THE_HOME": "read"}
+c.SandboxSettings.memory_limit = "300m"
+"""
+
+
 async def test_a_sandboxed_python_kernel_through_the_hub(hub: Hub) -> None:
     alice = hub.users["alice"]
-    status, kernel = hub.server("alice", "POST", "api/kernels", {"name": "sandboxed-python"})
-    assert status == 201, kernel
-    try:
-        ws_url = (
-            f"{hub.url.replace('http', 'ws', 1)}/user/{alice}/api/kernels/{kernel['id']}/channels"
-        )
-        connection = await asyncio.wait_for(
-            websocket_connect(
-                HTTPRequest(ws_url, headers={"Authorization": f"token {hub.tokens[alice]}"})
-            ),
-            timeout=REQUEST_TIMEOUT,
-        )
+    # Config files in her home are Python her server and kernels would run on the host, and
+    # hers to write: the example's Spawner.disable_user_config has the kernel ignore them too.
+    with file_of_user(alice, ".jupyter/jupyter_sandbox_config.py", FROM_THE_HOME):
+        status, kernel = hub.server("alice", "POST", "api/kernels", {"name": "sandboxed-python"})
+        assert status == 201, kernel
         try:
-            stdout, reply = await run_cell(
-                connection, "import os; print(os.getuid(), 6 * 7)", KERNEL_TIMEOUT
-            )
+            await _check_the_kernel_of(hub, alice, kernel["id"])
         finally:
-            connection.close()
-        assert reply["status"] == "ok", reply
-        assert stdout == f"{uid_of(alice)} 42\n"
-
-        # Its sandbox: listed by her server with the kernel attached, hers, not Bob's.
-        status, listed = hub.server("alice", "GET", "api/sandboxes")
-        assert status == 200, listed
-        attached = [s for s in listed if s["kernel"]["id"] == kernel["id"]]
-        assert len(attached) == 1, listed
-        assert attached[0]["owner"] == alice
-        name = labels.container_name(attached[0]["id"])
-        client = docker.from_env(version="auto")
-        assert client.containers.get(name).labels[labels.OWNER] == alice
-        assert hub.server("bob", "GET", "api/sandboxes") == (200, [])
-    finally:
-        status, answer = hub.server("alice", "DELETE", f"api/kernels/{kernel['id']}")
-    assert status == 204, answer
+            status, answer = hub.server("alice", "DELETE", f"api/kernels/{kernel['id']}")
+        assert status == 204, answer
     # The kernel's own sandbox goes with it.
     assert wait_until_no_containers([alice]) == []
+
+
+async def _check_the_kernel_of(hub: Hub, alice: str, kernel_id: str) -> None:
+    ws_url = f"{hub.url.replace('http', 'ws', 1)}/user/{alice}/api/kernels/{kernel_id}/channels"
+    connection = await asyncio.wait_for(
+        websocket_connect(
+            HTTPRequest(ws_url, headers={"Authorization": f"token {hub.tokens[alice]}"})
+        ),
+        timeout=REQUEST_TIMEOUT,
+    )
+    try:
+        code = "import os; print(os.getuid(), 6 * 7, os.environ.get('FROM_THE_HOME'))"
+        stdout, reply = await run_cell(connection, code, KERNEL_TIMEOUT)
+    finally:
+        connection.close()
+    assert reply["status"] == "ok", reply
+    assert stdout == f"{uid_of(alice)} 42 None\n"  # her uid; not her home's config
+
+    # Its sandbox: listed by her server with the kernel attached, hers, not Bob's.
+    status, listed = hub.server("alice", "GET", "api/sandboxes")
+    assert status == 200, listed
+    attached = [s for s in listed if s["kernel"]["id"] == kernel_id]
+    assert len(attached) == 1, listed
+    assert attached[0]["owner"] == alice
+    container = docker.from_env(version="auto").containers.get(
+        labels.container_name(attached[0]["id"])
+    )
+    assert container.labels[labels.OWNER] == alice
+    assert container.attrs["HostConfig"]["Memory"] != 300 * 2**20
+    assert hub.server("bob", "GET", "api/sandboxes") == (200, [])
