@@ -81,8 +81,7 @@ class SandboxManager(SandboxStarter):
         self._files: SandboxFiles | None = None
         self._terminals: SandboxTerminals | None = None
         self._background: BackgroundCommands | None = None
-        # Commands, file operations and terminals count as a sandbox's activity (usage.py).
-        self.usage = SandboxUsage(self.update_state)
+        self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
         # Ready clients of the kernels, kept between code runs (kernel_clients.py).
         self.kernel_clients = KernelClients(parent=self)
 
@@ -315,6 +314,7 @@ class SandboxManager(SandboxStarter):
             return
         self.kernel_clients.discard(sandbox_id)
         await self._discard(sandbox_id, SandboxDirectory(self.settings.state_path, info.sandbox_id))
+        self.usage.forget(sandbox_id)
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 
     async def close(self) -> None:

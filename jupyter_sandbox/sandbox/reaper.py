@@ -76,6 +76,7 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
             await manager.backend.remove(info.sandbox_id)
             pool.forget_member(state_dir, info.sandbox_id, state)
             directory.remove()
+            manager.usage.forget(info.sandbox_id)
             report.containers.append(info.sandbox_id)
 
     known = {c.sandbox_id for c in containers}
@@ -86,6 +87,7 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
             if entry.is_dir() and entry.name not in known and age_of(entry) >= grace:
                 log.info("removing stale sandbox directory %s", entry)
                 SandboxDirectory(state_dir, entry.name).remove()
+                manager.usage.forget(entry.name)
                 report.directories.append(entry.name)
 
     report.tickets = pool.remove_stale_tickets(state_dir, grace)

@@ -15,6 +15,11 @@ An operation's records are written at most once a RECORD_INTERVAL per sandbox: w
 state file (locked, merged, replaced) took 1.2 ms, twice per operation, a fifth of a quick code
 run's whole time, and an agent runs many in a row. ``last_activity`` is then at most that
 interval older than the truth, which is nothing to an idle timeout counted in minutes.
+
+What is kept of a sandbox goes when it is removed (:meth:`SandboxUsage.forget`), or a
+long-running server would keep an entry for every sandbox it ever used: removed by this process
+(SandboxManager.remove, the reaper) at once; by another one (an ephemeral kernel's sandbox at
+its shutdown, the CLI) when the culler's next pass finds it gone (``forget_all_but``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from .container_spec import now_iso
@@ -78,3 +83,20 @@ class SandboxUsage:
     def in_use(self, sandbox_id: str) -> bool:
         """Whether an operation of this process runs in the sandbox now."""
         return self._running[sandbox_id] > 0
+
+    def forget(self, sandbox_id: str) -> None:
+        """Drop what is kept of a removed sandbox. An operation still running in it keeps its
+        count, which it takes down (and drops) as it ends: in_use stays true until then."""
+        self._written.pop(sandbox_id, None)
+        if not self._running.get(sandbox_id):
+            self._running.pop(sandbox_id, None)
+
+    def forget_all_but(self, sandbox_ids: Collection[str]) -> None:
+        """:meth:`forget` every sandbox but ``sandbox_ids`` (those that exist): the ones that
+        other processes removed."""
+        for sandbox_id in self.tracked() - set(sandbox_ids):
+            self.forget(sandbox_id)
+
+    def tracked(self) -> set[str]:
+        """The sandboxes of which something is kept."""
+        return set(self._written) | set(self._running)

@@ -97,7 +97,11 @@ class SandboxCuller(LoggingConfigurable):
         culled = []
         now = _now()
         soonest: datetime.datetime | None = None
-        for info in await self.manager.backend.list_sandboxes():
+        listed = await self.manager.backend.list_sandboxes()
+        # Those another process removed (a kernel its ephemeral sandbox, another server, the
+        # CLI) are not known here otherwise; this process's own removals forget at once.
+        self.manager.usage.forget_all_but([info.sandbox_id for info in listed])
+        for info in listed:
             if not self.manager.holds(info):
                 continue
             state = self.manager.read_state(info.sandbox_id)
