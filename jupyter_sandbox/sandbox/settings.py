@@ -287,13 +287,34 @@ def load_config(extra_paths: list[str] | None = None) -> Config:
     """Merge every ``jupyter_sandbox_config.py`` on Jupyter's config path (later wins).
 
     The kernel process has no Jupyter application of its own to do this; the server extension
-    gets the same files through jupyter_server's own loading.
+    gets the same files through jupyter_server's own loading. Like that loading under a
+    JupyterHub that disables user config (``JUPYTERHUB_DISABLE_USER_CONFIG``, which its spawner
+    hands the single-user server and so its kernels), it skips every directory under the
+    user's home: a config file is Python the kernel runs on the host, and those directories
+    are the user's to write. ``extra_paths`` (read last) are the caller's own choice.
     """
     config = Config()
-    for directory in [*reversed(jupyter_config_path()), *(extra_paths or [])]:
+    directories = list(reversed(jupyter_config_path()))
+    if user_config_disabled():
+        directories = [path for path in directories if not _under_home(path)]
+    for directory in [*directories, *(extra_paths or [])]:
         loader = PyFileConfigLoader(CONFIG_FILE, path=directory)
         try:
             config.merge(loader.load_config())
         except ConfigFileNotFound:
             continue
     return config
+
+
+def user_config_disabled() -> bool:
+    """Whether JupyterHub's spawner said to ignore config in the user's home (as jupyterhub's
+    singleuser reads ``JUPYTERHUB_DISABLE_USER_CONFIG``: any value but empty, 0 or false)."""
+    value = os.environ.get("JUPYTERHUB_DISABLE_USER_CONFIG", "")
+    return value.strip().lower() not in ("", "0", "false")
+
+
+def _under_home(path: str) -> bool:
+    # Resolved both sides, as jupyterhub compares them: a symlinked home, or a path through one.
+    home = Path.home().resolve()
+    resolved = Path(path).resolve()
+    return resolved == home or home in resolved.parents
