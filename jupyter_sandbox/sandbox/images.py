@@ -18,7 +18,6 @@ import hashlib
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from traitlets.config import LoggingConfigurable
 from .. import __version__
 from . import labels
 from .errors import ImageBuildError
+from .host_python import module_command
 from .settings import DEFAULT_IMAGE
 
 BUILDER_VERSION = "1"
@@ -315,9 +315,7 @@ def download_wheels(
     say(f"downloading wheels for CPython {python_tag[0]}.{python_tag[1:]} on the host")
     _run(
         [
-            sys.executable,
-            "-m",
-            "pip",
+            *module_command("pip"),
             "download",
             "--quiet",
             "--dest",

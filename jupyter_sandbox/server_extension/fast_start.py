@@ -15,10 +15,11 @@ import contextlib
 import logging
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import IO
+
+from ..sandbox.host_python import module_command
 
 ZYGOTE_ENV = "JUPYTER_SANDBOX_ZYGOTE"  # the launcher reads the same name
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, with room for ".binding"
@@ -53,8 +54,13 @@ class Zygote:
                 self.path,
             )
             return False
-        argv = [sys.executable, "-m", "jupyter_sandbox.kernel.zygote"]
-        argv += ["--socket", str(self.path), "--parent", str(os.getpid())]
+        argv = module_command(
+            "jupyter_sandbox.kernel.zygote",
+            "--socket",
+            str(self.path),
+            "--parent",
+            str(os.getpid()),
+        )
         # A session of its own: a Ctrl-C in the server's terminal is for the server alone.
         self.process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stderr=stderr, start_new_session=True

@@ -9,7 +9,8 @@ kernel, so jupyter_client sees what it always sees: SIGTERM and SIGINT are passe
 process exits with the kernel's exit code. If the kernel's launcher dies, the kernel exits.
 
 Without a zygote, or if it refuses, this process becomes the ordinary proxy kernel (``execv``:
-same pid, same interpreter, same environment): nothing changes for plain jupyter_client.
+same pid, same interpreter, same environment): nothing changes for plain jupyter_client. Never
+with the notebook's directory on sys.path (:func:`kernel_command`).
 """
 
 from __future__ import annotations
@@ -90,8 +91,24 @@ class Launcher:
             signal.signal(forwarded, signal.SIG_DFL)
         for signum in self.pending:
             os.kill(os.getpid(), signum)
-        argv = [sys.executable, "-m", "jupyter_sandbox.kernel", "-f", connection_file]
-        os.execv(sys.executable, argv)
+        os.execv(sys.executable, kernel_command(connection_file))
+
+
+def kernel_command(connection_file: str, safe_path_flag: bool | None = None) -> list[str]:
+    """``python -m jupyter_sandbox.kernel -f CONNECTION_FILE`` without the working directory
+    (the notebook's, which the user writes) first on sys.path: a ``jupyter_sandbox/`` or
+    ``socket.py`` there would run on the host. jupyter_sandbox/sandbox/host_python.py says more;
+    this file imports nothing of the package, so it keeps this copy. ``safe_path_flag``: -P
+    (default: when this Python has it); False, the bootstrap for older ones (tested on all)."""
+    if safe_path_flag is None:
+        safe_path_flag = sys.version_info >= (3, 11)
+    if safe_path_flag:
+        return [sys.executable, "-P", "-m", "jupyter_sandbox.kernel", "-f", connection_file]
+    bootstrap = (  # -c puts "" first on sys.path: drop it before anything is imported
+        "import sys; del sys.path[0]; import runpy; "
+        "runpy.run_module('jupyter_sandbox.kernel', run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-c", bootstrap, "-f", connection_file]
 
 
 def _umask() -> int:

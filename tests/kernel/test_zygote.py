@@ -2,14 +2,18 @@
 
 The launcher is started as jupyter_client starts it (its own session, the kernelspec's argv);
 the zygote as the server extension starts it (fast_start.Zygote), with this process as its
-server. Every kernel runs under runc with a private state directory (sandbox_env.py).
+server. Every kernel runs under runc with a private state directory (sandbox_env.py). The
+notebook's directory and the zygote's working directory hold modules a user could leave there
+(tests/shadowing.py): neither the zygote, nor a kernel it forks, nor the launcher imports them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +30,7 @@ from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension.fast_start import ZYGOTE_ENV, Zygote
 
+from ..shadowing import imported, plant
 from .kernels import run, value_of
 from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
@@ -39,14 +44,18 @@ def env(purpose: str) -> Iterator[Path]:
 
 
 @pytest.fixture
-def zygote(env: Path) -> Iterator[tuple[Zygote, Path]]:
-    """A running zygote whose log is the returned file; stopped (and checked gone) at the end."""
+def zygote(env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Zygote, Path]]:
+    """A running zygote whose log is the returned file, started in a working directory holding
+    shadowing modules, as a server's may; stopped (and checked gone) at the end."""
     log_path = env.with_name(env.name + "-zygote.log")
-    with open(log_path, "wb") as log:
+    server_dir = env.with_name(env.name + "-server")
+    server_dir.mkdir()
+    with open(log_path, "wb") as log, monkeypatch.context() as patch:
+        patch.chdir(plant(server_dir))
         zygote = Zygote(env)
         assert zygote.start(stderr=log)
     try:
-        assert asyncio.run(zygote.wait_ready())
+        assert asyncio.run(zygote.wait_ready()), log_path.read_text()
         yield zygote, log_path
     finally:
         process = zygote.process
@@ -56,10 +65,16 @@ def zygote(env: Path) -> Iterator[tuple[Zygote, Path]]:
         assert not zygote.path.exists()
         assert ZYGOTE_ENV not in os.environ
         log_path.unlink()
+        found = imported(server_dir)
+        shutil.rmtree(server_dir)
+        assert found is None
 
 
 def launch(state_dir: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The kernelspec's command on a fresh connection file, as jupyter_client runs it."""
+    """The kernelspec's command on a fresh connection file, as jupyter_client runs it, in the
+    notebook's directory, where shadowing modules lie (check :func:`imported` on it)."""
+    if not (notebook_dir(state_dir) / "json.py").exists():
+        plant(notebook_dir(state_dir))
     connection_file, _ = write_connection_file(
         str(state_dir / f"kernel-{time.monotonic_ns()}.json"),  # removed with the state dir
         key=secrets.token_hex(16).encode(),
@@ -137,6 +152,7 @@ def test_a_forked_kernel_works_and_its_exit_code_reaches_the_launcher(
         assert reply["content"]["ename"] == "KeyboardInterrupt"
         assert value_of(kc, "x + 1") == "42"
         assert value_of(kc, "__import__('os').getcwd()") == "'/workspace'"
+        assert imported(notebook_dir(env)) is None
         kc.shutdown(restart=True)  # a fresh interpreter; this kernel process exits 0
         assert process.wait(timeout=30) == 0
         assert wait_gone(kernel)
@@ -183,8 +199,9 @@ def test_without_a_zygote_the_launcher_becomes_the_proxy(env: Path) -> None:
     try:
         assert children_of(process.pid) == []  # exec'd in place: the same pid is the proxy
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
-        assert cmdline[1:3] == [b"-m", b"jupyter_sandbox.kernel"]
+        assert b"jupyter_sandbox.kernel" in cmdline
         assert value_of(kc, "6 * 7") == "42"
+        assert imported(notebook_dir(env)) is None
         kc.shutdown()
         assert process.wait(timeout=60) == 0
     finally:
@@ -249,6 +266,25 @@ def test_a_request_for_a_missing_connection_file_is_refused_and_logged(
 
 
 # -- without the engine ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("safe_path_flag", [True, False], ids=["-P", "bootstrap"])
+def test_the_launchers_kernel_command_imports_nothing_from_the_notebooks_directory(
+    tmp_path: Path, safe_path_flag: bool
+) -> None:
+    """Both forms of the command the launcher becomes (-P; before Python 3.11, a bootstrap):
+    the proxy kernel starts, and fails on the missing connection file, with the real package."""
+    spec = importlib.util.spec_from_file_location("sandboxed_python_launch", LAUNCHER)
+    assert spec is not None
+    assert spec.loader is not None
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    missing = tmp_path / "missing.json"
+    argv = launcher.kernel_command(str(missing), safe_path_flag=safe_path_flag)
+    done = subprocess.run(argv, cwd=plant(tmp_path), capture_output=True, timeout=60)
+    assert imported(tmp_path) is None, done.stderr
+    assert done.returncode != 0
+    assert str(missing).encode() in done.stderr  # the real kernel's complaint
 
 
 def request(path: str, **changes: object) -> dict[str, object]:

@@ -25,13 +25,13 @@ import secrets
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..backend import SANDBOX_IO_DIR, SandboxBackend
 from ..errors import NetworkSetupError
+from ..host_python import module_command
 from ..hostdir import SandboxDirectory
 from ..process_lock import ProcessLock
 from .forwarder import CONFIG_VARIABLE
@@ -130,13 +130,9 @@ def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
         return
     with open(directory.root / PROXY_LOG, "ab") as log:
         child = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter_sandbox.sandbox.network",
-                str(directory.root),
-                json.dumps(options),
-            ],
+            module_command(
+                "jupyter_sandbox.sandbox.network", str(directory.root), json.dumps(options)
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,

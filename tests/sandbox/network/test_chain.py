@@ -36,6 +36,7 @@ from jupyter_sandbox.sandbox.network.control import (
 from jupyter_sandbox.sandbox.network.tunnels import TunnelRefused, open_tunnel
 from jupyter_sandbox.sandbox.process_lock import ProcessLock
 
+from ...shadowing import imported, plant, working_directory
 from .servers import RecordingServer, recording_server
 from .test_sni import client_hello
 
@@ -91,6 +92,7 @@ def other_loopback_server() -> Iterator[RecordingServer]:
 @contextmanager
 def make_chain() -> Iterator[Chain]:
     state_dir = Path(tempfile.mkdtemp(prefix="jsbn-", dir="/tmp"))
+    (state_dir / "server-cwd").mkdir()
     directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({"network": NetworkPolicy("none").as_dict(), "network_token": TOKEN})
@@ -113,8 +115,13 @@ def make_chain() -> Iterator[Chain]:
             "mapped.test": "::ffff:169.254.169.254",
         },
     )
+    # Started from a directory holding modules a user could leave in a server's working
+    # directory (the proxy is a host process: it must import none of them).
+    server_dir = plant(state_dir / "server-cwd")
     try:
-        start_proxy(directory, settings.proxy_options())
+        with working_directory(server_dir):
+            start_proxy(directory, settings.proxy_options())
+        assert imported(server_dir) is None
         yield Chain(directory, port)
     finally:
         stop_proxy(directory)
