@@ -11,6 +11,7 @@ import {
   MainAreaWidget,
   WidgetTracker
 } from '@jupyterlab/apputils';
+import { IConsoleTracker } from '@jupyterlab/console';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -29,6 +30,7 @@ import { allowedActions, sandboxOfKernel } from './models';
 import { addSnapshotViews } from './snapshotView';
 import { SandboxPanel } from './panel';
 import { ISandboxViews, SandboxViews } from './slots';
+import { UntrustedSandboxOutputs, sandboxedKernelTest } from './outputTrust';
 import { SandboxStatusItem } from './statusbar';
 import { SandboxStore } from './store';
 import { addTerminalViews, SandboxTerminals, TERMINAL_SETTINGS } from './terminalView';
@@ -62,6 +64,7 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
   optional: [
     ILayoutRestorer,
     INotebookTracker,
+    IConsoleTracker,
     ISettingRegistry,
     IStatusBar,
     ICommandPalette,
@@ -71,6 +74,7 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     notebooks: INotebookTracker | null,
+    consoles: IConsoleTracker | null,
     settingRegistry: ISettingRegistry | null,
     statusBar: IStatusBar | null,
     palette: ICommandPalette | null,
@@ -158,6 +162,13 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
       execute: () => app.shell.activateById(panel.id)
     });
 
+    // Outputs of sandboxed kernels rendered untrusted (outputTrust.ts), unless the user trusts them.
+    const outputs = new UntrustedSandboxOutputs(
+      sandboxedKernelTest(() => app.serviceManager.kernelspecs.specs?.kernelspecs ?? null),
+      notebooks,
+      consoles
+    );
+
     if (statusBar && notebooks) {
       const item = new SandboxStatusItem(views, notebooks);
       statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 5 });
@@ -169,6 +180,7 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
       void settingRegistry.load(PLUGIN_ID).then(settings => {
         const apply = () => {
           store.interval = Number(settings.get('refreshInterval').composite);
+          outputs.enabled = !settings.get('trustSandboxedOutputs').composite;
         };
         settings.changed.connect(apply);
         apply();

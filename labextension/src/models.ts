@@ -4,6 +4,9 @@
  * check it directly.
  */
 
+/** The name the Sandboxed Python kernelspec is installed under (install-kernel adds others). */
+export const KERNEL_NAME = 'sandboxed-python';
+
 export type Runtime = 'runsc' | 'runc';
 
 export type SandboxStatus =

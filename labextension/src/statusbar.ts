@@ -8,10 +8,8 @@
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
-import { sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
+import { KERNEL_NAME, sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
 import { ISandboxViews } from './slots';
-
-export const KERNEL_NAME = 'sandboxed-python';
 
 export class SandboxStatusItem extends Widget {
   constructor(

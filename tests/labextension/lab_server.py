@@ -79,9 +79,11 @@ def lab_server(
     refresh_interval: float = 1.0,
     keep_log: Path | None = None,
     environment: dict[str, str] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> Iterator[LabServer]:
     """``keep_log``: where to copy the server's log when it stops; ``environment``: more
-    variables for the server and its kernels."""
+    variables for the server and its kernels; ``settings``: more of the extension's user
+    settings (schema/plugin.json)."""
     if not (BUILT_EXTENSION / "package.json").exists():
         raise RuntimeError(
             f"the JupyterLab extension is not built ({BUILT_EXTENSION} is missing): "
@@ -105,10 +107,10 @@ def lab_server(
     (config_dir / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     )
-    settings = config_dir / "lab" / "user-settings" / "jupyter-sandbox"
-    settings.mkdir(parents=True)
-    (settings / "plugin.jupyterlab-settings").write_text(
-        json.dumps({"refreshInterval": refresh_interval})
+    settings_dir = config_dir / "lab" / "user-settings" / "jupyter-sandbox"
+    settings_dir.mkdir(parents=True)
+    (settings_dir / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"refreshInterval": refresh_interval, **(settings or {})})
     )
     (data_dir / "labextensions" / "jupyter-sandbox").symlink_to(BUILT_EXTENSION)
     shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
