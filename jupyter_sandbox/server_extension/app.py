@@ -33,6 +33,7 @@ from ..sandbox.manager import default_owner
 from .culler import SandboxCuller
 from .fast_start import Zygote
 from .handlers import default_handlers
+from .notebook_trust import distrust_sandboxed_notebooks
 
 # jupyter_server's own identity providers only know anonymous token users, whose names are
 # random per browser: sandboxes must not change owner when the user opens a new browser.
@@ -59,6 +60,16 @@ class SandboxExtension(ExtensionApp):
         kernels, so an admin or a user it is shared with acts as its owner), and for
         jupyter_server's own anonymous or password login; 'identity' for any other identity
         provider with real user names (a custom one).""",
+    )
+
+    trust_sandboxed_notebooks = Bool(
+        False,
+        config=True,
+        help="""Whether the server may trust a notebook of a sandboxed kernel as it trusts others
+        (by its signature, signing what the user saves). Off: never, so JupyterLab does not run
+        the scripts in such a notebook's outputs as it opens (notebook_trust.py; the JupyterLab
+        extension keeps them untrusted as they are made, unless its trustSandboxedOutputs
+        setting is on). Turn on only for sandboxed code you would run on the host.""",
     )
 
     container_purpose = Unicode(
@@ -104,6 +115,10 @@ class SandboxExtension(ExtensionApp):
         self._tasks: list[asyncio.Task[None]] = []
         self.zygote: Zygote | None = None
         self.settings["sandbox_extension"] = self
+        if self.serverapp and not self.trust_sandboxed_notebooks:
+            distrust_sandboxed_notebooks(
+                self.serverapp.contents_manager, self.serverapp.kernel_spec_manager
+            )
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(default_handlers)

@@ -100,11 +100,19 @@ export class UntrustedSandboxOutputs {
         }
       }
     };
-    // Cells come with the model (once the file is read), and as they are added or pasted.
-    void panel.context.ready.then(() => {
+    // Cells come as the file is read into the model, and as they are added or pasted: follow
+    // the model's list from now (it exists before the file is read), and once more when ready.
+    let followed: unknown = null;
+    const follow = () => {
+      const cells = panel.content.model?.cells;
+      if (cells && cells !== followed) {
+        cells.changed.connect(guardAll);
+        followed = cells;
+      }
       guardAll();
-      panel.content.model?.cells.changed.connect(guardAll);
-    });
+    };
+    follow();
+    void panel.context.ready.then(follow);
     panel.sessionContext.kernelChanged.connect(guardAll);
   }
 

@@ -63,6 +63,11 @@ class LabServer:
             except ValueError:
                 return error.code, text
 
+    @property
+    def data_dir(self) -> Path:
+        """The server's JUPYTER_DATA_DIR (kernelspecs, the notebook notary's database)."""
+        return self.root_dir.with_name("data")
+
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -80,10 +85,11 @@ def lab_server(
     keep_log: Path | None = None,
     environment: dict[str, str] | None = None,
     settings: dict[str, Any] | None = None,
+    config: str = "",
 ) -> Iterator[LabServer]:
     """``keep_log``: where to copy the server's log when it stops; ``environment``: more
     variables for the server and its kernels; ``settings``: more of the extension's user
-    settings (schema/plugin.json)."""
+    settings (schema/plugin.json); ``config``: more lines of jupyter_sandbox_config.py."""
     if not (BUILT_EXTENSION / "package.json").exists():
         raise RuntimeError(
             f"the JupyterLab extension is not built ({BUILT_EXTENSION} is missing): "
@@ -100,7 +106,7 @@ def lab_server(
         "c.SandboxSettings.runtime = 'runc'\n"
         "c.WarmPool.size = 0\n"
         f"c.SandboxExtension.container_purpose = {purpose!r}\n"
-        "c.SandboxCuller.interval = 3600.0\n"
+        "c.SandboxCuller.interval = 3600.0\n" + config
     )
     # No news prompt over the page; the panel refreshes every `refresh_interval` seconds.
     (config_dir / "labconfig").mkdir()

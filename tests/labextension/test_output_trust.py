@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import nbformat
 import pytest
+from nbformat.sign import NotebookNotary
 
 from .conftest import ARTIFACTS, TIMEOUT_MS, open_lab, shot
 from .lab_server import LabServer, lab_server
@@ -28,9 +30,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 
 # One line (typed into the cell): each output tries to set window.sandboxEscaped; a table and a
 # heading show that what is safe in them is still rendered.
+ESCAPE = "window.sandboxEscaped = window.sandboxEscaped || []; window.sandboxEscaped.push"
 ATTEMPTS = (
     "from IPython.display import display; "
-    "E = 'window.sandboxEscaped = window.sandboxEscaped || []; window.sandboxEscaped.push'; "
+    f"E = '{ESCAPE}'; "
     "display({'text/html': '<table><tr><td>forty-two</td></tr></table>"
     '<img src="x" onerror="\' + E + \'(1)">\'}, raw=True); '
     "display({'application/javascript': E + '(2)', 'text/plain': 'js'}, raw=True); "
@@ -72,7 +75,10 @@ def test_a_user_who_trusts_sandboxed_outputs_gets_jupyterlabs_own_behaviour(
     """The setting trustSandboxedOutputs: outputs are trusted as any kernel's are (which is also
     what the tests here would see without the extension's guard)."""
     settings = {"trustSandboxedOutputs": True}
-    with lab_server(purpose, keep_log=ARTIFACTS / "server.log", settings=settings) as server:
+    config = "c.SandboxExtension.trust_sandboxed_notebooks = True\n"  # to sign what is saved
+    with lab_server(
+        purpose, keep_log=ARTIFACTS / "server.log", settings=settings, config=config
+    ) as server:
         # All but the SVG's, which JupyterLab shows as an <img> even when trusted.
         assert run_attempts(server, page, console=console) == [1, 2, 4]
         if not console:
@@ -136,3 +142,57 @@ def assert_saved(server: LabServer, page: Page, trusted: bool) -> None:
         time.sleep(0.2)
     cell = cells[0]
     assert bool(cell["metadata"].get("trusted")) is trusted, cell["metadata"]
+
+
+@pytest.mark.checklist(
+    row=24,
+    attack=f"{ATTACK}, saved in a notebook the server signed as trusted (before this guard, or "
+    "by `jupyter trust`), then opened on a sandboxed kernel",
+    expected="none runs on opening: the server does not trust a sandboxed kernel's notebook",
+)
+def test_a_signed_notebook_of_a_sandboxed_kernel_opens_untrusted(
+    server: LabServer, page: object, observe: Callable[..., None]
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    outputs = [
+        {"output_type": "display_data", "metadata": {}, "data": data}
+        for data in (
+            {"text/html": '<b>forty-two</b><img src="x" onerror="' + ESCAPE + '(1)">'},
+            {"application/javascript": ESCAPE + "(2)", "text/plain": "js"},
+            {"text/markdown": '## markdown kept\n<img src="x" onerror="' + ESCAPE + '(4)">'},
+        )
+    ]
+    cell = {
+        "cell_type": "code",
+        "execution_count": 1,
+        "id": "signed-cell",
+        "metadata": {},
+        "outputs": outputs,
+        "source": "# ran earlier",
+    }
+    spec = {"name": "sandboxed-python", "display_name": "Sandboxed Python", "language": "python"}
+    notebook = {
+        "cells": [cell],
+        "metadata": {"kernelspec": spec},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    code, answer = server.api(
+        "PUT", "api/contents/signed.ipynb", {"type": "notebook", "content": notebook}
+    )
+    assert code == 201, answer
+    # Signed as `jupyter trust` signs it, in the server's own notary database.
+    notary = NotebookNotary(data_dir=str(server.data_dir))
+    signed = nbformat.read(server.root_dir / "signed.ipynb", as_version=4)
+    notary.sign(signed)
+    assert notary.check_signature(signed)
+    page.goto(f"{server.url}/lab/tree/signed.ipynb?token={server.token}")
+    rendered = page.locator(".jp-NotebookPanel .jp-OutputArea-output")
+    expect(rendered.filter(has_text="forty-two")).to_have_count(1)
+    expect(page.locator(".jp-NotebookPanel h2", has_text="markdown kept")).to_have_count(1)
+    time.sleep(2)
+    shot(page, "output-trust-signed")
+    assert page.evaluate("window.sandboxEscaped ?? null") is None
+    observe("a signed notebook with 3 such outputs opened: none ran", cases=3)
