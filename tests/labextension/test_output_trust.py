@@ -40,14 +40,17 @@ ATTEMPTS = (
     "display({'image/svg+xml': '<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"' + E + "
     '\'(3)"><rect width="9" height="9"/></svg>\'}, raw=True); '
     "display({'text/markdown': '## markdown kept\\n<img src=\"x\" onerror=\"' + E + '(4)\">'}, "
-    "raw=True)"
+    "raw=True); "
+    # ipywidgets' HTML widget puts its value into the page as it is (innerHTML).
+    "import ipywidgets; display(ipywidgets.HTML('<img src=\"x\" onerror=\"' + E + '(5)\">'))"
 )
 
 
 ATTACK = (
     "sandbox code printing outputs that run JavaScript in JupyterLab's page, on the server's "
     "origin with the user's session (able to call the policy API, or send data out through the "
-    "browser): HTML with an event handler, a JavaScript output, SVG with onload, HTML in Markdown"
+    "browser): HTML with an event handler, a JavaScript output, SVG with onload, HTML in Markdown, "
+    "an ipywidgets HTML widget"
 )
 EXPECTED = (
     "none runs: outputs of sandboxed kernels are rendered untrusted (sanitized HTML, no "
@@ -62,9 +65,9 @@ def test_sandboxed_outputs_cannot_run_javascript_in_the_page(
     assert run_attempts(server, page) is None
     assert_saved(server, page, trusted=False)
     observe(
-        "4 outputs tried, none ran (the sanitized table and Markdown heading shown); the saved "
+        "5 outputs tried, none ran (the sanitized table and Markdown heading shown); the saved "
         "notebook's cells are not trusted",
-        cases=4,
+        cases=5,
     )
 
 
@@ -80,7 +83,7 @@ def test_a_user_who_trusts_sandboxed_outputs_gets_jupyterlabs_own_behaviour(
         purpose, keep_log=ARTIFACTS / "server.log", settings=settings, config=config
     ) as server:
         # All but the SVG's, which JupyterLab shows as an <img> even when trusted.
-        assert run_attempts(server, page, console=console) == [1, 2, 4]
+        assert run_attempts(server, page, console=console) == [1, 2, 4, 5]
         if not console:
             assert_saved(server, page, trusted=True)
 
@@ -90,7 +93,7 @@ def test_sandboxed_console_outputs_cannot_run_javascript_in_the_page(
     server: LabServer, page: object, observe: Callable[..., None]
 ) -> None:
     assert run_attempts(server, page, console=True) is None
-    observe("4 outputs tried in a code console, none ran", cases=4)
+    observe("5 outputs tried in a code console, none ran", cases=5)
 
 
 def run_attempts(server: LabServer, page: object, console: bool = False) -> list[int] | None:
