@@ -163,14 +163,14 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     });
 
     // Outputs of sandboxed kernels rendered untrusted (outputTrust.ts), unless the user trusts them.
-    const outputs = new UntrustedSandboxOutputs(
-      sandboxedKernelTest(() => app.serviceManager.kernelspecs.specs?.kernelspecs ?? null),
-      notebooks,
-      consoles
+    // Which kernels are sandboxed: their kernelspec's metadata says so (install-kernel's too).
+    const isSandboxed = sandboxedKernelTest(
+      () => app.serviceManager.kernelspecs.specs?.kernelspecs ?? null
     );
+    const outputs = new UntrustedSandboxOutputs(isSandboxed, notebooks, consoles);
 
     if (statusBar && notebooks) {
-      const item = new SandboxStatusItem(views, notebooks);
+      const item = new SandboxStatusItem(views, notebooks, isSandboxed);
       statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 5 });
     }
 

@@ -8,13 +8,15 @@
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
-import { KERNEL_NAME, sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
+import { sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
+import type { SandboxedKernelTest } from './outputTrust';
 import { ISandboxViews } from './slots';
 
 export class SandboxStatusItem extends Widget {
   constructor(
     private readonly views: ISandboxViews,
-    private readonly tracker: INotebookTracker
+    private readonly tracker: INotebookTracker,
+    private readonly isSandboxed: SandboxedKernelTest
   ) {
     super({ node: document.createElement('button') });
     this.id = 'jupyter-sandbox-status';
@@ -60,14 +62,15 @@ export class SandboxStatusItem extends Widget {
     if (!sandbox) {
       this.toggleClass('jp-mod-weak', false);
       const error = this.views.store.error;
-      if (kernel?.name === KERNEL_NAME && error) {
+      const sandboxed = kernel ? this.isSandboxed(kernel.name) : false;
+      if (sandboxed && error) {
         // No engine (a Binder host), or the server refuses: the kernel refuses every cell too.
         this.node.textContent = '⚠ No sandbox';
         this.node.title = `No sandbox for this notebook: ${error.message}`;
         this.node.setAttribute('aria-label', `No sandbox for this notebook: ${error.message}`);
         this.toggleClass('jp-mod-weak', true);
         this.show();
-      } else if (kernel?.name === KERNEL_NAME) {
+      } else if (sandboxed) {
         this.node.textContent = 'Sandbox: starting…';
         this.node.title = 'The sandbox of this notebook is not listed yet';
         this.node.setAttribute('aria-label', 'Sandbox of this notebook: starting');
