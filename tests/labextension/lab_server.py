@@ -97,68 +97,80 @@ def lab_server(
             "'cd labextension && npm install && npm run build:prod'"
         )
     base = Path(tempfile.mkdtemp(prefix="jsbx-lab-", dir="/tmp"))
-    state_dir = base / "state"
-    root_dir, config_dir, data_dir = base / "root", base / "config", base / "data"
-    for path in (state_dir, root_dir, config_dir, data_dir / "labextensions", data_dir / "kernels"):
-        path.mkdir(parents=True)
-    (config_dir / "jupyter_sandbox_config.py").write_text(
-        f"c.SandboxSettings.state_dir = {str(state_dir)!r}\n"
-        "c.SandboxSettings.runtime = 'runc'\n"
-        "c.WarmPool.size = 0\n"
-        f"c.SandboxExtension.container_purpose = {purpose!r}\n"
-        "c.SandboxCuller.interval = 3600.0\n" + config
-    )
-    # No news prompt over the page; the panel refreshes every `refresh_interval` seconds.
-    (config_dir / "labconfig").mkdir()
-    (config_dir / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    settings_dir = config_dir / "lab" / "user-settings" / "jupyter-sandbox"
-    settings_dir.mkdir(parents=True)
-    (settings_dir / "plugin.jupyterlab-settings").write_text(
-        json.dumps({"refreshInterval": refresh_interval, **(settings or {})})
-    )
-    (data_dir / "labextensions" / "jupyter-sandbox").symlink_to(BUILT_EXTENSION)
-    shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
-
-    token = secrets.token_hex(16)
-    port = _free_port()
-    env = dict(os.environ)
-    env.update(
-        JUPYTER_CONFIG_DIR=str(config_dir),
-        JUPYTER_DATA_DIR=str(data_dir),
-        JUPYTER_RUNTIME_DIR=str(data_dir / "runtime"),
-        JUPYTER_SANDBOX_PURPOSE=purpose,
-        # Lab loads the first copy of an extension on its data path, and in a virtualenv
-        # jupyter_core puts the environment's (what `pip install` left there, however old)
-        # before JUPYTER_DATA_DIR unless told otherwise: user paths first, so the private data
-        # directory, with this checkout's build, wins.
-        JUPYTER_PREFER_ENV_PATH="0",
-        # The kernels import this checkout, as the server does.
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-    )
-    env.pop("JUPYTER_PATH", None)
-    env.update(environment or {})
-    log_path = base / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root_dir}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    if os.getuid() == 0:
-        command.append("--allow-root")
-    server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, state_dir, log_path)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    try:  # until the server runs, a failure here removes what was made
+        state_dir = base / "state"
+        root_dir, config_dir, data_dir = base / "root", base / "config", base / "data"
+        for path in (
+            state_dir,
+            root_dir,
+            config_dir,
+            data_dir / "labextensions",
+            data_dir / "kernels",
+        ):
+            path.mkdir(parents=True)
+        (config_dir / "jupyter_sandbox_config.py").write_text(
+            f"c.SandboxSettings.state_dir = {str(state_dir)!r}\n"
+            "c.SandboxSettings.runtime = 'runc'\n"
+            "c.WarmPool.size = 0\n"
+            f"c.SandboxExtension.container_purpose = {purpose!r}\n"
+            "c.SandboxCuller.interval = 3600.0\n" + config
         )
+        # No news prompt over the page; the panel refreshes every `refresh_interval` seconds.
+        (config_dir / "labconfig").mkdir()
+        (config_dir / "labconfig" / "page_config.json").write_text(
+            json.dumps(
+                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}
+            )
+        )
+        settings_dir = config_dir / "lab" / "user-settings" / "jupyter-sandbox"
+        settings_dir.mkdir(parents=True)
+        (settings_dir / "plugin.jupyterlab-settings").write_text(
+            json.dumps({"refreshInterval": refresh_interval, **(settings or {})})
+        )
+        (data_dir / "labextensions" / "jupyter-sandbox").symlink_to(BUILT_EXTENSION)
+        shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
+
+        token = secrets.token_hex(16)
+        port = _free_port()
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(config_dir),
+            JUPYTER_DATA_DIR=str(data_dir),
+            JUPYTER_RUNTIME_DIR=str(data_dir / "runtime"),
+            JUPYTER_SANDBOX_PURPOSE=purpose,
+            # Lab loads the first copy of an extension on its data path, and in a virtualenv
+            # jupyter_core puts the environment's (what `pip install` left there, however old)
+            # before JUPYTER_DATA_DIR unless told otherwise: user paths first, so the private data
+            # directory, with this checkout's build, wins.
+            JUPYTER_PREFER_ENV_PATH="0",
+            # The kernels import this checkout, as the server does.
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+        )
+        env.pop("JUPYTER_PATH", None)
+        env.update(environment or {})
+        log_path = base / "server.log"
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root_dir}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        if os.getuid() == 0:
+            command.append("--allow-root")
+        server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, state_dir, log_path)
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     try:
         _wait_until_up(server, process)
         yield server
