@@ -39,14 +39,12 @@ export function sandboxedKernelTest(
   };
 }
 
-/** Untrust a cell model (and drop its `trusted` metadata); whether it was trusted. */
-export function untrust(model: ICellModel): boolean {
-  const was = model.trusted;
+/** Untrust a cell model, and drop its `trusted` metadata (what the server would sign). */
+export function untrust(model: ICellModel): void {
   model.trusted = false;
   if (model.getMetadata('trusted') !== undefined) {
     model.deleteMetadata('trusted');
   }
-  return was;
 }
 
 /** What a notebook panel and a console panel both have: the session, whose kernel counts. */
