@@ -253,3 +253,18 @@ class ProcessNotFoundError(SandboxError):
 
     code = "process_not_found"
     http_status = 404
+
+
+class PortNotListeningError(SandboxError):
+    """Nothing in the sandbox listens on the port asked for (ports.py): start the server first,
+    bound to 127.0.0.1 or 0.0.0.0 inside the sandbox."""
+
+    code = "port_not_listening"
+    http_status = 502
+
+
+class PortOpenerError(SandboxError):
+    """The program that joins the host to the sandbox's ports could not start or answer."""
+
+    code = "port_opener_failed"
+    http_status = 502

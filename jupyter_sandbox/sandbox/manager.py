@@ -43,6 +43,7 @@ from .usage import SandboxUsage
 
 if TYPE_CHECKING:
     from .background import BackgroundCommands
+    from .ports import SandboxPorts
     from .snapshots import Snapshots
 
 __all__ = [
@@ -81,6 +82,7 @@ class SandboxManager(SandboxStarter):
         self._files: SandboxFiles | None = None
         self._terminals: SandboxTerminals | None = None
         self._background: BackgroundCommands | None = None
+        self._ports: SandboxPorts | None = None
         self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
         # Ready clients of the kernels, kept between code runs (kernel_clients.py).
         self.kernel_clients = KernelClients(parent=self)
@@ -130,6 +132,15 @@ class SandboxManager(SandboxStarter):
 
             self._background = BackgroundCommands(self, parent=self)
         return self._background
+
+    @property
+    def ports(self) -> SandboxPorts:
+        """Connections to servers listening inside this manager's sandboxes (ports.py)."""
+        if self._ports is None:
+            from .ports import SandboxPorts
+
+            self._ports = SandboxPorts(self, parent=self)
+        return self._ports
 
     @property
     def snapshots(self) -> Snapshots:

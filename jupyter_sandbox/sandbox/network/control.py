@@ -33,6 +33,7 @@ from ..backend import SANDBOX_IO_DIR, SandboxBackend
 from ..errors import NetworkSetupError
 from ..host_python import module_command
 from ..hostdir import SandboxDirectory
+from ..inside_listener import last_line, start_listener
 from ..process_lock import ProcessLock
 from .forwarder import CONFIG_VARIABLE
 from .policy import NetworkPolicy, policy_of_state
@@ -93,30 +94,15 @@ async def start_forwarder(
     socket_path = directory.io / TUNNEL_SOCKET
     if socket_path.exists() or socket_path.is_symlink():
         return  # started before (gVisor could not bind the path a second time anyway)
-    spawn_id = await backend.spawn(
+    await start_listener(
+        backend,
         sandbox_id,
         ["python", "-c", forwarder_source()],
+        socket_path,
+        what="network forwarder",
+        error=NetworkSetupError,
         environment=forwarder_environment(token),
     )
-    deadline = time.monotonic() + START_TIMEOUT
-    checked = time.monotonic()
-    while not socket_path.exists():
-        now = time.monotonic()
-        if now > deadline:
-            raise NetworkSetupError(
-                f"the network forwarder in sandbox {sandbox_id} did not listen within "
-                f"{START_TIMEOUT:g}s"
-            )
-        if now - checked > 0.5:
-            checked = now
-            code = await backend.spawned_exit_code(spawn_id)
-            if code is not None:
-                said = _tail(directory.io / f"{TUNNEL_SOCKET}.error")
-                raise NetworkSetupError(
-                    f"the network forwarder in sandbox {sandbox_id} exited ({code})"
-                    + (f": {said}" if said else "")
-                )
-        await asyncio.sleep(0.01)
 
 
 def proxy_running(directory: SandboxDirectory) -> bool:
@@ -148,7 +134,7 @@ def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
     if not line.startswith("ready"):
         with contextlib.suppress(ProcessLookupError):
             child.kill()
-        tail = _tail(directory.root / PROXY_LOG)
+        tail = last_line(directory.root / PROXY_LOG)
         raise NetworkSetupError(
             f"the host network proxy of sandbox {directory.root.name} did not start: "
             f"{line or 'no answer'}{'; ' + tail if tail else ''}"
@@ -189,10 +175,3 @@ def _reap() -> None:
     for child in list(_children):
         if child.poll() is not None:
             _children.remove(child)
-
-
-def _tail(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace").strip().splitlines()[-1][-300:]
-    except (OSError, IndexError):
-        return ""

@@ -273,5 +273,6 @@ def main() -> None:
         workers.submit(functools.partial(_serve_client, client, tunnels, slots, workers))
 
 
-if __name__ == "__main__":
+# Run only as the forwarder (ports.py sends this source, with no configuration, before its own).
+if __name__ == "__main__" and CONFIG_VARIABLE in os.environ:
     main()

@@ -1,0 +1,237 @@
+"""Ports: reaching a server that code in a sandbox started on the sandbox's loopback.
+
+A web app in a sandbox (``python -m http.server 8000``, a Streamlit or Dash board, a model's
+demo page) listens on the sandbox's ``lo``, its only interface. :meth:`SandboxPorts.connect`
+gives the host a connected socket to such a port without giving the sandbox any network: the
+port opener (port_program.py) runs inside the sandbox, listens on a Unix socket in its
+directory, and joins each connection the host makes to the port the host names. The server
+extension serves such ports to the browser (server_extension/port_proxy.py); ``jupyter sandbox
+forward`` to a local port.
+
+What the sandbox controls is never trusted here: its socket is pinned before the connect (a
+link planted in its place leads nowhere, socket_pin.py), its answer is one bounded line, and
+whatever the server then sends is the caller's to treat as untrusted. The opener is started on
+first use and again, under a new socket name, if the sandbox's code killed it (gVisor cannot
+bind a socket's path twice). Opening a connection is activity (usage.py); a connection left
+open is not, so a forgotten browser tab does not keep its sandbox from the idle culler.
+
+Usage (agent code)::
+
+    ports = manager.ports
+    print(await ports.listening(owner, sandbox_id))  # [8000]
+    sock = await ports.connect(owner, sandbox_id, 8000)  # non-blocking, ready for bytes
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from traitlets import Float
+from traitlets.config import LoggingConfigurable
+
+from . import port_program
+from .backend import SANDBOX_IO_DIR
+from .errors import (
+    InvalidRequestError,
+    PortNotListeningError,
+    PortOpenerError,
+    SocketReplacedError,
+)
+from .hostdir import SandboxDirectory
+from .inside_listener import start_listener
+from .network import forwarder
+from .network.settings import FORWARDER_PORT
+from .socket_pin import pin_socket, pinned_path
+from .timeouts import within
+
+if TYPE_CHECKING:
+    from .manager import SandboxManager
+
+# The opener shares the network forwarder's byte mover and threads: its source goes first (and
+# its ``from __future__`` import, which Python takes only at the top, serves both). The first
+# line names the program in ``ps``, whose view of a command line ends long before the opener's.
+PROGRAM_NAME = "# jupyter-sandbox port opener"
+PROGRAM = (
+    f"{PROGRAM_NAME}\n"
+    + Path(forwarder.__file__).read_text()
+    + Path(port_program.__file__).read_text().replace("from __future__ import annotations\n", "", 1)
+)
+# The forwarder runs as ``python -c SOURCE``: its command line starts with its docstring.
+FORWARDER_MARK = str(forwarder.__doc__).split("\n", 1)[0]
+STATE_KEY = "port_opener"  # the state file's name of the opener's socket (host-only)
+MAX_ANSWER = 512  # bytes of the opener's answer line, at most
+
+
+class _OpenerGone(Exception):
+    """The opener's socket is missing, refuses, hangs up or stays silent: start another."""
+
+
+def check_port(port: object) -> int:
+    """``port`` as a TCP port number; InvalidRequestError saying what it takes otherwise."""
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InvalidRequestError(f"port must be a whole number from 1 to 65535, not {port!r}")
+    return port
+
+
+class SandboxPorts(LoggingConfigurable):
+    """Connections from the host to servers inside ``manager``'s running sandboxes."""
+
+    answer_timeout = Float(
+        5.0,
+        help="Seconds the port opener in a sandbox has to answer a connection (it answers "
+        "once it has reached the port or found nothing there).",
+    ).tag(config=True)
+
+    def __init__(self, manager: SandboxManager, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.manager = manager
+        # One start at a time per sandbox; a removed sandbox's lock goes with its last user.
+        self._starting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    async def connect(self, owner: str, sandbox_id: str, port: int) -> socket.socket:
+        """A non-blocking socket joined to ``port`` on the loopback of ``owner``'s running
+        sandbox. PortNotListeningError when nothing listens there; the caller closes it."""
+        port = check_port(port)
+        await self.manager.running(owner, sandbox_id)
+        with self.manager.usage.using(sandbox_id):
+            directory = SandboxDirectory(self.manager.settings.state_path, sandbox_id)
+            name = await self._opener(directory, restart=False)
+            try:
+                return await self._connect(directory, name, port)
+            except _OpenerGone:
+                # The sandbox's code may kill the opener: a new one, under a new name.
+                name = await self._opener(directory, restart=True, gone=name)
+            try:
+                return await self._connect(directory, name, port)
+            except _OpenerGone as exc:
+                raise PortOpenerError(
+                    f"the port opener of sandbox {sandbox_id} does not answer ({exc})"
+                ) from None
+
+    async def listening(self, owner: str, sandbox_id: str) -> list[ListeningPort]:
+        """The TCP ports servers listen on inside the sandbox (any of its addresses: all are
+        its loopback), smallest first, with the command that listens. The sandbox's own
+        machinery is left out: the network forwarder, and the pipe ipykernel opens on an
+        ephemeral port for the output of processes it forks."""
+        result = await self.manager.exec(
+            owner, sandbox_id, ["python", "-c", PROGRAM, "--list"], timeout=30.0
+        )
+        if result.exit_code != 0:
+            raise PortOpenerError(
+                f"listing the ports of sandbox {sandbox_id} failed: "
+                f"{result.stderr.decode(errors='replace').strip()[-300:]}"
+            )
+        try:
+            report = json.loads(result.stdout)
+            ephemeral_from = int(report["ephemeral_from"])
+            found = {
+                ListeningPort(int(port), str(command)) for port, command in report["listening"]
+            }
+        except (ValueError, TypeError, KeyError) as exc:  # the sandbox's to write: not trusted
+            raise PortOpenerError(
+                f"the port list of sandbox {sandbox_id} is unreadable: {exc!r}"
+            ) from None
+        return sorted(port for port in found if not port.machinery(ephemeral_from))
+
+    async def _opener(
+        self, directory: SandboxDirectory, *, restart: bool, gone: str | None = None
+    ) -> str:
+        """The file name of the opener's socket in the sandbox's io directory, starting the
+        opener when none runs (or ``restart``, when the one named ``gone`` stopped answering)."""
+        sandbox_id = directory.sandbox_id
+        lock = self._starting.get(sandbox_id)
+        if lock is None:
+            lock = self._starting[sandbox_id] = asyncio.Lock()
+        async with lock:
+            name = directory.read_state().get(STATE_KEY)
+            if isinstance(name, str) and (not restart or name != gone):
+                return name  # running, or restarted by a caller that held the lock before us
+            name = f"ports-{secrets.token_hex(4)}.sock"
+            await start_listener(
+                self.manager.backend,
+                sandbox_id,
+                ["python", "-c", PROGRAM, f"{SANDBOX_IO_DIR}/{name}"],
+                directory.io / name,
+                what="port opener",
+                error=PortOpenerError,
+            )
+            directory.update_state(**{STATE_KEY: name})
+            self.log.debug("port opener of sandbox %s listens on %s", sandbox_id, name)
+            return name
+
+    async def _connect(self, directory: SandboxDirectory, name: str, port: int) -> socket.socket:
+        try:
+            pinned = pin_socket(str(directory.io / name))
+        except SocketReplacedError as exc:  # the sandbox put something else there
+            raise PortOpenerError(exc.message) from None
+        if pinned is None:
+            raise _OpenerGone(f"no socket {name}")
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            try:
+                await loop.sock_connect(sock, pinned_path(pinned))
+            finally:
+                os.close(pinned)
+            await loop.sock_sendall(sock, port_program.GREETING + f"{port}\n".encode())
+            # Under gVisor the host side of a dead opener's socket may still accept: silence.
+            answer = await within(self._answer(sock), self.answer_timeout)
+        except (ConnectionError, asyncio.TimeoutError) as exc:
+            sock.close()
+            raise _OpenerGone(repr(exc)) from None
+        except BaseException:
+            sock.close()
+            raise
+        if answer == "OK":
+            return sock
+        sock.close()
+        if not answer:
+            raise _OpenerGone("it hung up")
+        if answer.startswith("ERR "):
+            raise PortNotListeningError(
+                f"sandbox {directory.sandbox_id}: {answer[4:]}; start the server first, "
+                f"listening on 127.0.0.1 or 0.0.0.0 (python -m http.server {port}, say)"
+            )
+        raise PortOpenerError(
+            f"the port opener of sandbox {directory.sandbox_id} answered {answer[:80]!r}"
+        )
+
+    @staticmethod
+    async def _answer(sock: socket.socket) -> str:
+        """The opener's one-line answer, read a byte at a time: what follows is the server's."""
+        loop = asyncio.get_running_loop()
+        line = b""
+        while not line.endswith(b"\n") and len(line) < MAX_ANSWER:
+            chunk = await loop.sock_recv(sock, 1)
+            if not chunk:
+                break
+            line += chunk
+        return line.decode(errors="replace").strip()
+
+
+@dataclass(frozen=True, order=True)
+class ListeningPort:
+    """A TCP port a server listens on in a sandbox, and the command line of that server."""
+
+    port: int
+    command: str
+
+    def machinery(self, ephemeral_from: int) -> bool:
+        """Whether the sandbox's own machinery listens here, not a server of its user: the
+        network forwarder, or the kernel on a port the system picked (``ephemeral_from`` on)."""
+        if self.port == FORWARDER_PORT and FORWARDER_MARK in self.command:
+            return True
+        return "ipykernel" in self.command and self.port >= ephemeral_from
