@@ -34,6 +34,7 @@ from .culler import SandboxCuller
 from .fast_start import Zygote
 from .handlers import default_handlers
 from .notebook_trust import distrust_sandboxed_notebooks
+from .port_links import PortLinks
 
 # jupyter_server's own identity providers only know anonymous token users, whose names are
 # random per browser: sandboxes must not change owner when the user opens a new browser.
@@ -114,6 +115,8 @@ class SandboxExtension(ExtensionApp):
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.zygote: Zygote | None = None
+        # Links to sandboxes' ports stay good across restarts: their key is in the state dir.
+        self.port_links = PortLinks.in_state_directory(self.manager.settings.state_path)
         self.settings["sandbox_extension"] = self
         if self.serverapp and not self.trust_sandboxed_notebooks:
             distrust_sandboxed_notebooks(

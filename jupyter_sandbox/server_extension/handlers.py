@@ -247,7 +247,7 @@ class SandboxAttestationHandler(SandboxAPIHandler):
         self.write_json(report.as_dict())
 
 
-default_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [
+default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
     (r"/api/sandboxes/?", SandboxesHandler),
     (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
     (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
@@ -262,6 +262,7 @@ from .code_handlers import code_handlers  # noqa: E402
 from .command_handlers import command_handlers  # noqa: E402
 from .file_handlers import file_handlers  # noqa: E402
 from .network_handlers import network_handlers  # noqa: E402
+from .port_handlers import port_handlers  # noqa: E402
 from .snapshot_handlers import snapshot_handlers  # noqa: E402
 from .terminal_handlers import terminal_handlers  # noqa: E402
 
@@ -273,4 +274,5 @@ default_handlers += [
     *background_handlers,
     *code_handlers,
     *terminal_handlers,
+    *port_handlers,
 ]

@@ -14,12 +14,14 @@ import pytest
 import yaml
 from jupyter_server.auth.authorizer import Authorizer
 from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvider, User
+from jupyter_server.base.handlers import JupyterHandler
 from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
 from openapi_spec_validator import validate
 from tornado import web
 
 from jupyter_sandbox.sandbox.identity import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension, handlers
+from jupyter_sandbox.server_extension.port_handlers import PortProxyHandler
 
 from .conftest import Fetch, api
 
@@ -27,11 +29,19 @@ SPEC = Path(handlers.__file__).with_name("openapi.yaml")
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
+# The proxy to a sandbox's ports: its link is its credential, not the user's login, which the
+# sandbox's pages must never carry (port_links.py); test_ports.py has every wrong link a 404.
+LINK_ROUTES = (PortProxyHandler,)
+
+
 def routes() -> set[tuple[str, str]]:
-    """(path template, method) of every handler, e.g. ('/api/sandboxes/{sandbox_id}', 'get')."""
+    """(path template, method) of every API handler, e.g. ('/api/sandboxes/{sandbox_id}', 'get')."""
     found = set()
     for pattern, handler in handlers.default_handlers:
+        if handler in LINK_ROUTES:
+            continue
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
+        path = path.replace("(?P<port>[0-9]{1,5})", "{port}")
         path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
         path = path.replace("(?P<command_id>[^/]+)", "{command_id}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)
@@ -60,6 +70,9 @@ def test_openapi_file_matches_the_handlers() -> None:
 
 def test_every_handler_is_authenticated_and_authorized() -> None:
     for _, handler in handlers.default_handlers:
+        if handler in LINK_ROUTES:
+            assert not issubclass(handler, JupyterHandler)  # no login, cookies or XSRF of ours
+            continue
         for method in METHODS:
             if method in vars(handler):
                 source = vars(handler)[method]
@@ -70,7 +83,7 @@ def test_every_handler_is_authenticated_and_authorized() -> None:
 async def test_no_route_answers_without_a_valid_token(jp_fetch: Fetch) -> None:
     for path, method in sorted(routes()):
         concrete = path.replace("{sandbox_id}", "0123456789ab")
-        concrete = concrete.replace("{command_id}", "0123456789ab")
+        concrete = concrete.replace("{command_id}", "0123456789ab").replace("{port}", "8000")
         root, *parts = concrete.replace("{snapshot_id}", "0123456789abcdef").split("/")[2:]
         body = "{}" if method in ("post", "put", "patch") else None
         status, _ = await api(

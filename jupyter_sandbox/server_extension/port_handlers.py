@@ -1,0 +1,151 @@
+"""A sandbox's ports: their links over REST, and the proxy that serves them to the browser.
+
+* ``GET /api/sandboxes/{id}/ports``: the servers listening in the sandbox now (port, command)
+  with the link of each; ``GET /api/sandboxes/{id}/ports/{port}``: the link of one port, before
+  anything listens there if need be (as E2B's ``get_host``). Both for the sandbox's owner only.
+* ``<base_url>sandbox-ports/{id}/{port}/{token}/{path}``: any method, WebSockets too, relayed
+  to the server on that port of the sandbox (port_relay.py), which sees ``/{path}``. The link
+  is the credential (port_links.py says why the user's login cannot be): a wrong token, a
+  removed sandbox and another owner's all answer the same 404.
+
+The proxy is not a JupyterHandler on purpose: Jupyter's login, XSRF check and cookies belong to
+the user's session, which the sandbox's pages must never touch.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from ..sandbox import SandboxError
+from ..sandbox.errors import InvalidRequestError, SandboxNotFoundError
+from ..sandbox.ports import check_port
+from .handlers import _ID, SandboxAPIHandler
+from .port_links import PREFIX, PortLinks, masked
+from .port_relay import relay_http, relay_websocket
+
+if TYPE_CHECKING:
+    from .app import SandboxExtension
+
+log = logging.getLogger(__name__)
+
+_PORT = r"(?P<port>[0-9]{1,5})"
+MAX_BODY = 100 * 1024**2  # bytes of a request body or of an answer's, at most
+
+
+def links(extension: SandboxExtension) -> PortLinks:
+    return extension.port_links
+
+
+class SandboxPortsHandler(SandboxAPIHandler):
+    """``/api/sandboxes/{id}/ports``: what listens in the sandbox, with links."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str) -> None:
+        found = await self.manager.ports.listening(self.owner, sandbox_id)
+        self.write_json(
+            {
+                "ports": [
+                    {"port": p.port, "command": p.command, "url": self.link(sandbox_id, p.port)}
+                    for p in found
+                ]
+            }
+        )
+
+    def link(self, sandbox_id: str, port: int) -> str:
+        return links(self.extension).path(self.base_url, self.owner, sandbox_id, port)
+
+
+class SandboxPortHandler(SandboxPortsHandler):
+    """``/api/sandboxes/{id}/ports/{port}``: the link of one port."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, sandbox_id: str, port: str) -> None:
+        number = check_port(port)
+        await self.manager.get(self.owner, sandbox_id)
+        self.write_json({"port": number, "url": self.link(sandbox_id, number)})
+
+
+class PortProxyHandler(web.RequestHandler):
+    """``sandbox-ports/{id}/{port}/{token}/{path}``: the browser's way into a sandbox's port."""
+
+    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "DELETE", "PATCH", "PUT", "OPTIONS")
+
+    def check_xsrf_cookie(self) -> None:
+        """The link's token authenticates the request; Jupyter's XSRF cookie is not ours."""
+
+    @property
+    def extension(self) -> SandboxExtension:
+        return self.settings["sandbox_extension"]  # type: ignore[no-any-return]
+
+    async def prepare(self) -> None:
+        token = self.path_kwargs.get("token", "")
+        self.request.uri = masked(self.request.uri or "", token)  # what the access log shows
+
+    async def _serve(self, sandbox_id: str, port: str, token: str, path: str | None) -> None:
+        # The path as the browser sent it (tornado's arguments are unquoted), after the token.
+        raw = self.request.path
+        cut = raw.index(f"/{token}") + len(token) + 1
+        prefix, path = raw[:cut], raw[cut:]
+        query = f"?{self.request.query}" if self.request.query else ""
+        if not path:  # the app's relative links need the trailing slash
+            self.redirect(f"{prefix}/{query}", permanent=False)
+            return
+        try:
+            number = check_port(port)
+            owner = self._owner_if_valid(sandbox_id, number, token)
+            sock = await self.extension.manager.ports.connect(owner, sandbox_id, number)
+        except SandboxError as exc:
+            self._plain(exc.http_status, exc.message)
+            return
+        target = path + query
+        if self.request.headers.get("Upgrade", "").lower() == "websocket":
+            await relay_websocket(self, sock, target, prefix)
+        else:
+            await self._relay(sock, target, prefix)
+
+    async def _relay(self, sock: socket.socket, target: str, prefix: str) -> None:
+        try:
+            await relay_http(self, sock, target, prefix, MAX_BODY)
+        except Exception as exc:  # the sandbox's server misbehaved or went away
+            log.debug("relay to a sandbox's port failed: %r", exc)
+            if not self._headers_written:
+                self._plain(502, "the sandbox's server closed the connection without an answer")
+
+    def _owner_if_valid(self, sandbox_id: str, port: int, token: str) -> str:
+        """The sandbox's owner when ``token`` is the link's; SandboxNotFoundError otherwise."""
+        manager = self.extension.manager
+        try:
+            owner = manager.read_state(sandbox_id).get("owner")
+        except (InvalidRequestError, OSError, ValueError):
+            owner = None
+        if not isinstance(owner, str) or not links(self.extension).valid(
+            token, owner, sandbox_id, port
+        ):
+            raise SandboxNotFoundError("no such sandbox port link (the sandbox may be gone)")
+        return owner
+
+    def _plain(self, status: int, message: str) -> None:
+        """An error page the browser shows as text (never the sandbox's HTML)."""
+        self.clear()
+        self.set_status(status)
+        self.set_header("Content-Type", "text/plain; charset=UTF-8")
+        self.finish(f"jupyter-sandbox: {message}\n")
+
+    get = post = put = patch = delete = options = head = _serve
+
+
+port_handlers: list[tuple[str, Any]] = [
+    (rf"/api/sandboxes/{_ID}/ports/?", SandboxPortsHandler),
+    (rf"/api/sandboxes/{_ID}/ports/{_PORT}/?", SandboxPortHandler),
+    (
+        rf"/{PREFIX}/(?P<sandbox_id>[^/]+)/{_PORT}/(?P<token>[A-Za-z0-9_=-]+)(?P<path>/.*)?",
+        PortProxyHandler,
+    ),
+]

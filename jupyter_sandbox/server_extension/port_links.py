@@ -1,0 +1,73 @@
+"""Links to a sandbox's port: capability URLs the browser can follow without the user's login.
+
+A page served from a sandbox must never run with the user's Jupyter session (it would be the
+sandbox's code acting as the user: reading other sandboxes, starting kernels on the host). So
+the proxy (port_handlers.py) serves it under a Content-Security-Policy ``sandbox`` without
+``allow-same-origin``: an opaque origin, whose requests carry none of Jupyter's cookies. The
+link itself must therefore be the credential, as E2B's and OpenSandbox's sandbox URLs are:
+
+    <base_url>sandbox-ports/<sandbox id>/<port>/<token>/
+
+``token`` is an HMAC-SHA256 of the owner, the sandbox id and the port under a key kept in the
+state directory (0600, made once), so a link stays good across server restarts for as long as
+its sandbox lives, names one port of one sandbox, and cannot be made without the key. Only the
+REST API hands links out, to the sandbox's owner; whoever holds one reaches that port until
+the sandbox is removed. The token never reaches a log: the proxy masks it in the request it
+logs (:func:`masked`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import hmac
+import os
+from pathlib import Path
+
+from jupyter_server.utils import url_path_join
+
+PREFIX = "sandbox-ports"
+KEY_FILE = "port-links.key"
+KEY_BYTES = 32
+TOKEN_BYTES = 24  # of the HMAC kept: 192 bits, 32 characters of base64url
+MASK = "[token]"
+
+
+class PortLinks:
+    """Makes and checks the links of sandboxes' ports (one per server, built at start)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    @classmethod
+    def in_state_directory(cls, state_path: Path) -> PortLinks:
+        """Links keyed by ``state_path``'s key file, made now if missing (0600)."""
+        path = state_path / KEY_FILE
+        state_path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(KEY_BYTES))
+        key = path.read_bytes()
+        if len(key) < KEY_BYTES:  # a server stopped between creating and writing it
+            raise OSError(f"{path} is shorter than {KEY_BYTES} bytes: remove it and restart")
+        return cls(key)
+
+    def token(self, owner: str, sandbox_id: str, port: int) -> str:
+        message = f"{owner}\0{sandbox_id}\0{port}".encode()
+        digest = hmac.new(self._key, message, hashlib.sha256).digest()[:TOKEN_BYTES]
+        return base64.urlsafe_b64encode(digest).decode()
+
+    def valid(self, token: str, owner: str, sandbox_id: str, port: int) -> bool:
+        return hmac.compare_digest(token.encode(), self.token(owner, sandbox_id, port).encode())
+
+    def path(self, base_url: str, owner: str, sandbox_id: str, port: int) -> str:
+        """The link, as a path from the server's root (``base_url`` included), ending in /."""
+        token = self.token(owner, sandbox_id, port)
+        return url_path_join(base_url, PREFIX, sandbox_id, str(port), token) + "/"
+
+
+def masked(uri: str, token: str) -> str:
+    """``uri`` with ``token`` replaced by a mark, for logs."""
+    return uri.replace(token, MASK) if token else uri
