@@ -164,7 +164,7 @@ async def test_row34_user_input_never_reaches_runtime_flags(
     expected="404 on every route, A's sandbox untouched; B's sandbox sees only its own directory",
 )
 async def test_row37_users_never_reach_each_other(
-    jp_fetch: Fetch, extension: SandboxExtension, observe: Callable[[str], None]
+    jp_fetch: Fetch, jp_base_url: str, extension: SandboxExtension, observe: Callable[[str], None]
 ) -> None:
     status, alices = await api(jp_fetch, "POST", body={}, **ALICE)
     assert status == 201, alices
@@ -182,6 +182,7 @@ async def test_row37_users_never_reach_each_other(
         if "{sandbox_id}" not in path:
             continue
         concrete = path.replace("{sandbox_id}", alices["id"])
+        concrete = concrete.replace("{port}", "8000")
         parts = concrete.replace("{command_id}", alices_command["id"]).split("/")[3:]
         # A well-formed request each (a malformed one is refused before any lookup, with a 400
         # that says as little about whose sandbox it is).
@@ -196,6 +197,15 @@ async def test_row37_users_never_reach_each_other(
             )
             assert status == 404, (method, path, body, status, error)
             tried += 1
+    # Bob's link to a port of his own sandbox, pointed at alice's, leads nowhere: its token
+    # binds the owner, the sandbox and the port (nothing listens there, but a 502 would tell).
+    status, bobs_link = await api(jp_fetch, "GET", bobs["id"], "ports", "8000", **BOB)
+    assert status == 200, bobs_link
+    forged = bobs_link["url"].replace(bobs["id"], alices["id"])
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch(forged[len(jp_base_url) :])
+    assert refused.value.code == 404
+    tried += 1
     assert extension.manager.terminals.open_count(alices["id"]) == 0  # no shell was started
     # No file of bob's was written, no directory made, nothing moved in alice's workspace.
     assert (await extension.manager.files.list("alice", alices["id"]))["entries"] == []
@@ -241,7 +251,8 @@ async def test_row37_users_never_reach_each_other(
     assert all(not name.startswith(alices["id"]) for name in seen["own"])
     observe(
         f"{tried} requests to sandbox routes tried as another user (a background command's "
-        "start, look, output and stop among them): all 404, no shell started by the "
+        "start, look, output and stop among them, and the user's own port link pointed at the "
+        "victim's sandbox): all 404, no shell started by the "
         "terminal's, no code run in its interpreter by execute's, no command run or started "
         "by the commands', no file written, directory made or path moved in its workspace by "
         "the files', the victim's background command still running and its only one; "
