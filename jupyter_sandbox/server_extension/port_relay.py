@@ -68,7 +68,7 @@ SANDBOX_POLICY = (
 )
 MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers, at most
 HEAD_TIMEOUT = 60.0  # seconds the sandbox's server has to begin its answer
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024  # bytes moved per read, at most
 
 
 def request_headers(
@@ -153,13 +153,14 @@ async def relay_http(
     """Send ``handler``'s request to the sandbox's server on ``sock`` (at ``path``) and relay
     the answer; the handler is finished after."""
     request = handler.request
-    stream = iostream.IOStream(sock)
+    stream = iostream.IOStream(sock, read_chunk_size=CHUNK)
     try:
         connection = HTTP1Connection(
             stream,
             True,
             HTTP1ConnectionParameters(
                 no_keep_alive=True,
+                chunk_size=CHUNK,  # tornado's default 64 KiB: four times the Python per byte
                 max_header_size=MAX_HEAD,
                 header_timeout=HEAD_TIMEOUT,
                 max_body_size=body_limit,
@@ -194,7 +195,7 @@ async def relay_websocket(
     its (filtered) head to the browser and then the bytes both ways until either side ends;
     otherwise a 502 to the browser."""
     request = handler.request
-    upstream = iostream.IOStream(sock)
+    upstream = iostream.IOStream(sock, read_chunk_size=CHUNK)
     client = handler.detach()
     try:
         headers = request_headers(request.headers, prefix=prefix, keep=("connection", "upgrade"))
