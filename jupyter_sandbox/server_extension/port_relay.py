@@ -72,10 +72,16 @@ CHUNK = 1024 * 1024  # bytes moved per read, at most
 
 
 def request_headers(
-    headers: httputil.HTTPHeaders, *, prefix: str, keep: Iterable[str] = ()
+    headers: httputil.HTTPHeaders, *, prefix: str, origin: str, keep: Iterable[str] = ()
 ) -> httputil.HTTPHeaders:
     """The browser's headers as the sandbox's server gets them: no credentials, no hop-by-hop
-    header (but those in ``keep``), and the prefix it is served under."""
+    header (but those in ``keep``), and the prefix it is served under.
+
+    The app's own pages run in an opaque origin, so the browser says ``Origin: null`` for their
+    requests: that becomes ``origin`` (the link's), or an app that checks its requests come
+    from its own pages (Streamlit, Bokeh, tornado's WebSockets) would refuse its own. What the
+    check guards against, a foreign page using the app, the link's token guards against now;
+    a real foreign origin goes through as it is, for the app to refuse."""
     kept = {name.lower() for name in keep}
     out = httputil.HTTPHeaders()
     for name, value in headers.get_all():
@@ -84,9 +90,16 @@ def request_headers(
             continue
         if lower == "referer":
             continue  # it holds the link's token
+        if lower == "origin" and value == "null":
+            value = origin
         out.add(name, value)
     out["X-Forwarded-Prefix"] = prefix.rstrip("/")
     return out
+
+
+def origin_of(request: httputil.HTTPServerRequest) -> str:
+    """The origin the browser reached the link at (scheme and host, as it sent them)."""
+    return f"{request.protocol}://{request.host}"
 
 
 def answer_headers(
@@ -167,7 +180,7 @@ async def relay_http(
                 decompress=False,  # compressed bytes go to the browser as they are
             ),
         )
-        headers = request_headers(request.headers, prefix=prefix)
+        headers = request_headers(request.headers, prefix=prefix, origin=origin_of(request))
         body = request.body or b""
         headers.pop("Content-Length", None)
         if body or request.method in ("POST", "PUT", "PATCH"):
@@ -198,7 +211,12 @@ async def relay_websocket(
     upstream = iostream.IOStream(sock, read_chunk_size=CHUNK)
     client = handler.detach()
     try:
-        headers = request_headers(request.headers, prefix=prefix, keep=("connection", "upgrade"))
+        headers = request_headers(
+            request.headers,
+            prefix=prefix,
+            origin=origin_of(request),
+            keep=("connection", "upgrade"),
+        )
         lines = [f"{request.method} {path} HTTP/1.1"]
         lines += [f"{name}: {value}" for name, value in headers.get_all()]
         await upstream.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))

@@ -127,13 +127,20 @@ async def test_a_link_serves_the_sandboxs_server_without_the_users_credentials(
         server_url,
         link,
         "headers?q=1",
-        headers={"Cookie": "jupyter-session=secret", "Authorization": "token secret"},
+        headers={
+            "Cookie": "jupyter-session=secret",
+            "Authorization": "token secret",
+            "Origin": "null",  # what the app's own pages send, from their opaque origin
+        },
     )
     assert answer.code == 200
     seen = json.loads(answer.body)
     assert seen["path"] == "/headers?q=1"
     assert {name.lower() for name in seen["headers"]}.isdisjoint({"cookie", "authorization"})
     assert seen["headers"]["X-Forwarded-Prefix"] == link.rstrip("/")
+    assert seen["headers"]["Origin"] == "{0.scheme}://{0.netloc}".format(urlsplit(server_url))
+    foreign = await follow(server_url, link, "headers", headers={"Origin": "https://x.example"})
+    assert json.loads(foreign.body)["headers"]["Origin"] == "https://x.example"
     # What the browser receives: an opaque origin, nothing that acts on Jupyter's origin.
     assert answer.headers["Content-Security-Policy"] == SANDBOX_POLICY
     assert answer.headers["X-Mine"] == "kept"
