@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import socket
 import weakref
@@ -49,7 +48,7 @@ from .hostdir import SandboxDirectory
 from .inside_listener import start_listener
 from .network import forwarder
 from .network.settings import FORWARDER_PORT
-from .socket_pin import pin_socket, pinned_path
+from .socket_pin import connect_pinned
 from .timeouts import within
 
 if TYPE_CHECKING:
@@ -173,19 +172,13 @@ class SandboxPorts(LoggingConfigurable):
 
     async def _connect(self, directory: SandboxDirectory, name: str, port: int) -> socket.socket:
         try:
-            pinned = pin_socket(str(directory.io / name))
+            sock = await connect_pinned(str(directory.io / name))
         except SocketReplacedError as exc:  # the sandbox put something else there
             raise PortOpenerError(exc.message) from None
-        if pinned is None:
-            raise _OpenerGone(f"no socket {name}")
+        except (FileNotFoundError, ConnectionError) as exc:
+            raise _OpenerGone(repr(exc)) from None
         loop = asyncio.get_running_loop()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.setblocking(False)
         try:
-            try:
-                await loop.sock_connect(sock, pinned_path(pinned))
-            finally:
-                os.close(pinned)
             await loop.sock_sendall(sock, port_program.GREETING + f"{port}\n".encode())
             # Under gVisor the host side of a dead opener's socket may still accept: silence.
             answer = await within(self._answer(sock), self.answer_timeout)

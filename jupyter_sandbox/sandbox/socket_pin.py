@@ -13,14 +13,18 @@ afterwards. The descriptors stay open as long as anything may connect (ZMQ recon
 and are closed with :meth:`PinnedSockets.close`.
 
 Used by every host-side connection the project makes to a kernel: the proxy kernel's relay, the
-readiness wait and the restart's shutdown request. ``Sandbox.connection_info`` itself keeps the
+readiness wait and the restart's shutdown request; and, through :func:`connect_pinned`, to the
+network forwarder's and the port opener's sockets. ``Sandbox.connection_info`` itself keeps the
 plain paths, for clients that cannot pin (they should connect through the proxy kernel).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
 import os
+import socket
 import stat
 from collections.abc import Iterable
 from typing import Any
@@ -57,6 +61,27 @@ def pin_socket(path: str) -> int | None:
 def pinned_path(fd: int) -> str:
     """The path that reaches exactly the socket pinned as ``fd``, in this process only."""
     return f"/proc/self/fd/{fd}"
+
+
+async def connect_pinned(path: str) -> socket.socket:
+    """A non-blocking Unix connection to the socket at ``path`` itself, never to where a link
+    planted in its place points (for the network tunnels and the port opener, whose sockets lie
+    in a directory the sandbox writes). FileNotFoundError while nothing is there;
+    SocketReplacedError, naming the entry, when it is not a socket; the connect's OSError."""
+    pinned = pin_socket(path)
+    if pinned is None:
+        raise FileNotFoundError(errno.ENOENT, "no socket here yet", path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, pinned_path(pinned))
+        finally:
+            os.close(pinned)  # the connection, once made, does not need the path
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _kind(mode: int) -> str:

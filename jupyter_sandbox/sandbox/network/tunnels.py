@@ -19,12 +19,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import socket
 from pathlib import Path
 
 from ..errors import SocketReplacedError
-from ..socket_pin import pin_socket, pinned_path
+from ..socket_pin import connect_pinned
 from ..timeouts import within
 from .proxy import EgressProxy
 
@@ -43,19 +42,11 @@ async def open_tunnel(path: Path, token: str) -> tuple[socket.socket, bytes]:
     """A connection to the forwarder at ``path`` that presented ``token``, and whatever the
     forwarder's client already sent after the hello."""
     try:
-        pinned = pin_socket(str(path))
+        sock = await connect_pinned(str(path))
     except SocketReplacedError as exc:  # a link or a file planted by the sandbox
         raise TunnelRefused(exc.message) from None
-    if pinned is None:
-        raise FileNotFoundError(f"no tunnel socket at {path} yet")
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
     try:
-        try:
-            await loop.sock_connect(sock, pinned_path(pinned))
-        finally:
-            os.close(pinned)  # the connection, once made, does not need the path
         received = b""
         deadline = loop.time() + HELLO_TIMEOUT
         while b"\n" not in received and len(received) <= len(HELLO) + 256:
