@@ -1,7 +1,7 @@
 """``jupyter sandbox <verb>``: doctor, build-image, list, gc; install-kernel (cli_kernelspec.py);
 stop, restart, pause, resume, exec (cli_sandboxes.py); run (cli_code.py); terminal
-(cli_terminal.py); snapshot (cli_snapshots.py), files (cli_files.py), background
-(cli_background.py).
+(cli_terminal.py); ports, forward (cli_ports.py); snapshot (cli_snapshots.py), files
+(cli_files.py), background (cli_background.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 
 from traitlets import Bool, List, Unicode
 
-from . import cli_background, cli_code, cli_files, cli_sandboxes, cli_snapshots, cli_terminal
+from . import (
+    cli_background,
+    cli_code,
+    cli_files,
+    cli_ports,
+    cli_sandboxes,
+    cli_snapshots,
+    cli_terminal,
+)
 from .cli_kernelspec import InstallKernelApp
 from .cli_owner import SandboxCommandApp
 from .sandbox import SandboxManager, SandboxSettings
@@ -267,6 +275,8 @@ class SandboxApp(_CommandGroup):
         "exec": cli_sandboxes.ExecApp,
         "run": cli_code.RunApp,
         "terminal": cli_terminal.TerminalApp,
+        "ports": cli_ports.PortsApp,
+        "forward": cli_ports.ForwardApp,
         "pause": cli_sandboxes.PauseApp,
         "resume": cli_sandboxes.ResumeApp,
         "snapshot": SnapshotApp,

@@ -15,8 +15,8 @@ the core's error classes are loaded without the core). Start at :class:`SandboxC
 
 Modules, one concept each: client.py (the entry point), sandbox.py (one sandbox),
 execution.py (code in its interpreter), commands.py (commands, whole, streamed or in the
-background), files.py, network.py, errors.py (the server's errors as the core's classes),
-transport.py (HTTP) and events.py (Server-Sent Events).
+background), files.py, network.py, ports.py (URLs of servers in the sandbox), errors.py (the
+server's errors as the core's classes), transport.py (HTTP) and events.py (Server-Sent Events).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .execution import CodeError, CodeFailedError, Execution
 from .file_watch import DirectoryWatch, FileChange, WatchHandle
 from .files import FileEntry, SandboxFiles
 from .network import SandboxNetwork
+from .ports import Port, SandboxPorts
 from .sandbox import Sandbox
 
 # The client's own names, then its error classes as errors.py lists them (the one list of them).
@@ -42,10 +43,12 @@ __all__ = [
     "Execution",
     "FileChange",
     "FileEntry",
+    "Port",
     "Sandbox",
     "SandboxClient",
     "SandboxFiles",
     "SandboxNetwork",
+    "SandboxPorts",
     "WatchHandle",
 ]
 __all__ += errors.__all__

@@ -1,5 +1,5 @@
 """One sandbox of the user's, as agent code drives it over REST: code in its live interpreter,
-commands (whole, streamed, in the background), its files and network, its lifetime.
+commands (whole, streamed, in the background), its files, network and ports, its lifetime.
 
 :class:`~jupyter_sandbox.client.SandboxClient` makes Sandbox objects (``create``, ``list``,
 ``get``); agent code calls their methods. Used as a context manager, a sandbox is removed when
@@ -28,6 +28,7 @@ from .errors import SandboxError, SandboxNotFoundError
 from .execution import DisplayCallback, Execution, run_code
 from .files import SandboxFiles
 from .network import SandboxNetwork
+from .ports import SandboxPorts
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -37,14 +38,15 @@ DEFAULT_RUN_TIMEOUT = 60.0  # seconds, as the server's own default for code and 
 
 class Sandbox:
     """A sandbox: ``id``, ``info`` (the API's model of it: status, runtime, expires,
-    metadata, kernel...; as last fetched, :meth:`refresh` fetches it again), ``files`` and
-    ``network``."""
+    metadata, kernel...; as last fetched, :meth:`refresh` fetches it again), ``files``,
+    ``network`` and ``ports``."""
 
     def __init__(self, transport: Transport, info: dict[str, Any]) -> None:
         self._transport = transport
         self.info = info
         self.files = SandboxFiles(transport, self.id)
         self.network = SandboxNetwork(transport, self.id)
+        self.ports = SandboxPorts(transport, self.id)
 
     def __repr__(self) -> str:
         return f"Sandbox({self.id!r}, status={self.status!r})"
