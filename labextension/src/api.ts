@@ -7,6 +7,7 @@ import { backgroundRequest, IBackgroundCommand, ICommandOutput } from './command
 import { IFileEntry, IFileListing, IMadeDirectory } from './files';
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
 import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
+import { IListeningPort, IPortUrl, MAX_PORT, MIN_PORT } from './ports';
 import { IRestoreResult, ISnapshot } from './snapshots';
 
 /** Sends `init` to `path` (relative to the server's base URL, e.g. "api/sandboxes"). */
@@ -227,6 +228,24 @@ export class SandboxApi {
   /** Kill the command and everything it started (if it runs), and forget it and its output. */
   async deleteCommand(id: string, commandId: string): Promise<void> {
     await this.call(`api/sandboxes/${enc(id)}/commands/${enc(commandId)}`, { method: 'DELETE' });
+  }
+
+  // Ports: servers the sandbox's code started on its loopback, proxied by the Jupyter server.
+
+  /** The servers listening in the sandbox now (409 `sandbox_conflict` when it is paused). */
+  async listPorts(id: string): Promise<IListeningPort[]> {
+    const answer = await this.json<{ ports: IListeningPort[] }>(`api/sandboxes/${enc(id)}/ports`);
+    return answer.ports;
+  }
+
+  /** The proxied URL of `port`, whether or not a server listens there yet. */
+  portUrl(id: string, port: number): Promise<IPortUrl> {
+    if (!Number.isInteger(port) || port < MIN_PORT || port > MAX_PORT) {
+      return Promise.reject(
+        new SandboxApiError(400, 'invalid_request', `${port} is not a port (1 to 65535)`)
+      );
+    }
+    return this.json(`api/sandboxes/${enc(id)}/ports/${port}`);
   }
 
   private async json<T>(path: string, init: RequestInit = {}): Promise<T> {

@@ -1,7 +1,7 @@
 /**
  * One sandbox's details in the main area: what it is, its live resource use, why its isolation
  * is weaker (if it is), the attestation report its probe measured, and the plugged-in sections
- * (files, background commands, network policy, snapshots).
+ * (files, background commands, ports, network policy, snapshots).
  */
 
 import { Panel, Widget } from '@lumino/widgets';

@@ -1,6 +1,6 @@
 /**
  * Which optional parts of the REST API this server has: snapshots, network policies, the
- * files of a sandbox, its terminal and its background commands arrive with later server
+ * files of a sandbox, its terminal, its background commands and its ports arrive with later server
  * extensions, and their views appear only where their routes answer.
  */
 
@@ -24,6 +24,8 @@ export class Features {
   terminal: boolean | null = null;
   /** `GET /api/sandboxes/{id}/commands` answers (asked of the first sandbox listed). */
   commands: boolean | null = null;
+  /** `GET /api/sandboxes/{id}/ports` answers (asked of the first sandbox listed). */
+  ports: boolean | null = null;
 
   /** Whether something is still to be asked. */
   get unknown(): boolean {
@@ -32,7 +34,8 @@ export class Features {
       this.network === null ||
       this.files === null ||
       this.terminal === null ||
-      this.commands === null
+      this.commands === null ||
+      this.ports === null
     );
   }
 
@@ -67,11 +70,21 @@ export class Features {
         `api/sandboxes/${encodeURIComponent(sandboxId)}/commands`
       );
     }
+    if (this.ports === null && sandboxId) {
+      this.ports = await this.api.hasRoute(`api/sandboxes/${encodeURIComponent(sandboxId)}/ports`);
+    }
     return before !== this.known();
   }
 
   private known(): string {
-    return [this.snapshots, this.network, this.files, this.terminal, this.commands].join();
+    return [
+      this.snapshots,
+      this.network,
+      this.files,
+      this.terminal,
+      this.commands,
+      this.ports
+    ].join();
   }
 
   private _probing: Promise<boolean> | null = null;

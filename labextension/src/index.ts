@@ -1,7 +1,7 @@
 /**
  * jupyter-sandbox's JupyterLab extension: the sandbox store and its slots (ISandboxViews), the
  * Sandboxes side panel, the status bar item of the active notebook's sandbox, the details
- * view they both open, and terminals in sandboxes.
+ * view they both open, terminals in sandboxes, and the web servers sandboxes serve (ports).
  */
 
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -28,9 +28,12 @@ import { addFilesViews } from './filesView';
 import { addNetworkViews } from './networkView';
 import { allowedActions, sandboxOfKernel } from './models';
 import { addSnapshotViews } from './snapshotView';
+import { attempt, showServerError } from './dialogs';
 import { SandboxPanel } from './panel';
+import { addPortsViews, askPort, SandboxPorts } from './portsView';
 import { ISandboxViews, SandboxViews } from './slots';
 import { UntrustedSandboxOutputs, sandboxedKernelTest } from './outputTrust';
+import { parsePort, portProblem } from './ports';
 import { SandboxStatusItem } from './statusbar';
 import { SandboxStore } from './store';
 import { addTerminalViews, SandboxTerminals, TERMINAL_SETTINGS } from './terminalView';
@@ -42,6 +45,7 @@ const PLUGIN_ID = 'jupyter-sandbox:plugin';
 const OPEN_DETAILS = 'jupyter-sandbox:open-details';
 const OPEN_PANEL = 'jupyter-sandbox:open-panel';
 const OPEN_TERMINAL = 'jupyter-sandbox:open-terminal';
+const OPEN_PORT = 'jupyter-sandbox:open-port';
 
 // A box with a lock: the sandbox.
 const sandboxIcon = new LabIcon({
@@ -89,13 +93,16 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     for (const action of builtinActions(views, app.serviceManager.kernels)) {
       views.addRowAction(action);
     }
-    // Snapshot, network, files and commands views show once the server answers their routes.
+    // Snapshot, network, files, commands and ports views show once the server answers their
+    // routes.
     const features = new Features(api);
     addSnapshotViews(views, features);
     addNetworkViews(views, features);
     addFilesViews(views, features);
     addCommandsViews(views, features);
     addTerminalViews(views, features, id => void app.commands.execute(OPEN_TERMINAL, { id }));
+    const ports = new SandboxPorts(app.shell, api, app.serviceManager.serverSettings.baseUrl);
+    addPortsViews(views, features, ports);
     const probe = () => {
       if (features.unknown) {
         void features.probe(store.sandboxes[0]?.id).then(changed => changed && views.notify());
@@ -123,9 +130,9 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
       }
     });
 
-    // A terminal in the sandbox given by id, or else in the active notebook's.
+    // A terminal, or a port, of the sandbox given by id, or else of the active notebook's.
     const terminals = new SandboxTerminals(app.shell, app.serviceManager.serverSettings, store);
-    const terminalSandbox = (args: { id?: unknown }) => {
+    const sandboxOfArgs = (args: { id?: unknown }) => {
       const id = args.id ?? null;
       return id !== null
         ? store.sandboxes.find(s => s.id === String(id))
@@ -140,17 +147,42 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
           ? `Open a terminal in sandbox ${args.id}`
           : "Open a terminal in the notebook's sandbox",
       isEnabled: args => {
-        const sandbox = terminalSandbox(args);
+        const sandbox = sandboxOfArgs(args);
         return features.terminal === true && !!sandbox && allowedActions(sandbox).terminal;
       },
       execute: args => {
-        const sandbox = terminalSandbox(args);
+        const sandbox = sandboxOfArgs(args);
         if (sandbox) {
           terminals.openTerminal(sandbox.id);
         }
       }
     });
     palette?.addItem({ command: OPEN_TERMINAL, category: 'Sandboxes' });
+    // A port (args.port, or asked for) in a tab: the sandbox's web server, proxied.
+    app.commands.addCommand(OPEN_PORT, {
+      label: args =>
+        args.id ? `Open a port of sandbox ${args.id}` : "Open a port of the notebook's sandbox",
+      isEnabled: args => {
+        const sandbox = sandboxOfArgs(args);
+        return features.ports === true && sandbox?.status === 'running';
+      },
+      execute: async args => {
+        const sandbox = sandboxOfArgs(args);
+        if (!sandbox) {
+          return;
+        }
+        const given = args.port === undefined || args.port === null ? null : String(args.port);
+        if (given !== null && portProblem(given) !== null) {
+          await showServerError('Could not open the port', new Error(portProblem(given) ?? ''));
+          return;
+        }
+        const port = given === null ? await askPort(api, sandbox.id) : parsePort(given);
+        if (port !== null) {
+          await attempt(`Could not open port ${port}`, () => ports.open(sandbox.id, port));
+        }
+      }
+    });
+    palette?.addItem({ command: OPEN_PORT, category: 'Sandboxes' });
     themeManager?.themeChanged.connect(() => terminals.themeChanged());
 
     const panel = new SandboxPanel(views);
