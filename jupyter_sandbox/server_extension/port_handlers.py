@@ -18,7 +18,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-from jupyter_server.auth.decorator import authorized
+from jupyter_server.auth.decorator import allow_unauthenticated, authorized
 from tornado import web
 
 from ..sandbox import SandboxError
@@ -88,6 +88,8 @@ class PortProxyHandler(web.RequestHandler):
         token = self.path_kwargs.get("token", "")
         self.request.uri = masked(self.request.uri or "", token)  # what the access log shows
 
+    # Deliberately outside Jupyter's login (jupyter_server warns of routes that are not).
+    @allow_unauthenticated
     async def _serve(self, sandbox_id: str, port: str, token: str, path: str | None) -> None:
         # The path as the browser sent it (tornado's arguments are unquoted), after the token.
         raw = self.request.path
