@@ -85,8 +85,11 @@ class PortProxyHandler(web.RequestHandler):
         return self.settings["sandbox_extension"]  # type: ignore[no-any-return]
 
     async def prepare(self) -> None:
-        token = self.path_kwargs.get("token", "")
-        self.request.uri = masked(self.request.uri or "", token)  # what the access log shows
+        # What the access log shows (the Referer too, for failed requests): no link's token.
+        # Neither is sent on to the sandbox; the routing is done.
+        self.request.uri = masked(self.request.uri or "")
+        if "Referer" in self.request.headers:
+            self.request.headers["Referer"] = masked(self.request.headers["Referer"])
 
     # Deliberately outside Jupyter's login (jupyter_server warns of routes that are not).
     @allow_unauthenticated

@@ -12,8 +12,8 @@ link itself must therefore be the credential, as E2B's and OpenSandbox's sandbox
 state directory (0600, made once), so a link stays good across server restarts for as long as
 its sandbox lives, names one port of one sandbox, and cannot be made without the key. Only the
 REST API hands links out, to the sandbox's owner; whoever holds one reaches that port until
-the sandbox is removed. The token never reaches a log: the proxy masks it in the request it
-logs (:func:`masked`).
+the sandbox is removed. The token never reaches a log: the proxy masks every link's token in
+the request it logs, its URI and its Referer (:func:`masked`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 from pathlib import Path
 
 from jupyter_server.utils import url_path_join
@@ -68,6 +69,9 @@ class PortLinks:
         return url_path_join(base_url, PREFIX, sandbox_id, str(port), token) + "/"
 
 
-def masked(uri: str, token: str) -> str:
-    """``uri`` with ``token`` replaced by a mark, for logs."""
-    return uri.replace(token, MASK) if token else uri
+_LINK_TOKEN = re.compile(rf"({PREFIX}/[^/?#]+/[0-9]+/)[A-Za-z0-9_=-]+")
+
+
+def masked(text: str) -> str:
+    """``text`` (a URI, a Referer) with the token of every link in it replaced by a mark."""
+    return _LINK_TOKEN.sub(rf"\g<1>{MASK}", text)

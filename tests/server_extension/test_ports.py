@@ -158,12 +158,13 @@ async def test_a_link_serves_the_sandboxs_server_without_the_users_credentials(
 
     # Every wrong link answers the same 404, and no link reaches the log.
     token = link.rstrip("/").rsplit("/", 1)[1]
+    page = "{0.scheme}://{0.netloc}".format(urlsplit(server_url)) + link  # a Referer with it
     for wrong in (
         link.replace(token, token[:-1] + ("A" if token[-1] != "A" else "B")),
         link.replace(f"/{PORT}/", "/8001/"),
         link.replace(sandbox_id, "0" * 12),
     ):
-        refused = await follow(server_url, wrong)
+        refused = await follow(server_url, wrong, headers={"Referer": page})
         assert refused.code == 404, wrong
     assert token not in caplog.text
     assert MASK in caplog.text
