@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_PORT = r"(?P<port>[0-9]{1,5})"
+_PORT = r"(?P<port>[^/]+)"  # checked by check_port, which says what a port is
 MAX_BODY = 100 * 1024**2  # bytes of a request body or of an answer's, at most
 
 

@@ -41,7 +41,7 @@ def routes() -> set[tuple[str, str]]:
         if handler in LINK_ROUTES:
             continue
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
-        path = path.replace("(?P<port>[0-9]{1,5})", "{port}")
+        path = path.replace("(?P<port>[^/]+)", "{port}")
         path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
         path = path.replace("(?P<command_id>[^/]+)", "{command_id}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)

@@ -198,7 +198,7 @@ async def websocket_round_trip(server_url: str, link: str) -> None:
 async def test_bad_ports_are_refused(jp_fetch: Fetch, runtime: str) -> None:
     status, created = await api(jp_fetch, "POST", body={"runtime": runtime})
     assert status == 201
-    for bad in ("0", "65536", "99999"):
+    for bad in ("0", "65536", "99999", "http", "-1"):
         status, error = await api(jp_fetch, "GET", created["id"], "ports", bad)
         assert (status, error["code"]) == (400, "invalid_request"), bad
     status, error = await api(jp_fetch, "GET", "0" * 12, "ports", "8000")
