@@ -141,6 +141,7 @@ class PortProxyHandler(web.RequestHandler):
         self.clear()
         self.set_status(status)
         self.set_header("Content-Type", "text/plain; charset=UTF-8")
+        self.set_header("X-Content-Type-Options", "nosniff")
         self.finish(f"jupyter-sandbox: {message}\n")
 
     get = post = put = patch = delete = options = head = _serve

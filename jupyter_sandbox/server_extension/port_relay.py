@@ -150,6 +150,8 @@ class _AnswerRelay(httputil.HTTPMessageDelegate):
         handler.clear()
         handler.clear_header("Content-Type")  # the sandbox's, or none
         handler.clear_header("Server")
+        if "Date" in headers:  # one Date: the sandbox server's, or else tornado's
+            handler.clear_header("Date")
         handler.set_status(start_line.code, start_line.reason or "Unknown")
         for name, value in answer_headers(headers, self.prefix):
             with contextlib.suppress(ValueError):  # a header tornado refuses to send: left out

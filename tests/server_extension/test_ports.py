@@ -114,6 +114,7 @@ async def test_a_link_serves_the_sandboxs_server_without_the_users_credentials(
     nothing = await follow(server_url, link)
     assert nothing.code == 502
     assert b"nothing listens on port 8000" in nothing.body
+    assert nothing.headers["X-Content-Type-Options"] == "nosniff"
 
     await start_server(extension, sandbox_id)
     status, listed = await api(jp_fetch, "GET", sandbox_id, "ports")
@@ -144,6 +145,7 @@ async def test_a_link_serves_the_sandboxs_server_without_the_users_credentials(
     # What the browser receives: an opaque origin, nothing that acts on Jupyter's origin.
     assert answer.headers["Content-Security-Policy"] == SANDBOX_POLICY
     assert answer.headers["X-Mine"] == "kept"
+    assert len(answer.headers.get_list("Date")) == 1
     for name in ("Set-Cookie", "Clear-Site-Data", "Strict-Transport-Security"):
         assert name not in answer.headers
 
