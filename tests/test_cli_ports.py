@@ -23,6 +23,8 @@ import pytest
 from jupyter_sandbox.cli_ports import shown
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
 
+from .sandbox.test_ports import serve
+
 pytestmark = pytest.mark.integration
 JUPYTER = [sys.executable, "-m", "jupyter_sandbox.cli"]
 OWNER = "alice"
@@ -38,29 +40,6 @@ async def ports_cli(*args: str, state_dir: Path) -> subprocess.CompletedProcess[
     return await asyncio.to_thread(
         subprocess.run, cli(*args, state_dir=state_dir), capture_output=True, text=True, timeout=300
     )
-
-
-async def serve(manager: SandboxManager, sandbox_id: str, port: int) -> None:
-    """``python -m http.server PORT`` in the sandbox, serving /workspace, once it listens."""
-    await manager.backend.spawn(
-        sandbox_id,
-        [
-            "python",
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            "/workspace",
-        ],
-        environment={},
-    )
-    for _ in range(300):
-        if port in [found.port for found in await manager.ports.listening(OWNER, sandbox_id)]:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}")
 
 
 def free_port() -> int:
