@@ -107,7 +107,7 @@ async def measure(runtime: str, runs: int, size: int) -> dict[str, list[float]]:
     server = HTTPServer(Application(port_handlers[2:], sandbox_extension=extension))
     server.add_sockets([listener])
     base = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    link = base + links.path("/", OWNER, sandbox_id, PORT)
+    link = base + links.path("/", OWNER, sandbox_id, PORT, generation=0)
     client = AsyncHTTPClient(max_body_size=(size + 1) * 1024**2)
     try:
         script = f"head -c 1024 /dev/zero > small && head -c {size}M /dev/urandom > big"

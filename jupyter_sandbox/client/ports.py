@@ -5,8 +5,8 @@ Agent code reaches it as ``sandbox.ports`` (:class:`~jupyter_sandbox.client.Sand
 one). Each port's URL is served by the Jupyter Server, which relays every request (any method,
 WebSockets too) to that port inside the sandbox; the sandbox itself keeps no network. The URL is
 the credential: it needs no token, so whoever is given it (a browser, a headless test, a
-person) reaches the sandbox's server with it, until the sandbox is removed. Hand it out as you
-would a password.
+person) reaches the sandbox's server with it, until the sandbox is removed or its URLs revoked
+(:meth:`SandboxPorts.revoke`). Hand it out as you would a password.
 """
 
 from __future__ import annotations
@@ -61,6 +61,12 @@ class SandboxPorts:
             raise InvalidRequestError(f"port must be a whole number from 1 to 65535, not {port!r}")
         answer = self._transport.call("GET", "sandboxes", self.sandbox_id, "ports", str(port))
         return self._absolute(answer)
+
+    def revoke(self) -> None:
+        """Revoke every URL of the sandbox's ports handed out so far (shared ones included):
+        they answer 404 from now on, while :meth:`url` and :meth:`list` give new ones.
+        Connections already open through an old URL are not cut."""
+        self._transport.call("DELETE", "sandboxes", self.sandbox_id, "ports")
 
     def _absolute(self, answer: dict[str, Any]) -> str:
         """The answer's ``url``, a path from the server's root (its base URL included), on the

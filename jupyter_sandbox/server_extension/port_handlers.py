@@ -2,7 +2,8 @@
 
 * ``GET /api/sandboxes/{id}/ports``: the servers listening in the sandbox now (port, command)
   with the link of each; ``GET /api/sandboxes/{id}/ports/{port}``: the link of one port, before
-  anything listens there if need be (as E2B's ``get_host``). Both for the sandbox's owner only.
+  anything listens there if need be (as E2B's ``get_host``); ``DELETE /api/sandboxes/{id}/ports``:
+  revoke every link handed out so far. All for the sandbox's owner only.
 * ``<base_url>sandbox-ports/{id}/{port}/{token}/{path}``: any method, WebSockets too, relayed
   to the server on that port of the sandbox (port_relay.py), which sees ``/{path}``. The link
   is the credential (port_links.py says why the user's login cannot be): a wrong token, a
@@ -23,9 +24,10 @@ from tornado import web
 
 from ..sandbox import SandboxError
 from ..sandbox.errors import InvalidRequestError, SandboxNotFoundError
+from ..sandbox.hostdir import SandboxDirectory
 from ..sandbox.ports import check_port
 from .handlers import _ID, SandboxAPIHandler
-from .port_links import PREFIX, PortLinks, masked
+from .port_links import GENERATION_KEY, PREFIX, PortLinks, generation_of, masked
 from .port_relay import relay_http, relay_websocket
 
 if TYPE_CHECKING:
@@ -42,7 +44,8 @@ def links(extension: SandboxExtension) -> PortLinks:
 
 
 class SandboxPortsHandler(SandboxAPIHandler):
-    """``/api/sandboxes/{id}/ports``: what listens in the sandbox, with links."""
+    """``/api/sandboxes/{id}/ports``: what listens in the sandbox, with links; ``DELETE``
+    revokes every link of the sandbox handed out so far."""
 
     @web.authenticated
     @authorized
@@ -57,8 +60,20 @@ class SandboxPortsHandler(SandboxAPIHandler):
             }
         )
 
+    @web.authenticated
+    @authorized
+    async def delete(self, sandbox_id: str) -> None:
+        await self.manager.get(self.owner, sandbox_id)
+        directory = SandboxDirectory(self.manager.settings.state_path, sandbox_id)
+        # Under the state's lock: two revocations at once both move the generation on.
+        directory.modify_state(lambda state: {**state, GENERATION_KEY: generation_of(state) + 1})
+        log.info("links to the ports of sandbox %s revoked", sandbox_id)
+        self.set_status(204)
+        self.finish()
+
     def link(self, sandbox_id: str, port: int) -> str:
-        return links(self.extension).path(self.base_url, self.owner, sandbox_id, port)
+        generation = generation_of(self.manager.read_state(sandbox_id))
+        return links(self.extension).path(self.base_url, self.owner, sandbox_id, port, generation)
 
 
 class SandboxPortHandler(SandboxPortsHandler):
@@ -127,11 +142,12 @@ class PortProxyHandler(web.RequestHandler):
         """The sandbox's owner when ``token`` is the link's; SandboxNotFoundError otherwise."""
         manager = self.extension.manager
         try:
-            owner = manager.read_state(sandbox_id).get("owner")
+            state = manager.read_state(sandbox_id)
         except (InvalidRequestError, OSError, ValueError):
-            owner = None
+            state = {}
+        owner = state.get("owner")
         if not isinstance(owner, str) or not links(self.extension).valid(
-            token, owner, sandbox_id, port
+            token, owner, sandbox_id, port, generation_of(state)
         ):
             raise SandboxNotFoundError("no such sandbox port link (the sandbox may be gone)")
         return owner

@@ -8,11 +8,13 @@ link itself must therefore be the credential, as E2B's and OpenSandbox's sandbox
 
     <base_url>sandbox-ports/<sandbox id>/<port>/<token>/
 
-``token`` is an HMAC-SHA256 of the owner, the sandbox id and the port under a key kept in the
-state directory (0600, made once), so a link stays good across server restarts for as long as
-its sandbox lives, names one port of one sandbox, and cannot be made without the key. Only the
-REST API hands links out, to the sandbox's owner; whoever holds one reaches that port until
-the sandbox is removed. The token never reaches a log: the proxy masks every link's token in
+``token`` is an HMAC-SHA256 of the owner, the sandbox id, the port and the sandbox's link
+generation under a key kept in the state directory (0600, made once), so a link stays good
+across server restarts for as long as its sandbox lives, names one port of one sandbox, and
+cannot be made without the key. Only the REST API hands links out, to the sandbox's owner;
+whoever holds one reaches that port until the sandbox is removed or its owner revokes its links
+(``DELETE /api/sandboxes/{id}/ports``), which moves the generation on: every link made before
+answers 404, links asked for after are new. The token never reaches a log: the proxy masks every link's token in
 the request it logs, its URI and its Referer (:func:`masked`).
 """
 
@@ -25,6 +27,7 @@ import hmac
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from jupyter_server.utils import url_path_join
 
@@ -33,6 +36,7 @@ KEY_FILE = "port-links.key"
 KEY_BYTES = 32
 TOKEN_BYTES = 24  # of the HMAC kept: 192 bits, 32 characters of base64url
 MASK = "[token]"
+GENERATION_KEY = "port_links_generation"  # in the sandbox's host-only state file
 
 
 class PortLinks:
@@ -55,18 +59,25 @@ class PortLinks:
             raise OSError(f"{path} is shorter than {KEY_BYTES} bytes: remove it and restart")
         return cls(key)
 
-    def token(self, owner: str, sandbox_id: str, port: int) -> str:
-        message = f"{owner}\0{sandbox_id}\0{port}".encode()
+    def token(self, owner: str, sandbox_id: str, port: int, generation: int) -> str:
+        message = f"{owner}\0{sandbox_id}\0{port}\0{generation}".encode()
         digest = hmac.new(self._key, message, hashlib.sha256).digest()[:TOKEN_BYTES]
         return base64.urlsafe_b64encode(digest).decode()
 
-    def valid(self, token: str, owner: str, sandbox_id: str, port: int) -> bool:
-        return hmac.compare_digest(token.encode(), self.token(owner, sandbox_id, port).encode())
+    def valid(self, token: str, owner: str, sandbox_id: str, port: int, generation: int) -> bool:
+        expected = self.token(owner, sandbox_id, port, generation)
+        return hmac.compare_digest(token.encode(), expected.encode())
 
-    def path(self, base_url: str, owner: str, sandbox_id: str, port: int) -> str:
+    def path(self, base_url: str, owner: str, sandbox_id: str, port: int, generation: int) -> str:
         """The link, as a path from the server's root (``base_url`` included), ending in /."""
-        token = self.token(owner, sandbox_id, port)
+        token = self.token(owner, sandbox_id, port, generation)
         return url_path_join(base_url, PREFIX, sandbox_id, str(port), token) + "/"
+
+
+def generation_of(state: dict[str, Any]) -> int:
+    """The sandbox's link generation, from its state (0 until its links are first revoked)."""
+    generation = state.get(GENERATION_KEY, 0)
+    return generation if isinstance(generation, int) else 0
 
 
 _LINK_TOKEN = re.compile(rf"({PREFIX}/[^/?#]+/[0-9]+/)[A-Za-z0-9_=-]+")

@@ -61,6 +61,15 @@ async def test_a_server_in_the_sandbox_is_listed_and_served_by_its_url(
 
             assert b"data.bin" in fetch(found.url)  # the directory listing, with no token
             assert fetch(found.url + "data.bin") == data
+
+            sandbox.ports.revoke()  # the URL handed out dies; a new one serves the same
+            with pytest.raises(urllib.error.HTTPError) as revoked:
+                fetch(found.url)
+            assert revoked.value.code == 404
+            revoked.value.close()
+            renewed = sandbox.ports.url(8000)
+            assert renewed != found.url
+            assert fetch(renewed + "data.bin") == data
         assert client.list() == []
 
     await asyncio.to_thread(scenario)

@@ -205,3 +205,30 @@ async def test_bad_ports_are_refused(jp_fetch: Fetch, runtime: str) -> None:
         assert (status, error["code"]) == (400, "invalid_request"), bad
     status, error = await api(jp_fetch, "GET", "0" * 12, "ports", "8000")
     assert (status, error["code"]) == (404, "sandbox_not_found")
+
+
+async def test_revoking_ends_every_link_made_before(
+    jp_fetch: Fetch, extension: SandboxExtension, server_url: str
+) -> None:
+    status, created = await api(jp_fetch, "POST", body={"runtime": "runc"})
+    assert status == 201
+    sandbox_id = created["id"]
+    await start_server(extension, sandbox_id)
+    old = {
+        port: (await api(jp_fetch, "GET", sandbox_id, "ports", str(port)))[1]["url"]
+        for port in (PORT, 9000)
+    }
+    assert (await follow(server_url, old[PORT], "headers")).code == 200
+    assert await api(jp_fetch, "DELETE", sandbox_id, "ports") == (204, None)
+    for link in old.values():  # every port's link, whether or not anything listened there
+        assert (await follow(server_url, link, "headers")).code == 404
+    status, listed = await api(jp_fetch, "GET", sandbox_id, "ports")
+    [entry] = listed["ports"]
+    assert entry["url"] != old[PORT]
+    assert (await follow(server_url, entry["url"], "headers")).code == 200
+    # Twice is fine, and the sandbox is untouched; another's sandbox or a gone one: 404.
+    assert await api(jp_fetch, "DELETE", sandbox_id, "ports") == (204, None)
+    assert (await follow(server_url, entry["url"], "headers")).code == 404
+    status, error = await api(jp_fetch, "DELETE", "0" * 12, "ports")
+    assert (status, error["code"]) == (404, "sandbox_not_found")
+    assert (await api(jp_fetch, "GET", sandbox_id))[1]["status"] == "running"
