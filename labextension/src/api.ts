@@ -248,6 +248,14 @@ export class SandboxApi {
     return this.json(`api/sandboxes/${enc(id)}/ports/${port}`);
   }
 
+  /**
+   * Revoke every link of the sandbox's ports handed out so far (they answer 404 from then on);
+   * the links asked for afterwards are new. No running server needed; open connections stay.
+   */
+  async revokePorts(id: string): Promise<void> {
+    await this.call(`api/sandboxes/${enc(id)}/ports`, { method: 'DELETE' });
+  }
+
   private async json<T>(path: string, init: RequestInit = {}): Promise<T> {
     const response = await this.call(path, init);
     return (await response.json()) as T;

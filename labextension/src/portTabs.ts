@@ -4,7 +4,8 @@
  * server proxies to the sandbox's loopback, with Reload and "Open in a new browser tab" in its
  * toolbar; a new browser tab that learns nothing of this page; and the dialog that asks for a
  * port by number (the palette command's). The Ports section (portsView.ts) and the command
- * (index.ts) both open ports through SandboxPorts, so that a port has one tab whichever opened it.
+ * (index.ts) both open ports through SandboxPorts, so that a port has one tab whichever opened it,
+ * and the section revokes a sandbox's links through it, so that its open tabs get the new ones.
  */
 
 import { JupyterFrontEnd } from '@jupyterlab/application';
@@ -26,6 +27,13 @@ import {
 
 type PortTab = MainAreaWidget<IFrame>;
 
+/** An open tab, with the sandbox and the port it shows. */
+interface IOpenPort {
+  sandboxId: string;
+  port: number;
+  tab: PortTab;
+}
+
 /** Opens ports in tabs of the main area (one tab a port, brought back when opened again). */
 export class SandboxPorts {
   constructor(
@@ -45,7 +53,7 @@ export class SandboxPorts {
   openUrl(sandboxId: string, port: number, url: string): void {
     const href = portHref(url, this.baseUrl);
     const key = `${sandboxId}:${port}`;
-    const open = this.tabs.get(key);
+    const open = this.tabs.get(key)?.tab;
     if (open && !open.isDisposed) {
       if (open.content.url !== href) {
         open.content.url = href;
@@ -84,11 +92,11 @@ export class SandboxPorts {
       })
     );
     widget.disposed.connect(() => {
-      if (this.tabs.get(key) === widget) {
+      if (this.tabs.get(key)?.tab === widget) {
         this.tabs.delete(key);
       }
     });
-    this.tabs.set(key, widget);
+    this.tabs.set(key, { sandboxId, port, tab: widget });
     this.shell.add(widget, 'main');
     this.shell.activateById(widget.id);
   }
@@ -98,7 +106,36 @@ export class SandboxPorts {
     openInBrowserTab(portHref(url, this.baseUrl));
   }
 
-  private tabs = new Map<string, PortTab>();
+  /**
+   * Revoke every link of the sandbox's ports (they answer 404 from then on), then give each open
+   * tab of the sandbox its port's new link and load it, so that Lab's own tabs keep working (a
+   * browser tab or a URL shared elsewhere does not). Rejects with the server's error; once the
+   * links are revoked, with the ports whose tab could not get a new link (the others got theirs).
+   */
+  async revokeLinks(sandboxId: string): Promise<void> {
+    await this.api.revokePorts(sandboxId);
+    const open = [...this.tabs.values()].filter(o => o.sandboxId === sandboxId);
+    const results = await Promise.allSettled(open.map(o => this.renew(o)));
+    const failed = results.flatMap((result, i) =>
+      result.status === 'rejected'
+        ? [`port ${open[i].port}: ${(result.reason as Error)?.message ?? result.reason}`]
+        : []
+    );
+    if (failed.length) {
+      throw new Error(`links revoked, but a tab kept its dead link (${failed.join('; ')})`);
+    }
+  }
+
+  /** Load the port's new link in its tab (setting the frame's src loads it). */
+  private async renew(open: IOpenPort): Promise<void> {
+    const answer = await this.api.portUrl(open.sandboxId, open.port);
+    const href = portHref(answer.url, this.baseUrl);
+    if (!open.tab.isDisposed) {
+      open.tab.content.url = href;
+    }
+  }
+
+  private tabs = new Map<string, IOpenPort>();
 }
 
 /**

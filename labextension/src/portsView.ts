@@ -1,24 +1,29 @@
 /**
  * Ports of a running sandbox: a details section that lists the servers listening in the sandbox
- * (port, command) with a Refresh button, opens one in a JupyterLab tab or a new browser tab, and
- * opens a port by number (one that listens later, or one the list does not show). The tabs it
- * opens are portTabs.ts's. The list is read when the section is shown and on demand only (each
- * read is one command in the sandbox). Registered only when the server has the ports routes
+ * (port, command; portsList.ts) with a Refresh button, opens one in a JupyterLab tab or a new
+ * browser tab, opens a port by number (one that listens later, or one the list does not show),
+ * and revokes every link of the sandbox's ports (asked first; any sandbox, running or not). The
+ * tabs it opens are portTabs.ts's. The list is read when the section is shown and on demand only
+ * (each read is one command in the sandbox). Registered only when the server has the ports routes
  * (features.ts).
  */
 
 import { Widget } from '@lumino/widgets';
 
+import { confirm } from './dialogs';
 import { button, el } from './dom';
 import { Features, showIfPresent } from './features';
 import { ISandbox } from './models';
-import { IListeningPort, parsePort, portProblem, sortPorts } from './ports';
+import { IListeningPort, parsePort, portProblem } from './ports';
+import { PortsList } from './portsList';
 import { SandboxPorts } from './portTabs';
 import { ISandboxViews } from './slots';
 import { SandboxStore } from './store';
 
-export const EMPTY_PORTS =
-  'No server listens in this sandbox. Start one, e.g. `python -m http.server 8000` in a cell or terminal.';
+/** What revoking the links does, asked before it is done. */
+export const REVOKE_QUESTION =
+  "Revoke every link to this sandbox's ports? Anyone holding one — a browser tab, a shared URL — " +
+  'loses access; new links are made when asked for. Open connections are not cut.';
 
 export function addPortsViews(views: ISandboxViews, features: Features, ports: SandboxPorts): void {
   views.addDetailSection({
@@ -63,9 +68,16 @@ class PortsSection extends Widget {
     this.refreshButton = button('Refresh', `Refresh the ports of sandbox ${id}`, () => {
       void this.refresh();
     });
+    this.revokeButton = button(
+      'Revoke links',
+      `Revoke every link to the ports of sandbox ${id}`,
+      () => void this.revokeLinks()
+    );
     this.problem = el('p', { class: 'jp-SandboxPanel-error', role: 'alert' });
     this.note = el('p', { class: 'jp-Sandbox-note' });
-    this.listBox = el('div', { class: 'jp-SandboxPorts-list' });
+    this.list = new PortsList(id, store.api, (listening, browserTab) =>
+      this.openListed(listening, browserTab)
+    );
     this.status = sandbox.status;
     this.store.changed.connect(this.sandboxChanged, this);
     if (!showIfPresent(this, this.features.ports)) {
@@ -73,7 +85,7 @@ class PortsSection extends Widget {
     }
     this.node.replaceChildren(
       el('h3', {}, 'Ports'),
-      this.listBox,
+      this.list.node,
       el(
         'div',
         {
@@ -85,6 +97,15 @@ class PortsSection extends Widget {
         this.openButton,
         this.refreshButton
       ),
+      el(
+        'div',
+        {
+          class: 'jp-SandboxPorts-form',
+          role: 'group',
+          'aria-label': `Links to the ports of sandbox ${id}`
+        },
+        this.revokeButton
+      ),
       this.note,
       this.problem
     );
@@ -95,14 +116,14 @@ class PortsSection extends Widget {
     if (this.isDisposed) {
       return;
     }
-    this.loads += 1; // answers still on their way are dropped
+    this.list.dispose(); // answers still on their way are dropped
     this.store.changed.disconnect(this.sandboxChanged, this);
     super.dispose();
   }
 
   /** Shown again (its tab brought to the front): what listens may have changed. */
   protected onAfterShow(): void {
-    if (this.present && this.loaded) {
+    if (this.present && this.list.loaded) {
       void this.refresh();
     }
   }
@@ -120,12 +141,23 @@ class PortsSection extends Widget {
     return this.current.status === 'running';
   }
 
+  /** Listed, and not on its way out: its links can be revoked. */
+  private get exists(): boolean {
+    const listed = this.store.sandboxes.find(s => s.id === this.sandbox.id);
+    return listed !== undefined && listed.status !== 'removing';
+  }
+
   /** A resumed sandbox's servers are read again; a paused one's controls are disabled. */
   private sandboxChanged(): void {
+    if (!this.present) {
+      return;
+    }
     const status = this.current.status;
-    if (status !== this.status && this.present) {
+    if (status !== this.status) {
       this.status = status;
       void this.refresh();
+    } else {
+      this.updateForm(); // the sandbox may be gone
     }
   }
 
@@ -135,6 +167,7 @@ class PortsSection extends Widget {
     this.input.disabled = !running;
     this.openButton.disabled = !running || this.opening;
     this.refreshButton.disabled = !running;
+    this.revokeButton.disabled = !this.exists || this.revoking;
     this.note.textContent = running
       ? ''
       : `Ports are served only while the sandbox runs; this one is ${this.current.status}.`;
@@ -186,86 +219,37 @@ class PortsSection extends Widget {
       return;
     }
     this.updateForm();
-    const ticket = ++this.loads; // a slower, older answer must not overwrite a newer one
-    if (!this.running) {
-      this.listBox.replaceChildren();
+    if (this.running) {
+      await this.list.load();
+    } else {
+      this.list.clear();
+    }
+  }
+
+  /**
+   * Revoke every link of the sandbox's ports, once the user said yes: the open Lab tabs of its
+   * ports get their new links (portTabs.ts), and the list is read again for its new URLs.
+   */
+  private async revokeLinks(): Promise<void> {
+    const title = `Revoke the port links of sandbox ${this.sandbox.id}?`;
+    if (
+      this.revoking ||
+      !this.present ||
+      !(await confirm(title, REVOKE_QUESTION, 'Revoke links'))
+    ) {
       return;
     }
-    if (!this.loaded) {
-      this.listBox.replaceChildren(el('p', { class: 'jp-Sandbox-note' }, 'Looking for servers…'));
-    }
-    let ports: IListeningPort[];
+    this.revoking = true;
+    this.updateForm();
     try {
-      ports = sortPorts(await this.store.api.listPorts(this.sandbox.id));
+      await this.ports.revokeLinks(this.sandbox.id);
+      this.problem.textContent = '';
     } catch (error) {
-      if (ticket === this.loads && this.present) {
-        this.listBox.replaceChildren(el('p', { role: 'alert' }, (error as Error).message));
-      }
-      return;
+      this.problem.textContent = `Revoking the links: ${(error as Error).message}`;
     } finally {
-      this.loaded = true;
+      this.revoking = false;
+      void this.refresh(); // the listed URLs are dead now; nothing is done once disposed
     }
-    if (ticket !== this.loads || !this.present) {
-      return;
-    }
-    this.render(ports);
-  }
-
-  private render(ports: IListeningPort[]): void {
-    if (!ports.length) {
-      this.listBox.replaceChildren(el('p', { class: 'jp-SandboxPanel-empty' }, EMPTY_PORTS));
-      return;
-    }
-    const id = this.sandbox.id;
-    this.listBox.replaceChildren(
-      el(
-        'table',
-        { class: 'jp-SandboxPorts-table', 'aria-label': `Listening ports of sandbox ${id}` },
-        el(
-          'thead',
-          {},
-          el('tr', {}, ...['Port', 'Command', 'Actions'].map(title => el('th', {}, title)))
-        ),
-        el('tbody', {}, ...ports.map(p => this.row(p)))
-      )
-    );
-  }
-
-  private row(listening: IListeningPort): HTMLTableRowElement {
-    const id = this.sandbox.id;
-    const port = listening.port;
-    const open = button('Open', `Open port ${port} of sandbox ${id} in a JupyterLab tab`, () =>
-      this.openListed(listening, false)
-    );
-    const browserTab = button(
-      'Open in a new browser tab',
-      `Open port ${port} of sandbox ${id} in a new browser tab`,
-      () => this.openListed(listening, true)
-    );
-    return el(
-      'tr',
-      { 'data-port': String(port) },
-      el('td', {}, el('code', {}, String(port))),
-      el(
-        'td',
-        { title: listening.command ?? '' },
-        el('code', { class: 'jp-SandboxPorts-command' }, listening.command || '—')
-      ),
-      el(
-        'td',
-        {},
-        el(
-          'div',
-          {
-            class: 'jp-Sandbox-actions',
-            role: 'group',
-            'aria-label': `Actions on port ${port} of sandbox ${id}`
-          },
-          open,
-          browserTab
-        )
-      )
-    );
   }
 
   /** Open a listed port from the URL the list gave (synchronously: a popup must not wait). */
@@ -285,11 +269,11 @@ class PortsSection extends Widget {
   private readonly input: HTMLInputElement;
   private readonly openButton: HTMLButtonElement;
   private readonly refreshButton: HTMLButtonElement;
+  private readonly revokeButton: HTMLButtonElement;
   private readonly problem: HTMLParagraphElement;
   private readonly note: HTMLParagraphElement;
-  private readonly listBox: HTMLDivElement;
+  private readonly list: PortsList;
   private status: string;
-  private loaded = false;
   private opening = false;
-  private loads = 0;
+  private revoking = false;
 }

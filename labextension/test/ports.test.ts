@@ -179,6 +179,59 @@ describe('SandboxApi: ports', () => {
   });
 });
 
+describe('SandboxApi: revoking the links of ports', () => {
+  it('sends DELETE to the ports route and resolves on 204; the links asked for after are new', async () => {
+    const calls: string[] = [];
+    let generation = 0;
+    const api = new SandboxApi(async (path, init) => {
+      calls.push(`${init.method ?? 'GET'} ${path}`);
+      if (init.method === 'DELETE') {
+        generation += 1;
+        return new Response(null, { status: 204 });
+      }
+      return json({ port: 8000, url: `/sandbox-ports/${ID}/8000/tok${generation}/` });
+    });
+    const before = await api.portUrl(ID, 8000);
+    assert.equal(await api.revokePorts(ID), undefined);
+    const after = await api.portUrl(ID, 8000);
+    assert.notEqual(after.url, before.url);
+    assert.deepEqual(calls, [
+      `GET api/sandboxes/${ID}/ports/8000`,
+      `DELETE api/sandboxes/${ID}/ports`,
+      `GET api/sandboxes/${ID}/ports/8000`
+    ]);
+  });
+
+  it("escapes the sandbox id, and reports the server's refusal in its words", async () => {
+    const calls: string[] = [];
+    const api = new SandboxApi(async (path, init) => {
+      calls.push(`${init.method} ${path}`);
+      return json({ code: 'sandbox_not_found', message: 'no such sandbox: a/b' }, 404);
+    });
+    await assert.rejects(api.revokePorts('a/b'), (error: unknown) => {
+      assert.ok(error instanceof SandboxApiError);
+      assert.equal(error.status, 404);
+      assert.equal(error.code, 'sandbox_not_found');
+      assert.equal(error.message, 'no such sandbox: a/b');
+      assert.equal(error.missingRoute, false);
+      return true;
+    });
+    assert.deepEqual(calls, ['DELETE api/sandboxes/a%2Fb/ports']);
+  });
+
+  it('says the server did not answer when the request fails', async () => {
+    const api = new SandboxApi(async () => {
+      throw new TypeError('Failed to fetch');
+    });
+    await assert.rejects(api.revokePorts(ID), (error: unknown) => {
+      assert.ok(error instanceof SandboxApiError);
+      assert.equal(error.code, 'network_error');
+      assert.equal(error.message, 'the server did not answer: Failed to fetch');
+      return true;
+    });
+  });
+});
+
 describe('Features: ports', () => {
   it("shows the section where the server answers the sandbox's ports route", async () => {
     const api = (routes: string[]) =>

@@ -1,7 +1,8 @@
 """The JupyterLab extension in a real browser: the Ports section of a sandbox's details. A web
 server started in the sandbox is listed (after Refresh) and opens in a JupyterLab tab, a frame
 sandboxed into an opaque origin, and in a new browser tab that has no handle on Lab's page; a
-number that is no port is refused in the page, before anything is sent.
+number that is no port is refused in the page, before anything is sent. Revoking the links kills
+the old one, and the open tab goes on with a new one.
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ EMPTY = (
     "No server listens in this sandbox. Start one, e.g. `python -m http.server 8000` "
     "in a cell or terminal."
 )
+REVOKE = (
+    "Revoke every link to this sandbox's ports? Anyone holding one — a browser tab, a shared URL — "
+    "loses access; new links are made when asked for. Open connections are not cut."
+)
 FRAME_SANDBOX = ["allow-scripts", "allow-forms", "allow-popups", "allow-modals", "allow-downloads"]
 
 
 def test_ports_in_the_details(server: LabServer, page: object) -> None:
     """A sandbox's http.server on port 8000: the Ports section says none listens, refuses port
     70000 without asking the server, lists 8000 after Refresh, and opens it in a sandboxed
-    frame (the directory listing, in an opaque origin) and in a new browser tab."""
+    frame (the directory listing, in an opaque origin) and in a new browser tab; after Revoke
+    links, the tab's old link answers 404 and the tab shows the listing through a new one."""
     from playwright.sync_api import Page, Request, expect
 
     assert isinstance(page, Page)
@@ -131,3 +137,27 @@ def test_ports_in_the_details(server: LabServer, page: object) -> None:
         [sandbox_id, 8000],
     )
     expect(frame.locator("body")).to_contain_text("hello-from-the-sandbox.txt")
+
+    # Revoke links (asked first): the old link answers 404, even to a direct request from Lab's
+    # page, and the open tab goes on with the port's new link.
+    old = iframe.get_attribute("src") or ""
+    page.locator(f".lm-TabBar-tab[data-id='jupyter-sandbox-details-{sandbox_id}']").click()
+    section.get_by_role(
+        "button", name=f"Revoke every link to the ports of sandbox {sandbox_id}"
+    ).click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text(REVOKE)
+    dialog.get_by_role("button", name="Revoke links").click()
+    expect(iframe).not_to_have_attribute("src", old)
+    new = iframe.get_attribute("src") or ""
+    assert new.startswith(f"{server.url}/sandbox-ports/{sandbox_id}/8000/"), new
+    assert page.evaluate("url => fetch(url).then(r => r.status)", old) == 404
+    assert page.evaluate("url => fetch(url).then(r => r.status)", new) == 200
+    expect(section.get_by_role("alert")).to_have_text("")
+    tab.click()
+    deadline = time.monotonic() + 30
+    while (iframe.element_handle().content_frame() or page.main_frame).url != new:
+        assert time.monotonic() < deadline, "the tab did not load its new link"
+        time.sleep(0.1)
+    expect(frame.locator("body")).to_contain_text("hello-from-the-sandbox.txt")
+    shot(page, "15-port-links-revoked")
