@@ -5,7 +5,7 @@ demo page) listens on the sandbox's ``lo``, its only interface. :meth:`SandboxPo
 gives the host a connected socket to such a port without giving the sandbox any network: the
 port opener (port_program.py) runs inside the sandbox, listens on a Unix socket in its
 directory, and joins each connection the host makes to the port the host names. The server
-extension serves such ports to the browser (server_extension/port_proxy.py); ``jupyter sandbox
+extension serves such ports to the browser (server_extension/port_handlers.py, port_relay.py); ``jupyter sandbox
 forward`` to a local port.
 
 What the sandbox controls is never trusted here: its socket is pinned before the connect (a
@@ -106,12 +106,12 @@ class SandboxPorts(LoggingConfigurable):
         await self.manager.running(owner, sandbox_id)
         with self.manager.usage.using(sandbox_id):
             directory = SandboxDirectory(self.manager.settings.state_path, sandbox_id)
-            name = await self._opener(directory, restart=False)
+            name = await self._opener(directory)
             try:
                 return await self._connect(directory, name, port)
             except _OpenerGone:
                 # The sandbox's code may kill the opener: a new one, under a new name.
-                name = await self._opener(directory, restart=True, gone=name)
+                name = await self._opener(directory, gone=name)
             try:
                 return await self._connect(directory, name, port)
             except _OpenerGone as exc:
@@ -144,18 +144,16 @@ class SandboxPorts(LoggingConfigurable):
             ) from None
         return sorted(port for port in found if not port.machinery(ephemeral_from))
 
-    async def _opener(
-        self, directory: SandboxDirectory, *, restart: bool, gone: str | None = None
-    ) -> str:
+    async def _opener(self, directory: SandboxDirectory, *, gone: str | None = None) -> str:
         """The file name of the opener's socket in the sandbox's io directory, starting the
-        opener when none runs (or ``restart``, when the one named ``gone`` stopped answering)."""
+        opener when none runs, or when the one named ``gone`` stopped answering."""
         sandbox_id = directory.sandbox_id
         lock = self._starting.get(sandbox_id)
         if lock is None:
             lock = self._starting[sandbox_id] = asyncio.Lock()
         async with lock:
             name = directory.read_state().get(STATE_KEY)
-            if isinstance(name, str) and (not restart or name != gone):
+            if isinstance(name, str) and name != gone:
                 return name  # running, or restarted by a caller that held the lock before us
             name = f"ports-{secrets.token_hex(4)}.sock"
             await start_listener(
