@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated, authorized
@@ -27,7 +28,7 @@ from ..sandbox.errors import InvalidRequestError, SandboxNotFoundError
 from ..sandbox.hostdir import SandboxDirectory
 from ..sandbox.ports import check_port
 from .handlers import _ID, SandboxAPIHandler
-from .port_links import GENERATION_KEY, PREFIX, PortLinks, generation_of, masked
+from .port_links import GENERATION_KEY, PREFIX, generation_of, masked
 from .port_relay import relay_http, relay_websocket
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ _PORT = r"(?P<port>[^/]+)"  # checked by check_port, which says what a port is
 MAX_BODY = 100 * 1024**2  # bytes of a request body or of an answer's, at most
 
 
-def links(extension: SandboxExtension) -> PortLinks:
-    return extension.port_links
-
-
 class SandboxPortsHandler(SandboxAPIHandler):
     """``/api/sandboxes/{id}/ports``: what listens in the sandbox, with links; ``DELETE``
     revokes every link of the sandbox handed out so far."""
@@ -51,13 +48,9 @@ class SandboxPortsHandler(SandboxAPIHandler):
     @authorized
     async def get(self, sandbox_id: str) -> None:
         found = await self.manager.ports.listening(self.owner, sandbox_id)
+        link = self.links_of(sandbox_id)
         self.write_json(
-            {
-                "ports": [
-                    {"port": p.port, "command": p.command, "url": self.link(sandbox_id, p.port)}
-                    for p in found
-                ]
-            }
+            {"ports": [{"port": p.port, "command": p.command, "url": link(p.port)} for p in found]}
         )
 
     @web.authenticated
@@ -71,9 +64,11 @@ class SandboxPortsHandler(SandboxAPIHandler):
         self.set_status(204)
         self.finish()
 
-    def link(self, sandbox_id: str, port: int) -> str:
+    def links_of(self, sandbox_id: str) -> Callable[[int], str]:
+        """The link of each port of the sandbox, at its current generation (read once)."""
         generation = generation_of(self.manager.read_state(sandbox_id))
-        return links(self.extension).path(self.base_url, self.owner, sandbox_id, port, generation)
+        links, owner = self.extension.port_links, self.owner
+        return lambda port: links.path(self.base_url, owner, sandbox_id, port, generation)
 
 
 class SandboxPortHandler(SandboxPortsHandler):
@@ -84,7 +79,7 @@ class SandboxPortHandler(SandboxPortsHandler):
     async def get(self, sandbox_id: str, port: str) -> None:
         number = check_port(port)
         await self.manager.get(self.owner, sandbox_id)
-        self.write_json({"port": number, "url": self.link(sandbox_id, number)})
+        self.write_json({"port": number, "url": self.links_of(sandbox_id)(number)})
 
 
 class PortProxyHandler(web.RequestHandler):
@@ -146,7 +141,7 @@ class PortProxyHandler(web.RequestHandler):
         except (InvalidRequestError, OSError, ValueError):
             state = {}
         owner = state.get("owner")
-        if not isinstance(owner, str) or not links(self.extension).valid(
+        if not isinstance(owner, str) or not self.extension.port_links.valid(
             token, owner, sandbox_id, port, generation_of(state)
         ):
             raise SandboxNotFoundError("no such sandbox port link (the sandbox may be gone)")
