@@ -57,7 +57,7 @@ class SandboxPorts:
         not anything listens there yet, so it can be handed out before the server starts;
         until one does, following it answers 502."""
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            # Checked here: the route takes digits only, so the server would answer a bare 404.
+            # Checked here too: in the path, the text "8000" would reach the server as port 8000.
             raise InvalidRequestError(f"port must be a whole number from 1 to 65535, not {port!r}")
         answer = self._transport.call("GET", "sandboxes", self.sandbox_id, "ports", str(port))
         return self._absolute(answer)
