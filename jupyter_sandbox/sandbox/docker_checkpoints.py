@@ -9,6 +9,7 @@ CHECKPOINT_TIMEOUT.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -16,9 +17,12 @@ import docker.errors
 
 from . import labels
 from .engine import DockerEngine
-from .errors import SandboxNotFoundError
+from .errors import SandboxError, SandboxNotFoundError
 
 CHECKPOINT_TIMEOUT = 600.0  # seconds one checkpoint, restore or removal may take
+# Seconds to wait before each new try of a restore the engine refused with its content-store
+# race (below); three tries in all.
+RESTORE_RETRY_DELAYS = (0.25, 1.0)
 
 
 async def checkpoint(engine: DockerEngine, sandbox_id: str, name: str, leave_running: bool) -> None:
@@ -28,8 +32,27 @@ async def checkpoint(engine: DockerEngine, sandbox_id: str, name: str, leave_run
 
 
 async def start_from_checkpoint(engine: DockerEngine, sandbox_id: str, name: str) -> None:
-    """Start the (stopped) sandbox from checkpoint ``name``."""
-    await _call(engine, sandbox_id, "restore", "post", "/start", params={"checkpoint": name})
+    """Start the (stopped) sandbox from checkpoint ``name``.
+
+    Docker copies the checkpoint into containerd's content store before it starts the task, and
+    now and then containerd refuses that copy with "commit failed: content sha256:...: already
+    exists" (moby/moby#42900, a race in the store's ingest, seen most right after a checkpoint).
+    The container is still stopped then and nothing was started, so the same call is tried again.
+    """
+    for delay in (*RESTORE_RETRY_DELAYS, None):
+        try:
+            await _call(
+                engine, sandbox_id, "restore", "post", "/start", params={"checkpoint": name}
+            )
+            return
+        except SandboxError as exc:
+            if delay is None or not _is_content_store_race(exc):
+                raise
+        await asyncio.sleep(delay)
+
+
+def _is_content_store_race(error: SandboxError) -> bool:
+    return "upload checkpoint" in error.message and "already exists" in error.message
 
 
 async def remove_checkpoint(engine: DockerEngine, sandbox_id: str, name: str) -> None:
