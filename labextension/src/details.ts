@@ -23,7 +23,10 @@ import {
   uptime,
   weakenedIsolation
 } from './models';
-import { ISandboxViews } from './slots';
+import { IDetailSection, ISandboxViews } from './slots';
+
+/** The summary and the attestation come before the plugged-in sections. */
+const FIXED_PARTS = 2;
 
 export class SandboxDetails extends Panel {
   constructor(
@@ -175,27 +178,44 @@ export class SandboxDetails extends Panel {
     );
   }
 
+  /**
+   * The plugged-in sections, made once the sandbox is listed and made again when the views
+   * change (a section added, a feature of the server found). Only the new ones and those hidden
+   * (their feature was not known yet) are made again: a section on show stays as it is, with
+   * what its user is typing, since a feature once known stays known.
+   */
   private renderSections(): void {
     const sandbox = this.sandbox;
-    for (const widget of this.sections) {
-      widget.dispose();
-    }
-    this.sections = [];
     this.sectionsShown = sandbox !== undefined;
+    const wanted = sandbox ? this.views.detailSections : [];
+    const kept = new Map<IDetailSection, Widget>();
+    for (const [section, widget] of this.sections) {
+      if (wanted.includes(section) && !widget.isHidden) {
+        kept.set(section, widget);
+      } else {
+        widget.dispose();
+      }
+    }
+    this.sections = new Map();
     if (!sandbox) {
       return;
     }
-    for (const section of this.views.detailSections) {
-      const widget = section.create(sandbox, this.views.store);
-      widget.addClass('jp-SandboxDetails-section');
-      widget.node.setAttribute('aria-label', section.title);
-      this.sections.push(widget);
-      this.addWidget(widget);
-    }
+    wanted.forEach((section, index) => {
+      const widget = kept.get(section) ?? this.makeSection(section, sandbox);
+      this.sections.set(section, widget);
+      this.insertWidget(FIXED_PARTS + index, widget); // moves a kept one into its place
+    });
+  }
+
+  private makeSection(section: IDetailSection, sandbox: ISandbox): Widget {
+    const widget = section.create(sandbox, this.views.store);
+    widget.addClass('jp-SandboxDetails-section');
+    widget.node.setAttribute('aria-label', section.title);
+    return widget;
   }
 
   private summary = new Widget();
   private attestation = new Widget();
-  private sections: Widget[] = [];
+  private sections = new Map<IDetailSection, Widget>();
   private sectionsShown = false;
 }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,11 +114,21 @@ def held_list_refreshes(page: object) -> Iterator[None]:
     """Hold the extension's requests for the sandbox list until the block ends, after one has
     been held (so no refresh that began before is still on its way); every other request, and
     the server's answers to actions, pass untouched."""
+    with held_gets(page, re.compile(r"/api/sandboxes/?(\?.*)?$"), "the panel's list refresh"):
+        yield
+
+
+@contextmanager
+def held_gets(
+    page: object, pattern: re.Pattern[str], what: str, then: Callable[[], object] | None = None
+) -> Iterator[None]:
+    """Hold the page's GET requests whose URL matches ``pattern`` until the block ends; the block
+    begins once one is held. ``then`` runs once the hold is in place (what makes the request,
+    a page load say). Other requests pass untouched."""
     from playwright.sync_api import Page, Route
 
     assert isinstance(page, Page)
     held: list[Route] = []
-    pattern = re.compile(r"/api/sandboxes/?(\?.*)?$")
 
     def hold(route: Route) -> None:
         if route.request.method == "GET":
@@ -128,9 +138,11 @@ def held_list_refreshes(page: object) -> Iterator[None]:
 
     page.route(pattern, hold)
     try:
+        if then is not None:
+            then()
         deadline = time.monotonic() + TIMEOUT_MS / 1000
         while not held:
-            assert time.monotonic() < deadline, "the panel stopped refreshing its list"
+            assert time.monotonic() < deadline, f"no request for {what} came"
             page.wait_for_timeout(100)  # lets Playwright dispatch the route handler
         yield
     finally:

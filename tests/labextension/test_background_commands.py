@@ -9,7 +9,16 @@ import re
 
 import pytest
 
-from .conftest import open_details, shot, start_sandbox, unlabelled
+from .conftest import (
+    held_gets,
+    open_lab,
+    open_panel,
+    sandbox_card,
+    sandbox_details,
+    shot,
+    start_sandbox,
+    unlabelled,
+)
 from .lab_server import LabServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
@@ -18,21 +27,32 @@ pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 def test_background_commands_in_the_details(server: LabServer, page: object) -> None:
     """The details' Background commands section: a command started there (Enter) shows its
     output as it comes and its exit status once it ends; another, still running, is stopped
-    (confirmed) with what it started, and leaves the list."""
+    (confirmed) with what it started, and leaves the list. A command being typed survives
+    the details redrawing for a feature of the server found meanwhile (the Ports section)."""
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
     sandbox_id = start_sandbox(server)
-    details = open_details(page, server, sandbox_id)
+    details = sandbox_details(page, sandbox_id)
     section = details.locator(".jp-SandboxCommands")
-    expect(section.locator("h3")).to_have_text("Background commands")
-    expect(section).to_contain_text("No background command in this sandbox.")
     command_input = section.get_by_role(
         "textbox", name=f"Command to start in the background in sandbox {sandbox_id}"
     )
+    # The extension asks which routes the server has one after another, ports last: held, it
+    # leaves the details open with the commands section on show and the ports one to come.
+    ports_route = re.compile(rf"/api/sandboxes/{sandbox_id}/ports(\?.*)?$")
+    with held_gets(page, ports_route, "the ports feature", then=lambda: open_lab(page, server)):
+        open_panel(page)
+        sandbox_card(page, sandbox_id).get_by_role(
+            "button", name=f"Details sandbox {sandbox_id}"
+        ).click()
+        expect(section.locator("h3")).to_have_text("Background commands")
+        expect(section).to_contain_text("No background command in this sandbox.")
+        command_input.fill("echo hello; sleep 1; echo done")
+    expect(details.locator(".jp-SandboxPorts h3")).to_have_count(1)  # the details redrew
+    expect(command_input).to_have_value("echo hello; sleep 1; echo done")
 
     # Enter starts it; its output shows below the list, followed until it ends.
-    command_input.fill("echo hello; sleep 1; echo done")
     command_input.press("Enter")
     rows = section.locator("tbody tr")
     first = rows.filter(has_text="echo hello; sleep 1; echo done")
