@@ -7,6 +7,8 @@ them back with its reply; the relay keeps no table of requests. Until the sandbo
 requests wait in the frontend sockets' queues and are answered once it is (none are dropped);
 control requests are read at once and held (see ``hold_control``).
 Heartbeats are answered by the proxy itself: the proxy lives exactly as long as its sandbox.
+What goes to the frontend's iopub is published through frontend_iopub.py, which welcomes each
+subscriber and holds what comes before the first.
 
 All sockets are plain zmq sockets owned by one Reactor on the event loop's thread (see
 reactor.py for why), and hooks are plain functions: a message is received, checked, handed to
@@ -18,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
 
 from ..sandbox.errors import SandboxStartError
 from ..sandbox.socket_pin import PinnedSockets, pin_sockets, socket_path
+from .frontend_iopub import FrontendIopub
 from .reactor import Reactor, recv_frames
 from .wire import MalformedMessage, Part, Signer, WireMessage, parse
 
@@ -121,6 +124,7 @@ class Relay:
         self.sandbox: dict[str, Socket] = {}
         self.sandbox_signer: Signer | None = None
         self.sandbox_pins: PinnedSockets | None = None
+        self.iopub: FrontendIopub | None = None  # the frontend's, once bound
         self._pumps: list[Pump] = []
         self._requests_open = False
         self._held_control: list[WireMessage] = []
@@ -144,7 +148,7 @@ class Relay:
             sock.bind(endpoint(self.frontend_info, channel))
             self.frontend[channel] = sock
         self.reactor.watch(self.frontend["hb"], self._echo_heartbeat)
-        self.reactor.watch(self.frontend["iopub"], self._welcome_iopub_subscriber)
+        self.iopub = FrontendIopub(self.frontend["iopub"], self.reactor, self.frontend_signer)
 
     def hold_control(self, notice: Callable[[WireMessage], None]) -> None:
         """Until requests are relayed (``start``) or answered (``serve``), read control
@@ -165,18 +169,12 @@ class Relay:
     def _echo_heartbeat(self, sock: Socket) -> None:
         self.reactor.send(sock, recv_frames(sock))
 
-    def _welcome_iopub_subscriber(self, sock: Socket) -> None:
-        # As ipykernel does (JEP 65): tell each new subscriber that its subscription works.
-        event = sock.recv(zmq.NOBLOCK)
-        if event[:1] == b"\x01":
-            topic = event[1:].decode(errors="replace")
-            welcome = self.frontend_signer.new_message(
-                "iopub_welcome", {"subscription": topic}, idents=[b"kernel.iopub_welcome"]
-            )
-            self.reactor.send(sock, welcome)
-
-    def send_to_frontend(self, channel: str, frames: list[bytes]) -> None:
+    def send_to_frontend(self, channel: str, frames: Sequence[Part]) -> None:
         """Send a message of the proxy's own (frontend sockets drop rather than block)."""
+        if channel == "iopub":
+            assert self.iopub is not None
+            self.iopub.publish(frames)
+            return
         try:
             self.reactor.send(self.frontend[channel], frames)
         except zmq.ZMQError as exc:
@@ -235,18 +233,20 @@ class Relay:
                 if channel == "control":
                     self._release_held_control(pump)
 
-        def iopub(channel: str, message: WireMessage) -> WireMessage | None:
+        def iopub(channel: str, message: WireMessage) -> None:
             # Decoding the header costs; once requests flow, only the proxy's hook looks.
             if not self._requests_open and message.msg_type == "iopub_welcome":
                 log.debug("sandbox iopub welcomed the proxy; relaying requests")
                 open_requests()
-            return to_frontend(channel, message)
+            passed = to_frontend(channel, message)
+            if passed is not None:  # published here: held until the frontend subscribes
+                self.send_to_frontend(channel, front.frames(passed))
 
         opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
             sandbox, frontend = self.sandbox[channel], self.frontend[channel]
             self._pump(channel, (sandbox, back), (frontend, front), to_frontend)
-        self._pump("iopub", (self.sandbox["iopub"], back), (self.frontend["iopub"], front), iopub)
+        self._pump("iopub", (self.sandbox["iopub"], back), (None, front), iopub)
 
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""

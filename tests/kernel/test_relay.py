@@ -13,6 +13,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.session import Session
 
+from jupyter_sandbox.kernel import frontend_iopub
 from jupyter_sandbox.kernel.relay import Relay, endpoint
 from jupyter_sandbox.kernel.wire import WireMessage
 
@@ -49,8 +50,9 @@ class Peers:
         # The relay connects only to sockets the kernel has bound (see socket_pin.py).
         self.kernel_control = self.ctx.socket(zmq.ROUTER)
         self.kernel_control.bind(endpoint(self.back_info, "control"))
-        for channel, kind in (("stdin", zmq.ROUTER), ("iopub", zmq.PUB)):
-            self.ctx.socket(kind).bind(endpoint(self.back_info, channel))
+        self.ctx.socket(zmq.ROUTER).bind(endpoint(self.back_info, "stdin"))
+        self.kernel_iopub = self.ctx.socket(zmq.PUB)
+        self.kernel_iopub.bind(endpoint(self.back_info, "iopub"))
 
     async def request(self, n: int) -> None:
         self.front.send(self.client, "execute_request", {"code": f"{n}"})
@@ -153,6 +155,58 @@ async def test_control_requests_before_the_sandbox_are_seen_at_once_and_relayed_
             "debug_request",
         ]
         assert received[1]["content"] == {"restart": True}
+    finally:
+        p.close()
+        await relay.close()
+
+
+async def test_iopub_published_before_the_frontend_subscribes_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the relay publishes before the frontend's SUB has joined (the proxy's own messages,
+    the sandbox's output) reaches it once it joins, after its welcome; at most HELD_MESSAGES."""
+    monkeypatch.setattr(frontend_iopub, "HELD_MESSAGES", 3)
+    p = Peers(tmp_path)
+    relay = Relay(p.front_info)
+    relayed: list[str] = []
+
+    def seen(channel: str, message: WireMessage) -> WireMessage | None:
+        if channel == "iopub":
+            relayed.append(message.content_dict()["text"])
+        return message
+
+    try:
+        relay.bind_frontend()
+        relay.connect_sandbox(p.back_info)
+        relay.start(passing, seen)
+        own = relay.frontend_signer.new_message("stream", {"name": "stdout", "text": "own"})
+        relay.send_to_frontend("iopub", own)
+        # The relay's own SUB joins the kernel's PUB late too: publish until one has passed.
+        for n in range(200):
+            p.back.send(p.kernel_iopub, "stream", {"name": "stdout", "text": f"kernel {n}"})
+            await asyncio.sleep(0.02)
+            if len(relayed) >= 3:
+                break
+        await asyncio.sleep(0.3)  # those still on their way are relayed (and held) too
+        sub = p.ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(endpoint(p.front_info, "iopub"))
+        received = []
+        for _ in range(4):
+            frames = await asyncio.wait_for(sub.recv_multipart(), 5)
+            received.append(p.front.deserialize(p.front.feed_identities(frames)[1]))
+        assert received[0]["msg_type"] == "iopub_welcome"
+        assert [m["content"]["text"] for m in received[1:]] == ["own", *relayed[:2]]
+        assert await sub.poll(200) == 0  # past the bound, the rest were dropped, and said so
+        assert "iopub messages published before any frontend subscribed were dropped" in (
+            caplog.text
+        )
+        # Once joined, publishing is immediate.
+        p.back.send(p.kernel_iopub, "stream", {"name": "stdout", "text": "after"})
+        frames = await asyncio.wait_for(sub.recv_multipart(), 5)
+        assert p.front.deserialize(p.front.feed_identities(frames)[1])["content"]["text"] == (
+            "after"
+        )
     finally:
         p.close()
         await relay.close()
