@@ -43,7 +43,7 @@ export interface ISandboxViews {
   readonly changed: ISignal<ISandboxViews, void>;
   /** Open the details of the sandbox `id` in the main area. */
   openDetails(id: string): void;
-  /** Make open views redraw (what an action or a section shows has changed). */
+  /** Make open views redraw for a feature of the server found (see SandboxViews.notify). */
   notify(): void;
 }
 
@@ -84,7 +84,11 @@ export class SandboxViews implements ISandboxViews {
     this.open(id);
   }
 
-  /** Open views redraw: what an action or a section shows has changed (a feature appeared). */
+  /**
+   * Open views redraw for a feature of the server found: row actions are asked again, and the
+   * details make anew only their new and hidden sections (one on show keeps its state). A
+   * section whose content changes otherwise listens for that itself.
+   */
   notify(): void {
     this._changed.emit();
   }

@@ -5,6 +5,7 @@
  */
 
 import { Notification } from '@jupyterlab/apputils';
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { Features, showIfPresent } from './features';
@@ -16,6 +17,8 @@ import { ISnapshot, snapshotsOf, sortSnapshots } from './snapshots';
 import { SandboxStore } from './store';
 
 export function addSnapshotViews(views: ISandboxViews, features: Features): void {
+  // The id of a sandbox whose snapshot a row action just took: its open section lists it.
+  const taken = new Signal<ISandboxViews, string>(views);
   views.addRowAction({
     id: 'snapshot',
     label: 'Snapshot',
@@ -30,14 +33,14 @@ export function addSnapshotViews(views: ISandboxViews, features: Features): void
         );
       });
       views.openDetails(sandbox.id);
-      views.notify(); // an open details view lists the new snapshot
+      taken.emit(sandbox.id);
     }
   });
   views.addDetailSection({
     id: 'snapshots',
     title: 'Snapshots',
     rank: 50,
-    create: (sandbox, store) => new SnapshotSection(sandbox, store, features, views)
+    create: (sandbox, store) => new SnapshotSection(sandbox, store, features, views, taken)
   });
 }
 
@@ -46,11 +49,26 @@ class SnapshotSection extends Widget {
     private readonly sandbox: ISandbox,
     private readonly store: SandboxStore,
     private readonly features: Features,
-    private readonly views: ISandboxViews
+    private readonly views: ISandboxViews,
+    private readonly taken: ISignal<ISandboxViews, string>
   ) {
     super();
     this.addClass('jp-SandboxSnapshots');
+    taken.connect(this.onTaken, this);
     void this.load();
+  }
+
+  dispose(): void {
+    if (!this.isDisposed) {
+      this.taken.disconnect(this.onTaken, this);
+    }
+    super.dispose();
+  }
+
+  private onTaken(_: ISandboxViews, sandboxId: string): void {
+    if (sandboxId === this.sandbox.id && !this.isDisposed) {
+      void this.load();
+    }
   }
 
   private async load(): Promise<void> {
