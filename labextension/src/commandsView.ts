@@ -23,7 +23,7 @@ import {
   statusClass
 } from './commands';
 import { attempt, confirm } from './dialogs';
-import { button, el } from './dom';
+import { actionGroup, button, el } from './dom';
 import { Features, showIfPresent } from './features';
 import { formatModified } from './files';
 import { ISandbox } from './models';
@@ -319,20 +319,7 @@ class CommandsSection extends Widget {
       ),
       el('td', {}, el('span', { class: 'jp-SandboxCommands-status' })),
       el('td', { title: command.started }, formatModified(command.started)),
-      el(
-        'td',
-        {},
-        el(
-          'div',
-          {
-            class: 'jp-Sandbox-actions',
-            role: 'group',
-            'aria-label': `Actions on command ${command.id} in sandbox ${id}`
-          },
-          output,
-          stop
-        )
-      )
+      el('td', {}, actionGroup(`Actions on command ${command.id} in sandbox ${id}`, output, stop))
     );
   }
 

@@ -39,6 +39,18 @@ export function button(
   return node;
 }
 
+/** A labelled group of buttons (a row's or a section's actions). */
+export function actionGroup(
+  ariaLabel: string,
+  ...children: (Node | string | null | undefined)[]
+): HTMLDivElement {
+  return el(
+    'div',
+    { class: 'jp-Sandbox-actions', role: 'group', 'aria-label': ariaLabel },
+    ...children
+  );
+}
+
 /** A two-column list of facts: <dl> with a <dt>/<dd> pair for each. */
 export function facts(rows: [string, string | Node][]): HTMLDListElement {
   const list = el('dl', { class: 'jp-Sandbox-facts' });

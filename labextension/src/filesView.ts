@@ -11,7 +11,7 @@ import { Widget } from '@lumino/widgets';
 
 import { SandboxApiError } from './api';
 import { askName, attempt, confirm, notify, serverMessage, showServerError } from './dialogs';
-import { button, el, saveBlob } from './dom';
+import { actionGroup, button, el, saveBlob } from './dom';
 import { Features, showIfPresent } from './features';
 import {
   formatModified,
@@ -122,9 +122,8 @@ class FilesSection extends Widget {
         { class: 'jp-SandboxFiles-path', 'aria-label': `Current directory in sandbox ${id}` },
         directory
       ),
-      el(
-        'div',
-        { class: 'jp-Sandbox-actions', role: 'group', 'aria-label': `Files of sandbox ${id}` },
+      actionGroup(
+        `Files of sandbox ${id}`,
         up,
         button('Refresh', `Refresh the files in ${directory} of sandbox ${id}`, () => {
           void this.load();
@@ -154,11 +153,7 @@ class FilesSection extends Widget {
       const name = isDirectory
         ? this.directoryLink(entry)
         : el('span', { class: 'jp-SandboxFiles-name' }, entry.name);
-      const actions = el('div', {
-        class: 'jp-Sandbox-actions',
-        role: 'group',
-        'aria-label': `Actions on ${entry.path} in sandbox ${id}`
-      });
+      const actions = actionGroup(`Actions on ${entry.path} in sandbox ${id}`);
       if (entry.type === 'file' || entry.type === 'symlink') {
         actions.append(
           button(

@@ -5,7 +5,7 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { button, el, facts } from './dom';
+import { actionGroup, button, el, facts } from './dom';
 import {
   formatCpu,
   formatMemory,
@@ -124,11 +124,7 @@ export class SandboxPanel extends Widget {
       ['CPU', formatCpu(stats?.cpu_percent)],
       ['Memory', formatMemory(stats?.memory_bytes, memoryLimit(sandbox, stats))]
     ];
-    const actions = el('div', {
-      class: 'jp-Sandbox-actions',
-      role: 'group',
-      'aria-label': `Actions on sandbox ${sandbox.id}`
-    });
+    const actions = actionGroup(`Actions on sandbox ${sandbox.id}`);
     for (const action of this.views.rowActions) {
       if (action.isVisible && !action.isVisible(sandbox)) {
         continue;

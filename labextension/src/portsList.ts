@@ -6,7 +6,7 @@
  */
 
 import { SandboxApi } from './api';
-import { button, el } from './dom';
+import { actionGroup, button, el } from './dom';
 import { IListeningPort, sortPorts } from './ports';
 
 export const EMPTY_PORTS =
@@ -102,20 +102,7 @@ export class PortsList {
         { title: listening.command ?? '' },
         el('code', { class: 'jp-SandboxPorts-command' }, listening.command || '—')
       ),
-      el(
-        'td',
-        {},
-        el(
-          'div',
-          {
-            class: 'jp-Sandbox-actions',
-            role: 'group',
-            'aria-label': `Actions on port ${port} of sandbox ${id}`
-          },
-          open,
-          browserTab
-        )
-      )
+      el('td', {}, actionGroup(`Actions on port ${port} of sandbox ${id}`, open, browserTab))
     );
   }
 

@@ -10,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 
 import { Features, showIfPresent } from './features';
 import { attempt, confirm } from './dialogs';
-import { button, el, saveBlob } from './dom';
+import { actionGroup, button, el, saveBlob } from './dom';
 import { formatBytes, ISandbox } from './models';
 import { ISandboxViews } from './slots';
 import { ISnapshot, snapshotsOf, sortSnapshots } from './snapshots';
@@ -107,9 +107,8 @@ class SnapshotSection extends Widget {
           el('code', {}, snapshot.id),
           ` ${snapshot.created} · ${snapshot.members} files, ${formatBytes(snapshot.file_bytes)}`,
           snapshot.note ? ` · ${snapshot.note}` : '',
-          el(
-            'div',
-            { class: 'jp-Sandbox-actions', role: 'group', 'aria-label': `Actions on ${name}` },
+          actionGroup(
+            `Actions on ${name}`,
             button('Download', `Download ${name}`, () => void this.download(snapshot)),
             button(
               'Restore here',
