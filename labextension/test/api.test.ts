@@ -6,6 +6,7 @@ import { Features } from '../src/features';
 import { auditLine, isDomainPattern, parsePatterns, policyRequest } from '../src/network';
 import { ISnapshot, snapshotsOf, sortSnapshots } from '../src/snapshots';
 import { SandboxStore } from '../src/store';
+import { apiError, json } from './answers';
 
 type Call = { path: string; init: RequestInit };
 
@@ -21,13 +22,6 @@ function server(routes: { [key: string]: () => Response }) {
     return route();
   });
   return { api, calls };
-}
-
-function json(data: unknown, status = 200): Response {
-  return new Response(JSON.stringify(data), {
-    status,
-    headers: { 'Content-Type': 'application/json' }
-  });
 }
 
 const SANDBOX = {
@@ -82,14 +76,15 @@ describe('SandboxApi', () => {
       'POST api/sandboxes/a1b2c3d4e5f6/resume': () =>
         json({ code: 'sandbox_conflict', message: 'sandbox a1b2c3d4e5f6 is not paused' }, 409)
     });
-    await assert.rejects(api.action(SANDBOX.id, 'resume'), (error: unknown) => {
-      assert.ok(error instanceof SandboxApiError);
-      assert.equal(error.status, 409);
-      assert.equal(error.code, 'sandbox_conflict');
-      assert.equal(error.message, 'sandbox a1b2c3d4e5f6 is not paused');
-      assert.equal(error.missingRoute, false);
-      return true;
-    });
+    await assert.rejects(
+      api.action(SANDBOX.id, 'resume'),
+      apiError({
+        status: 409,
+        code: 'sandbox_conflict',
+        message: 'sandbox a1b2c3d4e5f6 is not paused',
+        missingRoute: false
+      })
+    );
   });
 
   it('tells a route the server lacks from a sandbox it lacks', async () => {

@@ -16,6 +16,7 @@ import {
   shellQuote,
   statusClass
 } from '../src/commands';
+import { apiError } from './answers';
 
 function output(fields: Partial<ICommandOutput>): ICommandOutput {
   return { text: '', offset: 0, next_offset: 0, size: 0, running: true, ...fields };
@@ -165,12 +166,10 @@ describe('SandboxApi background commands', () => {
     assert.equal((await api.commandOutput('s/1', command.id, 5, 100)).next_offset, 7);
     assert.equal((await api.commandOutput('s/1', command.id)).size, 0);
     await api.deleteCommand('s/1', command.id);
-    await assert.rejects(api.deleteCommand('s/1', 'ffffffffffff'), (error: unknown) => {
-      assert.ok(error instanceof SandboxApiError);
-      assert.equal(error.status, 404);
-      assert.equal(error.code, 'command_not_found');
-      return true;
-    });
+    await assert.rejects(
+      api.deleteCommand('s/1', 'ffffffffffff'),
+      apiError({ status: 404, code: 'command_not_found' })
+    );
     const asked = calls.length;
     await assert.rejects(api.startCommand('s/1', '  '), SandboxApiError);
     assert.equal(calls.length, asked, 'an empty command is not sent');

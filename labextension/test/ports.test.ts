@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 
-import { SandboxApi, SandboxApiError } from '../src/api';
+import { SandboxApi } from '../src/api';
 import { Features } from '../src/features';
 import {
   FRAME_SANDBOX,
@@ -12,16 +12,10 @@ import {
   shortId,
   sortPorts
 } from '../src/ports';
+import { apiError, json } from './answers';
 
 const ID = 'a1b2c3d4e5f6';
 const LINK = `/sandbox-ports/${ID}/8000/tok_3n-x/`;
-
-function json(data: unknown, status = 200): Response {
-  return new Response(JSON.stringify(data), {
-    status,
-    headers: { 'Content-Type': 'application/json' }
-  });
-}
 
 describe('port numbers', () => {
   it('takes whole numbers from 1 to 65535, blanks and leading zeros allowed', () => {
@@ -162,20 +156,17 @@ describe('SandboxApi: ports', () => {
       );
     });
     for (const port of [0, 65536, 80.5, NaN]) {
-      await assert.rejects(api.portUrl(ID, port), (error: unknown) => {
-        assert.ok(error instanceof SandboxApiError);
-        assert.equal(error.code, 'invalid_request');
-        return true;
-      });
+      await assert.rejects(api.portUrl(ID, port), apiError({ code: 'invalid_request' }));
     }
     assert.deepEqual(calls, []);
-    await assert.rejects(api.listPorts(ID), (error: unknown) => {
-      assert.ok(error instanceof SandboxApiError);
-      assert.equal(error.status, 409);
-      assert.equal(error.code, 'sandbox_conflict');
-      assert.equal(error.message, `sandbox ${ID} is paused; resume it first`);
-      return true;
-    });
+    await assert.rejects(
+      api.listPorts(ID),
+      apiError({
+        status: 409,
+        code: 'sandbox_conflict',
+        message: `sandbox ${ID} is paused; resume it first`
+      })
+    );
   });
 });
 
@@ -208,14 +199,15 @@ describe('SandboxApi: revoking the links of ports', () => {
       calls.push(`${init.method} ${path}`);
       return json({ code: 'sandbox_not_found', message: 'no such sandbox: a/b' }, 404);
     });
-    await assert.rejects(api.revokePorts('a/b'), (error: unknown) => {
-      assert.ok(error instanceof SandboxApiError);
-      assert.equal(error.status, 404);
-      assert.equal(error.code, 'sandbox_not_found');
-      assert.equal(error.message, 'no such sandbox: a/b');
-      assert.equal(error.missingRoute, false);
-      return true;
-    });
+    await assert.rejects(
+      api.revokePorts('a/b'),
+      apiError({
+        status: 404,
+        code: 'sandbox_not_found',
+        message: 'no such sandbox: a/b',
+        missingRoute: false
+      })
+    );
     assert.deepEqual(calls, ['DELETE api/sandboxes/a%2Fb/ports']);
   });
 
@@ -223,12 +215,10 @@ describe('SandboxApi: revoking the links of ports', () => {
     const api = new SandboxApi(async () => {
       throw new TypeError('Failed to fetch');
     });
-    await assert.rejects(api.revokePorts(ID), (error: unknown) => {
-      assert.ok(error instanceof SandboxApiError);
-      assert.equal(error.code, 'network_error');
-      assert.equal(error.message, 'the server did not answer: Failed to fetch');
-      return true;
-    });
+    await assert.rejects(
+      api.revokePorts(ID),
+      apiError({ code: 'network_error', message: 'the server did not answer: Failed to fetch' })
+    );
   });
 });
 
