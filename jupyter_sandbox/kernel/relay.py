@@ -220,7 +220,9 @@ class Relay:
         jupyter_client's wait_for_ready does, would ask again only after a timeout.
         """
         assert self.sandbox_signer is not None
+        assert self.iopub is not None
         front, back = self.frontend_signer, self.sandbox_signer
+        publish = self.iopub.publish
 
         def open_requests() -> None:
             if self._requests_open:
@@ -240,7 +242,7 @@ class Relay:
                 open_requests()
             passed = to_frontend(channel, message)
             if passed is not None:  # published here: held until the frontend subscribes
-                self.send_to_frontend(channel, front.frames(passed))
+                publish(front.frames(passed))
 
         opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
