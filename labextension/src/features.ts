@@ -4,9 +4,14 @@
  * extensions, and their views appear only where their routes answer.
  */
 
+import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { SandboxApi } from './api';
+
+/** The optional features, each named by its route (a sandbox's own, but for snapshots). */
+const FEATURES = ['snapshots', 'network', 'files', 'terminal', 'commands', 'ports'] as const;
+export type FeatureName = (typeof FEATURES)[number];
 
 export class Features {
   constructor(private readonly api: SandboxApi) {}
@@ -27,19 +32,21 @@ export class Features {
   /** `GET /api/sandboxes/{id}/ports` answers (asked of the first sandbox listed). */
   ports: boolean | null = null;
 
+  /**
+   * Emitted as each answer arrives that makes a feature known (its views can show now). The
+   * routes are asked all at once, so one slow answer holds up none of the others.
+   */
+  readonly found = new Signal<this, FeatureName>(this);
+
   /** Whether something is still to be asked. */
   get unknown(): boolean {
-    return (
-      this.snapshots === null ||
-      this.network === null ||
-      this.files === null ||
-      this.terminal === null ||
-      this.commands === null ||
-      this.ports === null
-    );
+    return FEATURES.some(name => this[name] === null);
   }
 
-  /** Ask what is not known yet; `sandboxId`: any sandbox of the user, for its own routes. */
+  /**
+   * Ask what is not known yet; `sandboxId`: any sandbox of the user, for its own routes.
+   * Resolves when every answer is in: true if something was asked (and so became known).
+   */
   probe(sandboxId?: string): Promise<boolean> {
     if (!this._probing) {
       this._probing = this.ask(sandboxId).finally(() => (this._probing = null));
@@ -48,43 +55,17 @@ export class Features {
   }
 
   private async ask(sandboxId?: string): Promise<boolean> {
-    const before = this.known();
-    if (this.snapshots === null) {
-      this.snapshots = await this.api.hasRoute('api/snapshots');
-    }
-    if (this.network === null && sandboxId) {
-      this.network = await this.api.hasRoute(
-        `api/sandboxes/${encodeURIComponent(sandboxId)}/network`
-      );
-    }
-    if (this.files === null && sandboxId) {
-      this.files = await this.api.hasRoute(`api/sandboxes/${encodeURIComponent(sandboxId)}/files`);
-    }
-    if (this.terminal === null && sandboxId) {
-      this.terminal = await this.api.hasRoute(
-        `api/sandboxes/${encodeURIComponent(sandboxId)}/terminal`
-      );
-    }
-    if (this.commands === null && sandboxId) {
-      this.commands = await this.api.hasRoute(
-        `api/sandboxes/${encodeURIComponent(sandboxId)}/commands`
-      );
-    }
-    if (this.ports === null && sandboxId) {
-      this.ports = await this.api.hasRoute(`api/sandboxes/${encodeURIComponent(sandboxId)}/ports`);
-    }
-    return before !== this.known();
-  }
-
-  private known(): string {
-    return [
-      this.snapshots,
-      this.network,
-      this.files,
-      this.terminal,
-      this.commands,
-      this.ports
-    ].join();
+    const sandbox = sandboxId && `api/sandboxes/${encodeURIComponent(sandboxId)}`;
+    const asked = FEATURES.filter(name => this[name] === null && (name === 'snapshots' || sandbox));
+    await Promise.all(
+      asked.map(async name => {
+        this[name] = await this.api.hasRoute(
+          name === 'snapshots' ? 'api/snapshots' : `${sandbox}/${name}`
+        );
+        this.found.emit(name);
+      })
+    );
+    return asked.length > 0;
   }
 
   private _probing: Promise<boolean> | null = null;

@@ -104,9 +104,10 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
     addTerminalViews(views, features, id => void app.commands.execute(OPEN_TERMINAL, { id }));
     const ports = new SandboxPorts(app.shell, api, app.serviceManager.serverSettings.baseUrl);
     addPortsViews(views, features, ports);
+    features.found.connect(() => views.notify());
     const probe = () => {
       if (features.unknown) {
-        void features.probe(store.sandboxes[0]?.id).then(changed => changed && views.notify());
+        void features.probe(store.sandboxes[0]?.id);
       }
     };
     store.changed.connect(probe);

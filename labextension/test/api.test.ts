@@ -465,6 +465,42 @@ describe('Features', () => {
     assert.equal(older.files, false); // an older server: the 404 of a route it does not know
   });
 
+  it('asks every route at once and tells of each answer as it arrives', async () => {
+    const asked: string[] = [];
+    const answers = new Map<string, () => void>();
+    const api = new SandboxApi(
+      path =>
+        new Promise<Response>(resolve => {
+          asked.push(path);
+          answers.set(path, () => resolve(json({})));
+        })
+    );
+    const features = new Features(api);
+    const found: string[] = [];
+    features.found.connect((_, name) => found.push(name));
+    const probing = features.probe('s1');
+    await new Promise(resolve => setTimeout(resolve, 0));
+    assert.deepEqual(asked.sort(), [
+      'api/sandboxes/s1/commands',
+      'api/sandboxes/s1/files',
+      'api/sandboxes/s1/network',
+      'api/sandboxes/s1/ports',
+      'api/sandboxes/s1/terminal',
+      'api/snapshots'
+    ]);
+    answers.get('api/sandboxes/s1/commands')!();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    assert.deepEqual(found, ['commands'], 'one answer is shown before the others are in');
+    assert.equal(features.commands, true);
+    assert.equal(features.ports, null);
+    for (const answer of answers.values()) {
+      answer();
+    }
+    assert.equal(await probing, true);
+    assert.equal(found.length, 6);
+    assert.equal(features.unknown, false);
+  });
+
   it("offers terminals where the sandbox's terminal route answers a plain GET", async () => {
     const { api } = server({
       // A websocket route refuses a request that asks no upgrade: it is there.
