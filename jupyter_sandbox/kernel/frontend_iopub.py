@@ -28,9 +28,12 @@ from .wire import Part, Signer
 log = logging.getLogger(__name__)
 
 Socket = zmq.Socket[bytes]
-# Messages held for the first subscriber at most; a frontend that never subscribes (a client of
-# shell alone) must not make the proxy grow. Past it, newer messages are dropped.
+# Held for the first subscriber at most, in messages and in bytes: a frontend that never
+# subscribes (a client of shell alone) must not make the proxy grow, whether a cell prints many
+# lines or a few large images. Past either bound, that message and every later one are dropped,
+# so the frontend gets what was published up to a point, never a gap in the middle of it.
 HELD_MESSAGES = 1000
+HELD_BYTES = 64 * 1024**2
 
 
 class FrontendIopub:
@@ -41,6 +44,7 @@ class FrontendIopub:
         self.reactor = reactor
         self.signer = signer
         self._held: list[Sequence[Part]] | None = []  # None once a subscriber has joined
+        self._held_bytes = 0
         self._dropped = 0
         reactor.watch(sock, self._on_subscription)
 
@@ -48,8 +52,12 @@ class FrontendIopub:
         """Publish one signed message; held until the first subscriber joins."""
         if self._held is None:
             self._send(frames)
-        elif len(self._held) < HELD_MESSAGES:
+            return
+        size = sum(len(frame) for frame in frames)
+        fits = len(self._held) < HELD_MESSAGES and self._held_bytes + size <= HELD_BYTES
+        if fits and not self._dropped:
             self._held.append(frames)
+            self._held_bytes += size
         else:
             self._dropped += 1
 
@@ -64,7 +72,7 @@ class FrontendIopub:
                 "iopub_welcome", {"subscription": topic}, idents=[b"kernel.iopub_welcome"]
             )
         )
-        held, self._held = self._held, None
+        held, self._held, self._held_bytes = self._held, None, 0
         if held:
             log.debug("iopub's first subscriber joined; sending the %d messages held", len(held))
             for frames in held:
@@ -72,9 +80,10 @@ class FrontendIopub:
         if self._dropped:
             log.warning(
                 "%d iopub messages published before any frontend subscribed were dropped "
-                "(more than %d)",
+                "(more than %d messages or %d bytes were waiting for it)",
                 self._dropped,
                 HELD_MESSAGES,
+                HELD_BYTES,
             )
             self._dropped = 0
 

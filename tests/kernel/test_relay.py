@@ -160,12 +160,17 @@ async def test_control_requests_before_the_sandbox_are_seen_at_once_and_relayed_
         await relay.close()
 
 
+@pytest.mark.parametrize("bound", ["messages", "bytes"])
 async def test_iopub_published_before_the_frontend_subscribes_waits_for_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, bound: str
 ) -> None:
     """What the relay publishes before the frontend's SUB has joined (the proxy's own messages,
-    the sandbox's output) reaches it once it joins, after its welcome; at most HELD_MESSAGES."""
-    monkeypatch.setattr(frontend_iopub, "HELD_MESSAGES", 3)
+    the sandbox's output) reaches it once it joins, after its welcome; at most HELD_MESSAGES
+    messages and HELD_BYTES bytes, and nothing after the first one dropped."""
+    if bound == "messages":
+        monkeypatch.setattr(frontend_iopub, "HELD_MESSAGES", 3)
+    else:
+        monkeypatch.setattr(frontend_iopub, "HELD_BYTES", 64 * 1024)
     p = Peers(tmp_path)
     relay = Relay(p.front_info)
     relayed: list[str] = []
@@ -188,15 +193,25 @@ async def test_iopub_published_before_the_frontend_subscribes_waits_for_it(
             if len(relayed) >= 3:
                 break
         await asyncio.sleep(0.3)  # those still on their way are relayed (and held) too
+        held = ["own", *relayed[:2]]
+        if bound == "bytes":  # one message past the bound in bytes, then a small one
+            big = "x" * 64 * 1024
+            for text in (big, "small, after the big one"):
+                p.back.send(p.kernel_iopub, "stream", {"name": "stdout", "text": text})
+            for _ in range(250):
+                if "small, after the big one" in relayed:
+                    break
+                await asyncio.sleep(0.02)
+            held = ["own", *relayed[: relayed.index(big)]]
         sub = p.ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
         sub.connect(endpoint(p.front_info, "iopub"))
         received = []
-        for _ in range(4):
+        for _ in range(1 + len(held)):
             frames = await asyncio.wait_for(sub.recv_multipart(), 5)
             received.append(p.front.deserialize(p.front.feed_identities(frames)[1]))
         assert received[0]["msg_type"] == "iopub_welcome"
-        assert [m["content"]["text"] for m in received[1:]] == ["own", *relayed[:2]]
+        assert [m["content"]["text"] for m in received[1:]] == held
         assert await sub.poll(200) == 0  # past the bound, the rest were dropped, and said so
         assert "iopub messages published before any frontend subscribed were dropped" in (
             caplog.text
