@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from ..sandbox.settings import load_config
 from . import event_loop
+from .log_level import log_level
 from .proxy import SandboxKernel
 
 
@@ -16,7 +16,7 @@ def configure_logging() -> None:
     """Log to stderr, which jupyter_client hands to the server's log (or the caller's)."""
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("JUPYTER_SANDBOX_LOG_LEVEL", "INFO").upper(),
+        level=log_level(),
         format="[SandboxedPython %(asctime)s %(levelname)s] %(message)s",
         force=True,  # a kernel forked by the zygote replaces the zygote's logging
     )

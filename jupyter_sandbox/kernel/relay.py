@@ -28,6 +28,7 @@ import zmq
 from ..sandbox.errors import SandboxStartError
 from ..sandbox.socket_pin import PinnedSockets, pin_sockets, socket_path
 from .frontend_iopub import FrontendIopub
+from .log_level import TRACE
 from .reactor import Reactor, recv_frames
 from .wire import MalformedMessage, Part, Signer, WireMessage, parse
 
@@ -59,9 +60,11 @@ class Pump:
         source: tuple[Socket, Signer],
         target: tuple[Socket | None, Signer],
         hook: Hook,
+        toward: str,
     ) -> None:
         self.reactor = reactor
         self.channel = channel
+        self.toward = toward  # "sandbox" or "frontend", for the trace
         self.source, self.source_signer = source
         self.target, self.target_signer = target
         self.hook = hook
@@ -79,14 +82,25 @@ class Pump:
         self.relay(message)
 
     def relay(self, message: WireMessage) -> None:
-        """Hand a received, verified message to the hook and send on what it passes."""
+        """Hand a received, verified message to the hook and send on what it passes (a pump
+        without a target leaves the sending to its hook, which returns what it sent)."""
         try:
             passed = self.hook(self.channel, message)
         except (MalformedMessage, ValueError) as exc:
             log.warning("dropped a %s message with an unreadable header: %s", self.channel, exc)
             return
+        if log.isEnabledFor(TRACE):
+            self._trace(message, passed is not None)
         if passed is not None and self.target is not None:
             self._send(self.target_signer.frames(passed))
+
+    def _trace(self, message: WireMessage, passed: bool) -> None:
+        try:
+            what = f"{message.msg_type} {message.msg_id} (parent {message.parent_msg_id() or '-'})"
+        except (MalformedMessage, ValueError):
+            what = "a message with an unreadable header"
+        outcome = "relayed" if passed else "kept by the proxy"
+        log.log(TRACE, "%s to %s: %s %s", self.channel, self.toward, what, outcome)
 
     def _send(self, frames: list[Part], retrying: bool = False) -> None:
         assert self.target is not None
@@ -164,7 +178,7 @@ class Relay:
             notice(message)
 
         signer = self.frontend_signer
-        self._pump("control", (self.frontend["control"], signer), (None, signer), hold)
+        self._pump("control", (self.frontend["control"], signer), (None, signer), hold, "proxy")
 
     def _echo_heartbeat(self, sock: Socket) -> None:
         self.reactor.send(sock, recv_frames(sock))
@@ -231,11 +245,13 @@ class Relay:
             opening.cancel()
             for channel in REQUEST_CHANNELS:
                 frontend, sandbox = self.frontend[channel], self.sandbox[channel]
-                pump = self._pump(channel, (frontend, front), (sandbox, back), to_sandbox)
+                pump = self._pump(
+                    channel, (frontend, front), (sandbox, back), to_sandbox, "sandbox"
+                )
                 if channel == "control":
                     self._release_held_control(pump)
 
-        def iopub(channel: str, message: WireMessage) -> None:
+        def iopub(channel: str, message: WireMessage) -> WireMessage | None:
             # Decoding the header costs; once requests flow, only the proxy's hook looks.
             if not self._requests_open and message.msg_type == "iopub_welcome":
                 log.debug("sandbox iopub welcomed the proxy; relaying requests")
@@ -243,18 +259,19 @@ class Relay:
             passed = to_frontend(channel, message)
             if passed is not None:  # published here: held until the frontend subscribes
                 publish(front.frames(passed))
+            return passed
 
         opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
             sandbox, frontend = self.sandbox[channel], self.frontend[channel]
-            self._pump(channel, (sandbox, back), (frontend, front), to_frontend)
-        self._pump("iopub", (self.sandbox["iopub"], back), (None, front), iopub)
+            self._pump(channel, (sandbox, back), (frontend, front), to_frontend, "frontend")
+        self._pump("iopub", (self.sandbox["iopub"], back), (None, front), iopub, "frontend")
 
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
         for channel in ("shell", "control"):
             source = (self.frontend[channel], self.frontend_signer)
-            pump = self._pump(channel, source, (None, self.frontend_signer), answer)
+            pump = self._pump(channel, source, (None, self.frontend_signer), answer, "proxy")
             if channel == "control":
                 self._release_held_control(pump)
 
@@ -271,8 +288,9 @@ class Relay:
         source: tuple[Socket, Signer],
         target: tuple[Socket | None, Signer],
         hook: Hook,
+        toward: str,
     ) -> Pump:
-        pump = Pump(self.reactor, channel, source, target, hook)
+        pump = Pump(self.reactor, channel, source, target, hook, toward)
         self._pumps.append(pump)
         self.reactor.watch(source[0], pump)  # in place of the socket's former pump, if any
         return pump

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .log_level import log_level
+
 log = logging.getLogger(__name__)
 
 # What a proxy kernel imports, up to its first engine call (docker-py alone is ~0.14 s).
@@ -253,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("JUPYTER_SANDBOX_LOG_LEVEL", "INFO").upper(),
+        level=log_level(),
         format="[SandboxedPython zygote %(asctime)s %(levelname)s] %(message)s",
     )
     for name in PRELOAD:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import zmq.asyncio
 from jupyter_client.session import Session
 
 from jupyter_sandbox.kernel import frontend_iopub
+from jupyter_sandbox.kernel.log_level import TRACE
 from jupyter_sandbox.kernel.relay import Relay, endpoint
 from jupyter_sandbox.kernel.wire import WireMessage
 
@@ -93,6 +95,32 @@ async def test_messages_are_re_signed_both_ways_in_order(peers: tuple[Peers, Rel
         frames = await asyncio.wait_for(p.client.recv_multipart(), 5)
         reply = p.front.deserialize(p.front.feed_identities(frames)[1])
         assert reply["content"] == {"n": n}
+
+
+async def test_trace_names_every_message_relayed_and_nothing_below_it(
+    peers: tuple[Peers, Relay], caplog: pytest.LogCaptureFixture
+) -> None:
+    """At TRACE, a line per message moved (channel, direction, type, id, parent); at DEBUG,
+    none: the header is not even decoded for it."""
+    p, _ = peers
+    caplog.set_level(logging.DEBUG, logger="jupyter_sandbox.kernel.relay")
+    await p.request(0)
+    idents, request = await asyncio.wait_for(p.kernel_receives(), 5)
+    assert "shell to" not in caplog.text
+    caplog.set_level(TRACE, logger="jupyter_sandbox.kernel.relay")
+    await p.request(1)
+    idents, request = await asyncio.wait_for(p.kernel_receives(), 5)
+    p.back.send(p.kernel, "execute_reply", {"status": "ok"}, parent=request, ident=idents)
+    await asyncio.wait_for(p.client.recv_multipart(), 5)
+    request_id = request["header"]["msg_id"]
+    traced = [r.getMessage() for r in caplog.records if r.levelno == TRACE]
+    assert f"shell to sandbox: execute_request {request_id} (parent -) relayed" in traced
+    assert any(
+        line.startswith("shell to frontend: execute_reply ")
+        and line.endswith(f"(parent {request_id}) relayed")
+        for line in traced
+    ), traced
+    assert "code" not in " ".join(traced)  # names, never content
 
 
 async def test_a_kernel_that_stops_reading_holds_requests_back_and_none_is_lost(
