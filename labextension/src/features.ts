@@ -44,31 +44,32 @@ export class Features {
   }
 
   /**
-   * Ask what is not known yet; `sandboxId`: any sandbox of the user, for its own routes.
-   * Resolves when every answer is in: true if something was asked (and so became known).
+   * Ask what is not known yet and not being asked already; `sandboxId`: any sandbox of the
+   * user, for its own routes. Resolves when this call's answers are in: true if it asked
+   * something (which is known now).
    */
-  probe(sandboxId?: string): Promise<boolean> {
-    if (!this._probing) {
-      this._probing = this.ask(sandboxId).finally(() => (this._probing = null));
-    }
-    return this._probing;
-  }
-
-  private async ask(sandboxId?: string): Promise<boolean> {
+  async probe(sandboxId?: string): Promise<boolean> {
     const sandbox = sandboxId && `api/sandboxes/${encodeURIComponent(sandboxId)}`;
-    const asked = FEATURES.filter(name => this[name] === null && (name === 'snapshots' || sandbox));
+    const asked = FEATURES.filter(
+      name => this[name] === null && !this._asking.has(name) && (name === 'snapshots' || sandbox)
+    );
     await Promise.all(
       asked.map(async name => {
-        this[name] = await this.api.hasRoute(
-          name === 'snapshots' ? 'api/snapshots' : `${sandbox}/${name}`
-        );
+        this._asking.add(name);
+        try {
+          this[name] = await this.api.hasRoute(
+            name === 'snapshots' ? 'api/snapshots' : `${sandbox}/${name}`
+          );
+        } finally {
+          this._asking.delete(name);
+        }
         this.found.emit(name);
       })
     );
     return asked.length > 0;
   }
 
-  private _probing: Promise<boolean> | null = null;
+  private readonly _asking = new Set<FeatureName>();
 }
 
 /**

@@ -478,7 +478,9 @@ describe('Features', () => {
     const features = new Features(api);
     const found: string[] = [];
     features.found.connect((_, name) => found.push(name));
-    const probing = features.probe('s1');
+    const probing = features.probe();
+    const withSandbox = features.probe('s1'); // while snapshots is being asked
+    assert.equal(await features.probe('s1'), false, 'nothing asked twice');
     await new Promise(resolve => setTimeout(resolve, 0));
     assert.deepEqual(asked.sort(), [
       'api/sandboxes/s1/commands',
@@ -497,6 +499,7 @@ describe('Features', () => {
       answer();
     }
     assert.equal(await probing, true);
+    assert.equal(await withSandbox, true);
     assert.equal(found.length, 6);
     assert.equal(features.unknown, false);
   });
