@@ -24,6 +24,7 @@ from jupyter_sandbox.sandbox.backend import SANDBOX_IO_DIR
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 from jupyter_sandbox.sandbox.network.control import forwarder_source
 from jupyter_sandbox.sandbox.network.forwarder import pipe
+from jupyter_sandbox.sandbox.network.tunnels import TUNNEL_SEND_BUFFER
 
 CHUNK = b"x" * (1024 * 1024)
 FLOOR_SOCKET = "bench-floor.sock"
@@ -70,6 +71,7 @@ def _send_when_listening(path: Path, size: int) -> None:
                 return
             time.sleep(0.005)
     with sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, TUNNEL_SEND_BUFFER)  # as the proxy's
         view = memoryview(CHUNK)
         while size > 0:
             n = min(size, len(CHUNK))

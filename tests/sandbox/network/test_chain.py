@@ -8,6 +8,7 @@ real sandboxes on both runtimes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -314,8 +315,6 @@ async def test_a_peer_without_the_token_is_refused_and_sent_nothing(
     impostor.listen(1)
     impostor.settimeout(30)
     try:
-        import asyncio
-
         opening = asyncio.ensure_future(open_tunnel(path, TOKEN))
         peer, _ = await asyncio.get_running_loop().run_in_executor(None, impostor.accept)
         peer.sendall(b"JSB-EGRESS 1 wrong-token\n")
@@ -331,6 +330,27 @@ async def test_a_peer_without_the_token_is_refused_and_sent_nothing(
         observe("a wrong token: refused, nothing sent; a link in place of the socket: refused", 2)
     finally:
         impostor.close()
+
+
+async def test_a_tunnel_has_room_for_more_than_the_default_send_buffer(tmp_path: Path) -> None:
+    """The host's end of a tunnel asks for TUNNEL_SEND_BUFFER (under gVisor, downloads run
+    faster so: benchmarks/network.py); what was sent after the hello comes back with it."""
+    path = tmp_path / TUNNEL_SOCKET
+    forwarder = socket.socket(socket.AF_UNIX)
+    forwarder.bind(str(path))
+    forwarder.listen(1)
+    forwarder.settimeout(30)
+    try:
+        opening = asyncio.ensure_future(open_tunnel(path, TOKEN))
+        peer, _ = await asyncio.get_running_loop().run_in_executor(None, forwarder.accept)
+        peer.sendall(f"JSB-EGRESS 1 {TOKEN}\nGET / HTTP/1.1\r\n".encode())
+        tunnel, received = await opening
+        with tunnel, peer, socket.socket(socket.AF_UNIX) as plain:
+            assert received == b"GET / HTTP/1.1\r\n"
+            default = plain.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            assert tunnel.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) > default
+    finally:
+        forwarder.close()
 
 
 def listening_sockets(pid: int) -> list[str]:
