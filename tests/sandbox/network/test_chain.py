@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -310,47 +310,45 @@ async def test_a_peer_without_the_token_is_refused_and_sent_nothing(
 ) -> None:
     """Were the sandbox to swap its socket for another service, the proxy would not talk."""
     path = tmp_path / TUNNEL_SOCKET
-    impostor = socket.socket(socket.AF_UNIX)
-    impostor.bind(str(path))
-    impostor.listen(1)
-    impostor.settimeout(30)
-    try:
-        opening = asyncio.ensure_future(open_tunnel(path, TOKEN))
-        peer, _ = await asyncio.get_running_loop().run_in_executor(None, impostor.accept)
-        peer.sendall(b"JSB-EGRESS 1 wrong-token\n")
+    async with tunnel_to_peer(path, b"JSB-EGRESS 1 wrong-token\n") as (opening, impostor):
         with pytest.raises(TunnelRefused, match="token"):
             await opening
-        peer.settimeout(30)
-        assert peer.recv(100) == b""  # closed, and nothing was sent
-        peer.close()
-        link = tmp_path / "link.sock"
-        link.symlink_to(path)
-        with pytest.raises(TunnelRefused, match="not a socket"):
-            await open_tunnel(link, TOKEN)
-        observe("a wrong token: refused, nothing sent; a link in place of the socket: refused", 2)
-    finally:
-        impostor.close()
+        impostor.settimeout(30)
+        assert impostor.recv(100) == b""  # closed, and nothing was sent
+    link = tmp_path / "link.sock"
+    link.symlink_to(path)
+    with pytest.raises(TunnelRefused, match="not a socket"):
+        await open_tunnel(link, TOKEN)
+    observe("a wrong token: refused, nothing sent; a link in place of the socket: refused", 2)
 
 
 async def test_a_tunnel_has_room_for_more_than_the_default_send_buffer(tmp_path: Path) -> None:
     """The host's end of a tunnel asks for TUNNEL_SEND_BUFFER (under gVisor, downloads run
     faster so: benchmarks/network.py); what was sent after the hello comes back with it."""
-    path = tmp_path / TUNNEL_SOCKET
-    forwarder = socket.socket(socket.AF_UNIX)
-    forwarder.bind(str(path))
-    forwarder.listen(1)
-    forwarder.settimeout(30)
-    try:
-        opening = asyncio.ensure_future(open_tunnel(path, TOKEN))
-        peer, _ = await asyncio.get_running_loop().run_in_executor(None, forwarder.accept)
-        peer.sendall(f"JSB-EGRESS 1 {TOKEN}\nGET / HTTP/1.1\r\n".encode())
+    hello = f"JSB-EGRESS 1 {TOKEN}\nGET / HTTP/1.1\r\n".encode()
+    async with tunnel_to_peer(tmp_path / TUNNEL_SOCKET, hello) as (opening, _):
         tunnel, received = await opening
-        with tunnel, peer, socket.socket(socket.AF_UNIX) as plain:
+        with tunnel, socket.socket(socket.AF_UNIX) as plain:
             assert received == b"GET / HTTP/1.1\r\n"
             default = plain.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
             assert tunnel.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) > default
-    finally:
-        forwarder.close()
+
+
+@asynccontextmanager
+async def tunnel_to_peer(
+    path: Path, hello: bytes
+) -> AsyncIterator[tuple[asyncio.Future[tuple[socket.socket, bytes]], socket.socket]]:
+    """``open_tunnel(path)`` started against a peer listening at ``path``, which has accepted it
+    and sent ``hello``: the opening (to await) and the peer's end."""
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        listener.settimeout(30)
+        opening = asyncio.ensure_future(open_tunnel(path, TOKEN))
+        peer, _ = await asyncio.get_running_loop().run_in_executor(None, listener.accept)
+        with peer:
+            peer.sendall(hello)
+            yield opening, peer
 
 
 def listening_sockets(pid: int) -> list[str]:
