@@ -34,10 +34,11 @@ HELLO_TIMEOUT = 10.0
 MAX_BACKOFF = 2.0
 # Bytes the host may have on its way into a tunnel (SO_SNDBUF; Linux doubles what is asked and
 # caps it at twice net.core.wmem_max). Under gVisor the Sentry reads a tunnel from the host
-# socket, waking for what it finds there: with the default (~208 KiB) a 100 MiB download ran at
-# 550-700 MB/s, with this 650-950 MB/s (5.0-6.1x the host's own time -> 3.9-4.5x;
-# benchmarks/network.py, runsc). Under runc it changes nothing measurable. A limit, not an
-# allocation: an idle tunnel holds nothing.
+# socket, waking for what it finds there: in 3 interleaved pairs of runs (benchmarks/network.py
+# --runtime runsc --size 100 --runs 5) a 100 MiB download ran at 516-681 MB/s with the default
+# (~208 KiB) and 642-812 MB/s with this, faster in every pair (5.1-7.1x the host's own time ->
+# 4.0-5.8x). Under runc it changes nothing measurable. A limit, not an allocation: an idle
+# tunnel holds nothing.
 TUNNEL_SEND_BUFFER = 1024 * 1024
 
 
