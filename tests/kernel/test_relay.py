@@ -105,7 +105,7 @@ async def test_trace_names_every_message_relayed_and_nothing_below_it(
     p, _ = peers
     caplog.set_level(logging.DEBUG, logger="jupyter_sandbox.kernel.relay")
     await p.request(0)
-    idents, request = await asyncio.wait_for(p.kernel_receives(), 5)
+    await asyncio.wait_for(p.kernel_receives(), 5)
     assert "shell to" not in caplog.text
     caplog.set_level(TRACE, logger="jupyter_sandbox.kernel.relay")
     await p.request(1)
