@@ -132,16 +132,31 @@ def run_attempts(server: LabServer, page: object, console: bool = False) -> list
 
 def assert_saved(server: LabServer, page: Page, trusted: bool) -> None:
     """Saved, the notebook's first cell is trusted (the server signed it) or not."""
+    # What the page asks of the contents API, to say what went wrong should the save not land.
+    requests: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            requests.append(f"{request.method} {request.url}")
+            if "/api/contents" in request.url
+            else None
+        ),
+    )
     page.locator(".lm-MenuBar-itemLabel", has_text="File").click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Save Notebook$")).click()
-    page.get_by_role("button", name="Rename and Save").click()  # Lab asks on a first save
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     while True:
         code, model = server.api("GET", "api/contents/Untitled.ipynb?content=1")
         cells = model["content"]["cells"] if code == 200 else []
         if cells and cells[0]["outputs"]:
             break
-        assert time.monotonic() < deadline, (code, model)
+        if time.monotonic() > deadline:
+            shot(page, "output-trust-not-saved")
+            files = sorted(path.name for path in server.root_dir.iterdir())
+            raise AssertionError(
+                f"Untitled.ipynb not saved with its outputs ({code}: {model}); the root holds "
+                f"{files}; the page asked the contents API:\n" + "\n".join(requests)
+            )
         time.sleep(0.2)
     cell = cells[0]
     assert bool(cell["metadata"].get("trusted")) is trusted, cell["metadata"]
