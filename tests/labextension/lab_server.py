@@ -122,19 +122,17 @@ def lab_server(
                 {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}
             )
         )
-        user_settings = config_dir / "lab" / "user-settings"
-        settings_dir = user_settings / "jupyter-sandbox"
-        settings_dir.mkdir(parents=True)
-        (settings_dir / "plugin.jupyterlab-settings").write_text(
-            json.dumps({"refreshInterval": refresh_interval, **(settings or {})})
-        )
-        # A new notebook saves under its name at once, as for a user who ticked "Do not ask for
-        # rename on first save": Lab's prompt is no test's subject, and a save behind it renames.
-        docmanager = user_settings / "@jupyterlab" / "docmanager-extension"
-        docmanager.mkdir(parents=True)
-        (docmanager / "plugin.jupyterlab-settings").write_text(
-            json.dumps({"renameUntitledFileOnSave": False})
-        )
+        user_settings = {
+            "jupyter-sandbox": {"refreshInterval": refresh_interval, **(settings or {})},
+            # A new notebook saves under its name at once, as for a user who ticked "Do not ask
+            # for rename on first save": Lab's prompt is no test's subject, and a save behind it
+            # renames.
+            "@jupyterlab/docmanager-extension": {"renameUntitledFileOnSave": False},
+        }
+        for extension, values in user_settings.items():
+            settings_dir = config_dir / "lab" / "user-settings" / extension
+            settings_dir.mkdir(parents=True)
+            (settings_dir / "plugin.jupyterlab-settings").write_text(json.dumps(values))
         (data_dir / "labextensions" / "jupyter-sandbox").symlink_to(BUILT_EXTENSION)
         shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
 

@@ -24,7 +24,7 @@ from .lab_server import LabServer, lab_server
 from .test_notebook_and_panel import new_sandboxed_notebook, run_first_cell
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, Request
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 
@@ -134,14 +134,12 @@ def assert_saved(server: LabServer, page: Page, trusted: bool) -> None:
     """Saved, the notebook's first cell is trusted (the server signed it) or not."""
     # What the page asks of the contents API, to say what went wrong should the save not land.
     requests: list[str] = []
-    page.on(
-        "request",
-        lambda request: (
+
+    def record(request: Request) -> None:
+        if "/api/contents" in request.url:
             requests.append(f"{request.method} {request.url}")
-            if "/api/contents" in request.url
-            else None
-        ),
-    )
+
+    page.on("request", record)
     page.locator(".lm-MenuBar-itemLabel", has_text="File").click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Save Notebook$")).click()
     deadline = time.monotonic() + TIMEOUT_MS / 1000
