@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark
+.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz
 
 test: image browser labextension hub-proxy
 	$(BIN)/pytest
@@ -66,6 +66,13 @@ $(HUB_PROXY): | $(STAMP)
 	touch $@
 
 hub-proxy: $(HUB_PROXY)
+
+# Long coverage-guided runs of every fuzz target (fuzz/README.md); the inputs that reach new code
+# are merged into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?=
+fuzz: install
+	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS) --grow $(FUZZ_TARGETS)
 
 image: engine install
 	$(BIN)/jupyter sandbox build-image
