@@ -120,7 +120,7 @@ class InstallKernelApp(SandboxCommandApp):
         if request.image:
             settings.check_image(request.image)
         if request.limits:
-            settings.default_limits().with_overrides(**request.limits)
+            settings.requested_limits(request.limits)
         if request.network:
             NetworkPolicy.from_text(request.network)
         return env

@@ -2,12 +2,16 @@
 
 Settings carry limits as people write them ("2g", "256m", 1.5); :class:`SandboxLimits` holds
 them as numbers and refuses values that are out of range with a message saying what is allowed.
+What is in range is the same on every host; what a request may ask for here is at most the
+administrator's :class:`LimitMaximums` (SandboxSettings' ``max_*`` settings), so that no user
+can hold more of the host than the administrator meant one sandbox to have.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +23,16 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE
 MIN_MEMORY = 64 * 1024**2
 MIN_DISK = 1024**2
 MAX_PIDS = 1 << 22
+# Each limit: the name a request gives it, its SandboxLimits (and LimitMaximums) field, the
+# setting of its default and the setting of its maximum (SandboxSettings', settings.py).
+LIMIT_FIELDS = {
+    "memory": ("memory_bytes", "memory_limit", "max_memory_limit"),
+    "cpus": ("cpus", "cpus", "max_cpus"),
+    "pids": ("pids", "pids_limit", "max_pids_limit"),
+    "nofile": ("nofile", "nofile_limit", "max_nofile_limit"),
+    "tmp_size": ("tmp_bytes", "tmp_size", "max_tmp_size"),
+    "workspace_size": ("workspace_bytes", "workspace_size", "max_workspace_size"),
+}
 
 
 def parse_size(value: str | int, what: str) -> int:
@@ -143,3 +157,60 @@ class SandboxLimits:
             f"memory {format_size(self.memory_bytes)} (no swap), {self.cpus:g} CPU, "
             f"{self.pids} pids, workspace {format_size(self.workspace_bytes)}"
         )
+
+
+@dataclass(frozen=True)
+class LimitMaximums:
+    """The most of each limit one sandbox may have here: what the administrator allows
+    (SandboxSettings' ``max_*`` settings)."""
+
+    memory_bytes: int
+    cpus: float
+    pids: int
+    nofile: int
+    tmp_bytes: int
+    workspace_bytes: int
+
+    def check(self, limits: SandboxLimits, asked: Collection[str]) -> None:
+        """Refuse ``limits`` if any is above its maximum. ``asked``: the limits a request named
+        (the rest are the configured defaults), so that the error tells a user what to ask for,
+        and an administrator which of two settings disagree."""
+        for name, (field, default, most_setting) in LIMIT_FIELDS.items():
+            value, maximum = getattr(limits, field), getattr(self, field)
+            if value <= maximum + (1e-9 if field == "cpus" else 0):
+                continue
+            shown, most = _shown(field, value), _shown(field, maximum)
+            setting = f"SandboxSettings.{most_setting}"
+            if name in asked:
+                raise InvalidSettingError(
+                    f"the limit {name}={shown} is above this server's maximum of {most} "
+                    f"(c.{setting}): ask for at most {most}, or ask the administrator to raise "
+                    f"c.{setting}"
+                )
+            raise InvalidSettingError(
+                f"the configured default c.SandboxSettings.{default} ({shown}) is above its maximum "
+                f"c.{setting} ({most}): lower the one or raise the other"
+            )
+
+
+def _shown(field: str, value: float) -> str:
+    """A limit's value as people write it: sizes with their unit, counts as they are."""
+    if field.endswith("_bytes"):
+        return format_size(int(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def host_memory_bytes() -> int:
+    """The host's physical memory, in whole MiB (what a default maximum is derived from)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return total // 1024**2 * 1024**2
+
+
+def host_pid_max(path: str = "/proc/sys/kernel/pid_max") -> int:
+    """The host's pid_max: the processes and threads all of it may hold at once (Linux's
+    default 32768 when the file cannot be read)."""
+    try:
+        with open(path, encoding="ascii") as file:
+            return int(file.read().strip())
+    except (OSError, ValueError):
+        return 32768

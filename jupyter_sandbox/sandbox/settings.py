@@ -190,6 +190,36 @@ class SandboxSettings(LoggingConfigurable):
         config=True,
         help="Seconds any one container-engine call may take before it is abandoned and reported.",
     )
+    # The engine's threads (engine.py), each pool shared fairly between owners (fair_share.py).
+    engine_threads = Integer(
+        16,
+        min=1,
+        config=True,
+        help="""Threads (a count) for the container engine's short calls (inspect, list, create,
+        start, remove), all owners together.""",
+    )
+    engine_threads_per_owner = Integer(
+        8,
+        min=1,
+        config=True,
+        help="""Most of engine_threads (a count) one owner's calls hold at once; past it their
+        calls wait, and a free thread goes to the owner holding fewest.""",
+    )
+    engine_long_threads = Integer(
+        128,
+        min=1,
+        config=True,
+        help="""Threads (a count) for engine calls that last as long as a command does (commands,
+        file operations, streams, directory watches, snapshots), all owners together: each
+        such call holds one while it runs.""",
+    )
+    engine_long_threads_per_owner = Integer(
+        32,
+        min=1,
+        config=True,
+        help="""Most of engine_long_threads (a count) one owner's commands, streams and watches
+        hold at once; past it the owner's next one waits for one of them to end.""",
+    )
     start_timeout = Float(
         60.0,
         config=True,

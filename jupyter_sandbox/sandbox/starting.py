@@ -167,7 +167,7 @@ class SandboxStarter(SandboxAttacher):
             owner=owner,
             runtime=runtime,
             image=self.settings.check_image(image) if image else self.settings.image,
-            limits=self.settings.default_limits().with_overrides(**(limits or {})),
+            limits=self.settings.requested_limits(limits),
             environment=self._environment(environment or {}),
             workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
             launch_dir=launch_dir,

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jupyter_sandbox.sandbox.errors import InvalidSettingError
-from jupyter_sandbox.sandbox.limits import SandboxLimits, format_size, parse_size
+from jupyter_sandbox.sandbox.limits import (
+    LimitMaximums,
+    SandboxLimits,
+    format_size,
+    host_pid_max,
+    parse_size,
+)
 
 BASE = {
     "memory": "1g",
@@ -73,3 +81,77 @@ def test_out_of_range_limits_are_refused(override: dict[str, object], message: s
 def test_describe_names_every_enforced_limit() -> None:
     text = SandboxLimits.parse(**BASE).describe()
     assert text == "memory 1g (no swap), 1 CPU, 128 pids, workspace 1g"
+
+
+MAXIMUMS = LimitMaximums(
+    memory_bytes=4 * 1024**3,
+    cpus=1.0,
+    pids=512,
+    nofile=4096,
+    tmp_bytes=1024**3,
+    workspace_bytes=2 * 1024**3,
+)
+
+
+@pytest.mark.parametrize(
+    ("asked", "message"),
+    [
+        (
+            {"memory": "1t"},
+            "memory=1t is above this server's maximum of 4g (c.SandboxSettings.max_memory_limit)",
+        ),
+        (
+            {"cpus": 1.5},
+            "cpus=1.5 is above this server's maximum of 1 (c.SandboxSettings.max_cpus)",
+        ),
+        (
+            {"pids": 4_194_304},
+            "pids=4194304 is above this server's maximum of 512 (c.SandboxSettings.max_pids_limit)",
+        ),
+        (
+            {"nofile": 1 << 20},
+            "nofile=1048576 is above this server's maximum of 4096 (c.SandboxSettings.max_nofile_limit)",
+        ),
+        (
+            {"tmp_size": "100t"},
+            "tmp_size=100t is above this server's maximum of 1g (c.SandboxSettings.max_tmp_size)",
+        ),
+        (
+            {"workspace_size": "3g"},
+            "workspace_size=3g is above this server's maximum of 2g (c.SandboxSettings.max_workspace_size)",
+        ),
+    ],
+)
+def test_a_limit_above_its_maximum_is_refused_naming_the_maximum_and_setting(
+    asked: dict[str, object], message: str
+) -> None:
+    limits = SandboxLimits.parse(**BASE).with_overrides(**asked)
+    with pytest.raises(InvalidSettingError) as refused:
+        MAXIMUMS.check(limits, asked=set(asked))
+    assert message in refused.value.message
+    assert "ask for at most" in refused.value.message
+
+
+def test_limits_at_their_maximums_pass() -> None:
+    at_most = {"memory": "4g", "cpus": 1, "pids": 512, "nofile": 4096, "tmp_size": "1g"}
+    MAXIMUMS.check(SandboxLimits.parse(**BASE).with_overrides(**at_most), asked=set(at_most))
+
+
+def test_a_default_above_its_maximum_names_both_settings() -> None:
+    """Nobody asked: the administrator's two settings disagree, and the error says which."""
+    limits = SandboxLimits.parse(**BASE).with_overrides(pids=1024)
+    with pytest.raises(InvalidSettingError) as refused:
+        MAXIMUMS.check(limits, asked=())
+    assert refused.value.message == (
+        "the configured default c.SandboxSettings.pids_limit (1024) is above its maximum "
+        "c.SandboxSettings.max_pids_limit (512): lower the one or raise the other"
+    )
+
+
+def test_the_hosts_pid_max_is_read_and_defaults_when_unreadable(tmp_path: Path) -> None:
+    written = tmp_path / "pid_max"
+    written.write_text("4194304\n")
+    assert host_pid_max(str(written)) == 4_194_304
+    assert host_pid_max(str(tmp_path / "absent")) == 32768
+    written.write_text("lots\n")
+    assert host_pid_max(str(written)) == 32768

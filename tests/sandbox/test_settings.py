@@ -9,6 +9,8 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
+from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.sandbox.limits import format_size, host_memory_bytes, host_pid_max
 from jupyter_sandbox.sandbox.settings import SANDBOX_UID, SandboxSettings, load_config
 
 
@@ -43,6 +45,43 @@ def test_every_setting_says_what_it_means() -> None:
     for name, trait in SandboxSettings.class_traits(config=True).items():
         assert len(trait.help) > 20, name
     assert isinstance(SandboxSettings(config=Config()).state_dir, str)
+
+
+def test_requested_limits_are_refused_above_the_administrators_maximums() -> None:
+    """Issue 31: pids 4,194,304 and tmp_size 100t were accepted; every limit a request names
+    now has a maximum, and the error names it and its setting."""
+    settings = SandboxSettings()
+    for asked, setting in [
+        ({"pids": 4_194_304}, "max_pids_limit"),
+        ({"tmp_size": "100t"}, "max_tmp_size"),
+        ({"workspace_size": "100t"}, "max_workspace_size"),
+        ({"memory": "100t"}, "max_memory_limit"),
+        ({"nofile": 1 << 20}, "max_nofile_limit"),
+    ]:
+        with pytest.raises(InvalidSettingError, match=rf"c\.SandboxSettings\.{setting}"):
+            settings.requested_limits(asked)
+    small = SandboxSettings(cpus=0.5, max_cpus=0.5, max_pids_limit=300)
+    with pytest.raises(InvalidSettingError, match=r"maximum of 0\.5 "):
+        small.requested_limits({"cpus": 1})
+    limits = small.requested_limits({"pids": 300, "cpus": 0.5})
+    assert (limits.pids, limits.cpus) == (300, 0.5)
+    assert small.requested_limits(None) == small.default_limits()
+
+
+def test_the_default_maximums_come_from_the_host_and_admit_the_default_limits() -> None:
+    settings = SandboxSettings()
+    memory = host_memory_bytes()
+    assert settings.max_memory_limit == format_size(max(memory, 2 * 1024**3))
+    assert settings.max_cpus == float(os.cpu_count() or 1)
+    assert settings.max_pids_limit == max(256, min(4096, host_pid_max() // 8))
+    assert settings.max_tmp_size == format_size(max(memory // 4, 256 * 1024**2))
+    assert settings.max_workspace_size == format_size(max(memory // 4, 1024**3))
+    settings.requested_limits({})  # the defaults are within their maximums
+
+
+def test_a_maximum_that_is_not_a_size_is_named() -> None:
+    with pytest.raises(InvalidSettingError, match=r"SandboxSettings\.max_tmp_size must be a size"):
+        SandboxSettings(max_tmp_size="lots").requested_limits({})
 
 
 @pytest.mark.parametrize("disabled", ["1", "", "0"])
