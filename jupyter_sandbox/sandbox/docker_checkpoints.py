@@ -72,6 +72,8 @@ async def _call(
         api._raise_for_status(response)  # type: ignore[attr-defined]
 
     try:
-        await engine.run(f"{what} sandbox {sandbox_id}", call, timeout=CHECKPOINT_TIMEOUT)
+        await engine.run(
+            f"{what} sandbox {sandbox_id}", call, timeout=CHECKPOINT_TIMEOUT, long=True
+        )
     except docker.errors.NotFound:
         raise SandboxNotFoundError(f"no sandbox {sandbox_id} (or no such checkpoint)") from None

@@ -132,8 +132,9 @@ class ExecWatch:
         too before it raises (within KILL_SECONDS).
         """
         loop = asyncio.get_running_loop()
+        # A thread of the long calls' lane: the command holds it as long as it runs.
         call = asyncio.ensure_future(
-            self.engine.run(f"exec in {self.container}", run, timeout=limit)
+            self.engine.run(f"exec in {self.container}", run, timeout=limit, long=True)
         )
         deadline = loop.time() + self.timeout
         timed_out = False

@@ -1,13 +1,21 @@
 """The Docker client and the one helper every blocking engine call goes through.
 
 docker-py is synchronous. Rather than sprinkle ``run_in_executor`` around, every call runs via
-:meth:`DockerEngine.run` on one bounded executor, with a time limit and with connection failures
+:meth:`DockerEngine.run` on a bounded executor, with a time limit and with connection failures
 turned into :class:`EngineUnavailableError` carrying the command that fixes them.
+
+There are two executors, each behind a :class:`~.fair_share.FairShare` between owners. Short
+calls (inspect, list, create, start, remove: seconds at most) share one; calls that last as
+long as a command does (an exec whose output is read on the worker thread: commands, file
+operations, streams, directory watches, snapshots) take threads of a second, larger one
+(``long=True``). A user's list of sandboxes thus never waits behind anyone's commands, and no
+owner holds more than their share of either: another owner's call gets the next free thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -25,6 +33,7 @@ from .errors import (
     SandboxConflictError,
     SandboxError,
 )
+from .fair_share import FairShare, current_owner
 from .timeouts import within
 
 T = TypeVar("T")
@@ -48,10 +57,20 @@ BOOTSTRAP_HINT = (
 
 
 class DockerEngine:
-    """Owns one ``docker.DockerClient`` (made on first use) and a bounded thread pool."""
+    """Owns one ``docker.DockerClient`` (made on first use) and two bounded thread pools, each
+    shared fairly between owners: ``max_workers`` threads for short calls, at most
+    ``max_workers_per_owner`` of them for one owner; ``max_long`` for long ones (``long=True``),
+    at most ``max_long_per_owner`` for one owner."""
 
     def __init__(
-        self, *, timeout: float = 30.0, max_workers: int = 16, base_url: str | None = None
+        self,
+        *,
+        timeout: float = 30.0,
+        max_workers: int = 16,
+        max_workers_per_owner: int = 8,
+        max_long: int = 128,
+        max_long_per_owner: int = 32,
+        base_url: str | None = None,
     ) -> None:
         self.timeout = timeout
         self._base_url = base_url
@@ -59,6 +78,11 @@ class DockerEngine:
         self._streaming_client: docker.DockerClient | None = None
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="docker")
+        self._share = FairShare(max_workers, max_workers_per_owner)
+        self._long_executor = ThreadPoolExecutor(
+            max_workers=max_long, thread_name_prefix="docker-long"
+        )
+        self.long_share = FairShare(max_long, max_long_per_owner)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -101,18 +125,19 @@ class DockerEngine:
         fn: Callable[..., T],
         *args: Any,
         timeout: float | None = None,
+        long: bool = False,
         **kwargs: Any,
     ) -> T:
-        """Run ``fn(*args, **kwargs)`` on the executor, within ``timeout`` seconds.
+        """Run ``fn(*args, **kwargs)`` on an executor, within ``timeout`` seconds (the wait for
+        a thread included): the long calls' with ``long``, else the short calls'.
 
         ``what`` names the operation in errors and logs ("start sandbox 1a2b…"). docker-py's
         ``NotFound`` passes through untouched so that callers can decide what was not found.
         """
-        loop = asyncio.get_running_loop()
         call = functools.partial(fn, *args, **kwargs)
         limit = self.timeout if timeout is None else timeout
         try:
-            return await within(loop.run_in_executor(self._executor, call), limit)
+            return await within(self._on_thread(call, long), limit)
         except (asyncio.TimeoutError, requests.exceptions.Timeout):
             raise EngineTimeoutError(
                 f"the container engine did not finish '{what}' within {limit:g}s; it may be "
@@ -130,6 +155,30 @@ class DockerEngine:
                 raise SandboxConflictError(message) from None
             raise SandboxError(message) from None
 
+    async def _on_thread(self, call: Callable[[], T], long: bool) -> T:
+        """``call()`` on a thread of its lane once the current owner's share has one free.
+
+        The slot is given back when the thread is done with the call, not when its caller
+        stops waiting (a call past its time limit still holds its thread): else an owner
+        whose calls hang would hold threads the share thinks free.
+        """
+        share = self.long_share if long else self._share
+        executor = self._long_executor if long else self._executor
+        loop = asyncio.get_running_loop()
+        owner = await share.acquire(current_owner.get())
+        try:
+            running = executor.submit(call)
+        except BaseException:
+            share.release(owner)
+            raise
+
+        def done(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                loop.call_soon_threadsafe(share.release, owner)
+
+        running.add_done_callback(done)
+        return await asyncio.wrap_future(running)
+
     def close(self) -> None:
         with self._lock:
             for client in (self._client, self._streaming_client):
@@ -137,6 +186,7 @@ class DockerEngine:
                     client.close()
             self._client = self._streaming_client = None
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._long_executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _short(exc: BaseException) -> str:

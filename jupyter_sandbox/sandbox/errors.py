@@ -240,10 +240,19 @@ class TooManyCommandsError(SandboxError):
 
 
 class TooManyWatchesError(SandboxError):
-    """This server follows as many directory watches as SandboxFiles.max_watches allows
-    (file_watch.py); none was started."""
+    """The owner has as many directory watches as SandboxFiles.max_watches_per_owner allows,
+    or this server as many as SandboxFiles.max_watches (file_watch.py); none was started."""
 
     code = "too_many_watches"
+    http_status = 429
+
+
+class TooManyStreamsError(SandboxError):
+    """The owner has as many event streams open (streamed commands and code runs, followed
+    output, directory watches) as SandboxExtension.max_event_streams_per_owner allows, or this
+    server as many as SandboxExtension.max_event_streams; nothing was started."""
+
+    code = "too_many_streams"
     http_status = 429
 
 

@@ -18,8 +18,9 @@ a client's read timeout nor a proxy's cuts a quiet watch), and, if the watch end
 A watch has no result: it lasts until its consumer closes it, which kills the program in the
 sandbox (the exec's wait is cancelled: docker_exec.ExecWatch kills its marked processes).
 
-Each watch holds one of the engine's executor threads while it lasts (the exec's output is
-read there), so a server follows at most SandboxFiles.max_watches at once. A watch is not
+Each watch holds one of the engine's long-call threads while it lasts (the exec's output is
+read there), so a server follows at most SandboxFiles.max_watches at once, and one owner at most
+SandboxFiles.max_watches_per_owner (one owner's watches must not refuse another's). A watch is not
 activity: its start counts as one action, but a forgotten watch must not keep its sandbox
 alive, so the idle culler removes a sandbox nothing else used for its idle timeout, watched or
 not, and the watch then ends with ``error``.
@@ -133,13 +134,11 @@ async def watch_directory(
     check_path(path)
     manager = files.manager
     await files.check_running(owner, sandbox_id)
-    if files.watch_count >= files.max_watches:
-        raise TooManyWatchesError(
-            f"this server already follows {files.watch_count} directory watches, the most it "
-            "may (SandboxFiles.max_watches): stop one first"
-        )
+    refusal = files.watches.refusal(owner, files.max_watches_per_owner, files.max_watches)
+    if refusal is not None:
+        raise TooManyWatchesError(refusal)
     manager.usage.record(sandbox_id)  # the start is an action; the watch is not (see above)
-    files.watch_count += 1
+    files.watches.take(owner)
     channel = Channel(asyncio.get_running_loop())
     arguments = [path, "1" if recursive else "0", str(files.watch_max_entries)]
     argv = ["python3", "-I", "-S", "-c", PROGRAM, *arguments, repr(files.watch_interval)]
@@ -175,7 +174,7 @@ async def watch_directory(
             raise error
         yield "error", error.to_dict()
     finally:
-        files.watch_count -= 1
+        files.watches.give_back(owner)
         await channel.close_and_stop(run)  # kills the watch program if it still runs
 
 

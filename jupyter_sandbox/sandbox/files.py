@@ -42,6 +42,7 @@ from .errors import (
     SandboxFileExistsError,
     SandboxFileNotFoundError,
 )
+from .fair_share import OwnerCap
 
 if TYPE_CHECKING:
     from .manager import SandboxManager
@@ -105,11 +106,19 @@ class SandboxFiles(LoggingConfigurable):
         watch) may hold: past it the watch ends with an error naming this cap.""",
     )
     max_watches = Integer(
+        64,
+        min=0,
+        config=True,
+        help="""Most directory watches (a count) this server follows at once, all owners
+        together (0: no cap): each holds one of the engine's long-call threads
+        (SandboxSettings.engine_long_threads) while it lasts.""",
+    )
+    max_watches_per_owner = Integer(
         8,
         min=0,
         config=True,
-        help="""Most directory watches this server follows at once, all sandboxes together:
-        each holds one of the engine's executor threads (16) while it lasts.""",
+        help="""Most directory watches (a count) one owner has at once, all their sandboxes
+        together (0: no cap), so that one owner cannot take every watch of a shared server.""",
     )
     watch_timeout = Float(
         86400.0,
@@ -120,7 +129,15 @@ class SandboxFiles(LoggingConfigurable):
     def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
-        self.watch_count = 0  # directory watches running now (file_watch.py)
+        # Directory watches running now, by owner (file_watch.py).
+        self.watches = OwnerCap(
+            "directory watches", "SandboxFiles.max_watches_per_owner", "SandboxFiles.max_watches"
+        )
+
+    @property
+    def watch_count(self) -> int:
+        """Directory watches running now, all owners together."""
+        return self.watches.in_use
 
     async def list(self, owner: str, sandbox_id: str, path: str = ".") -> dict[str, Any]:
         """The entries of a directory: ``{"path": absolute, "entries": [entry, ...]}``, each

@@ -96,7 +96,13 @@ class SandboxManager(SandboxStarter):
             from .docker_backend import DockerBackend  # docker-py: ~0.1 s to import
             from .engine import DockerEngine
 
-            engine = DockerEngine(timeout=settings.engine_timeout)
+            engine = DockerEngine(
+                timeout=settings.engine_timeout,
+                max_workers=settings.engine_threads,
+                max_workers_per_owner=settings.engine_threads_per_owner,
+                max_long=settings.engine_long_threads,
+                max_long_per_owner=settings.engine_long_threads_per_owner,
+            )
             return DockerBackend(engine, settings.docker_runtime_names)
 
         return cls(settings=settings, backend=docker_backend, config=config or Config())

@@ -25,10 +25,11 @@ from typing import Any
 import zmq
 from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Enum, Float, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from ..sandbox import SandboxError, SandboxManager, WarmPool
 from ..sandbox.doctor import outdated_runtimes
+from ..sandbox.fair_share import FairShare, OwnerCap
 from ..sandbox.manager import default_owner
 from .culler import SandboxCuller
 from .fast_start import Zygote
@@ -101,9 +102,49 @@ class SandboxExtension(ExtensionApp):
         ZMQ's default.""",
     )
 
+    max_event_streams = Integer(
+        256,
+        min=0,
+        config=True,
+        help="""Most event streams (a count: streamed commands and code runs, followed output,
+        directory watches) this server sends at once, all owners together (0: no cap).""",
+    )
+    max_event_streams_per_owner = Integer(
+        16,
+        min=0,
+        config=True,
+        help="""Most event streams (a count) one owner has open at once (0: no cap), so that
+        one owner cannot take every stream of a shared server; past it a new one answers 429.""",
+    )
+
+    max_archive_jobs = Integer(
+        4,
+        min=1,
+        config=True,
+        help="""Most snapshot requests that move or scan an archive (a count: persist, import,
+        restore) this server runs at once, all owners together; more wait their turn. Their
+        scans and copies run on the server's default thread pool, which Jupyter's own contents
+        requests use too.""",
+    )
+    max_archive_jobs_per_owner = Integer(
+        2,
+        min=1,
+        config=True,
+        help="""Most of max_archive_jobs (a count) one owner's requests run at once; a free
+        turn goes to the owner running fewest.""",
+    )
+
     def initialize_settings(self) -> None:
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
+        # Turns of the snapshot requests that move or scan archives (snapshot_handlers.py).
+        self.archive_jobs = FairShare(self.max_archive_jobs, self.max_archive_jobs_per_owner)
+        # Event streams open now, by owner (event_stream.py).
+        self.event_streams = OwnerCap(
+            "event streams",
+            "SandboxExtension.max_event_streams_per_owner",
+            "SandboxExtension.max_event_streams",
+        )
         self.culler = SandboxCuller(self.manager, parent=self)
         root_dir = self.serverapp.root_dir if self.serverapp else None
         self.pool = WarmPool(

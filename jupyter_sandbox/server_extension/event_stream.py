@@ -23,6 +23,7 @@ from typing import Any
 
 from tornado.iostream import StreamClosedError
 
+from ..sandbox.errors import TooManyStreamsError
 from .handlers import SandboxAPIHandler
 
 log = logging.getLogger(__name__)
@@ -52,11 +53,26 @@ class EventStreamHandler(SandboxAPIHandler):
     async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
         """Send ``events`` to the client as they come, until the last or until the client
         leaves (``what``, e.g. "its command in SANDBOX", is logged as stopped). An error raised
-        before the first event is raised here, for the usual error answer."""
-        # A task of its own, so that on_connection_close can stop it without cancelling the
-        # handler itself (tornado does not expect that of its request's coroutine).
-        self._sending = asyncio.ensure_future(self._send(events))
-        await asyncio.wait({self._sending})
+        before the first event is raised here, for the usual error answer; so is a stream one
+        more than the owner (or the server) may have open (TooManyStreamsError, 429)."""
+        streams = self.extension.event_streams
+        owner = self.owner
+        refusal = streams.refusal(
+            owner,
+            self.extension.max_event_streams_per_owner,
+            self.extension.max_event_streams,
+        )
+        if refusal is not None:
+            await events.aclose()  # not begun: nothing was started
+            raise TooManyStreamsError(refusal)
+        streams.take(owner)
+        try:
+            # A task of its own, so that on_connection_close can stop it without cancelling
+            # the handler itself (tornado does not expect that of its request's coroutine).
+            self._sending = asyncio.ensure_future(self._send(events))
+            await asyncio.wait({self._sending})
+        finally:
+            streams.give_back(owner)
         if self._sending.cancelled():
             log.info("the client left %s: %s was stopped", self.request.path, what)
             return

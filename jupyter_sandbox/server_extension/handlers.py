@@ -26,6 +26,7 @@ from ..sandbox.backend_records import SandboxInfo
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import kernel_attached
 from ..sandbox.errors import SandboxConflictError
+from ..sandbox.fair_share import current_owner
 from ..sandbox.quotas import counts_toward_quota
 from .models import sandbox_model
 from .requests import CreateRequest, metadata_filter, timeout_request
@@ -66,6 +67,13 @@ class SandboxHandlerBase(JupyterHandler):
     @property
     def owner(self) -> str:
         return self.extension.owner_of(self.current_user)
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        """Who the request is for, once known, becomes the owner its engine calls and what it
+        starts are counted to (sandbox/fair_share.py): every task it starts inherits that."""
+        await super().prepare(*args, **kwargs)
+        if self.current_user is not None:
+            current_owner.set(self.owner)
 
     def write_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)

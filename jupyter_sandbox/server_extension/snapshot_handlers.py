@@ -17,6 +17,7 @@ and another user's snapshot or sandbox is 404.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Any
 
@@ -63,6 +64,11 @@ def _note(data: dict[str, Any]) -> str:
 
 
 class SnapshotAPIHandler(SandboxAPIHandler):
+    def archive_turn(self) -> contextlib.AbstractAsyncContextManager[str]:
+        """A turn to move or scan an archive, shared fairly between owners: one owner's
+        uploads wait for each other, not another owner's (SandboxExtension.max_archive_jobs)."""
+        return self.extension.archive_jobs.slot(self.owner)
+
     def created(self, metadata: dict[str, Any]) -> None:
         location = url_path_join(self.base_url, "api/snapshots", metadata["id"])
         self.set_header("Location", location)
@@ -88,9 +94,10 @@ class SandboxSnapshotsHandler(SnapshotAPIHandler):
         leave_running = data.get("leave_running", False)
         if not isinstance(leave_running, bool) or (leave_running and kind != "memory"):
             raise InvalidRequestError("leave_running is true or false, for kind 'memory' only")
-        metadata = await self.manager.snapshots.persist(
-            self.owner, sandbox_id, kind=kind, note=_note(data), leave_running=leave_running
-        )
+        async with self.archive_turn():
+            metadata = await self.manager.snapshots.persist(
+                self.owner, sandbox_id, kind=kind, note=_note(data), leave_running=leave_running
+            )
         self.created(metadata)
 
 
@@ -109,9 +116,10 @@ class SnapshotsHandler(SnapshotAPIHandler):
         if not self.request.body:
             raise InvalidRequestError("the request body must be a tar archive (plain or gzip)")
         note = _note({"note": self.get_query_argument("note", "")})
-        metadata = await self.manager.snapshots.import_archive(
-            self.owner, self.request.body, note=note
-        )
+        async with self.archive_turn():
+            metadata = await self.manager.snapshots.import_archive(
+                self.owner, self.request.body, note=note
+            )
         self.created(metadata)
 
 
@@ -173,7 +181,8 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
         sandbox_id = data.get("sandbox")
         if set(data) != {"sandbox"} or not isinstance(sandbox_id, str):
             raise InvalidRequestError('the body must be {"sandbox": "<sandbox id>"}')
-        summary = await self.manager.snapshots.hydrate(self.owner, snapshot_id, sandbox_id)
+        async with self.archive_turn():
+            summary = await self.manager.snapshots.hydrate(self.owner, snapshot_id, sandbox_id)
         self.write_json(
             {
                 "snapshot": snapshot_id,
@@ -190,7 +199,8 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
                 f"memory snapshot {snapshot_id} restores only into its own sandbox {own}: send "
                 'no body, or {"sandbox": "' + own + '"}'
             )
-        sandbox = await self.manager.snapshots.restore_memory(self.owner, snapshot_id)
+        async with self.archive_turn():
+            sandbox = await self.manager.snapshots.restore_memory(self.owner, snapshot_id)
         self.write_json({"snapshot": snapshot_id, "sandbox": sandbox.sandbox_id})
 
 

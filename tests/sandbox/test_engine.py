@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from jupyter_sandbox.sandbox.docker_backend import DockerBackend
 from jupyter_sandbox.sandbox.engine import DockerEngine
 from jupyter_sandbox.sandbox.errors import EngineUnavailableError
+from jupyter_sandbox.sandbox.fair_share import current_owner
 
 
 async def test_no_engine_fails_fast_naming_the_fix(tmp_path: object) -> None:
@@ -31,3 +34,35 @@ def test_no_engine_explains_that_nothing_runs_outside_a_sandbox() -> None:
     assert "never on this host" in message
     assert "Binder" in message
     engine.close()
+
+
+async def test_one_owners_long_calls_never_hold_up_anothers_short_ones() -> None:
+    """Seventeen streamed commands by one user made another's list wait 27.6 s on a shared
+    pool of 16 threads: long calls now have threads of their own, and each lane is shared
+    fairly, so the other owner's calls run at once (blocking calls on the engine's real
+    executors; no engine is needed to hold a thread)."""
+    engine = DockerEngine(
+        timeout=5, max_workers=4, max_workers_per_owner=2, max_long=8, max_long_per_owner=3
+    )
+    release = threading.Event()
+
+    async def as_owner(owner: str, long: bool) -> bool:
+        current_owner.set(owner)
+        return await engine.run("hold a thread", release.wait, 10, long=long, timeout=10)
+
+    try:
+        # alice takes her share of long threads, and more waits; then of short ones.
+        held = [asyncio.ensure_future(as_owner("alice", True)) for _ in range(5)]
+        held += [asyncio.ensure_future(as_owner("alice", False)) for _ in range(6)]
+        await asyncio.sleep(0.2)
+        assert engine.long_share.held == {"alice": 3}
+        current_owner.set("bob")
+        started = time.monotonic()
+        assert await engine.run("a short call", lambda: "listed") == "listed"
+        assert await engine.run("a long call", lambda: "ran", long=True) == "ran"
+        assert time.monotonic() - started < 1
+    finally:
+        release.set()
+        await asyncio.gather(*held)
+        engine.close()
+    assert engine.long_share.in_use == 0
