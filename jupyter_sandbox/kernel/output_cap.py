@@ -1,14 +1,23 @@
-"""A cap on the output one cell sends to frontends (checklist row 10: output floods).
+"""A cap on the output one cell sends to frontends (checklist rows 10 and 47: output floods).
 
 Sandboxed code can print gigabytes in a loop. Relayed as it is, that output fills the browser's
 memory, the server's websocket buffers and, once saved, the notebook file. The proxy therefore
-counts the output bytes of each cell (stream text, display data, results) as they pass, cuts the
-message that crosses ``SandboxSettings.max_cell_output``, drops the cell's later output and tells
-the frontend once, on stderr, what happened and what to do instead. The cell itself runs on:
-only what reaches the frontends is capped. Errors (tracebacks) and status messages always pass.
+counts the bytes of every iopub message the sandbox sends as they pass, cuts the message that
+crosses ``SandboxSettings.max_cell_output``, drops the cell's later messages and tells the
+frontend once, on stderr, what happened and what to do instead. The cell itself runs on: only
+what reaches the frontends is capped.
 
-Counting uses the raw size of each message's content frame, so messages that are not output are
-never decoded beyond the header check the relay already makes.
+Every message counts, not only output: an ``error`` (a 16 MB exception message), comm messages
+(a widget's state and buffers), ``update_display_data``, ``clear_output`` reach the frontend as
+surely as a print does, and each of their frames, header and metadata included, is the
+sandbox's to fill. Nor is a message counted against the parent it names: that header is the
+sandbox's to write, and naming a fresh msg_id each time would give each message a fresh budget.
+Bytes count against the execution the proxy knows is running (the oldest execute_request it
+relayed whose reply has not come back), and between executions against a budget of their own,
+renewed as each execution ends: only a frontend's requests can renew a budget.
+
+Past the cap, only ``status`` messages still pass (a frontend waits for its request's ``idle``),
+small ones and a bounded number per budget, so that a flood of them is capped too.
 """
 
 from __future__ import annotations
@@ -18,45 +27,61 @@ import json
 from ..sandbox.limits import format_size
 from .wire import WireMessage, as_bytes
 
-# Output message types, as their names appear in a raw header (see WireMessage.header_mentions).
-OUTPUT_TYPES = ("stream", "display_data", "update_display_data", "execute_result")
-_MENTIONS = tuple(f'"{name}"'.encode() for name in OUTPUT_TYPES)
+# Past the cap, a status message passes if its frames hold at most STATUS_BYTES (ipykernel's
+# are under 1 KiB, parent header included), and at most STATUS_PAST_CAP of them per budget: a
+# frontend's own requests (completions, inspections, debugger steps) each want a busy and an idle.
+STATUS_BYTES = 4096
+STATUS_PAST_CAP = 256
+# The budget of what the sandbox sends while no execution runs.
+BETWEEN_EXECUTIONS = ""
 
 
 class OutputCap:
-    """Per-cell output budgets, keyed by the execute_request's msg_id.
+    """Per-execution output budgets, keyed by the msg_id of the execute_request the proxy knows
+    is running (BETWEEN_EXECUTIONS when none is).
 
     The proxy calls :meth:`admit` for every iopub message bound for frontends and
-    :meth:`forget` when the cell's execute_reply passes.
+    :meth:`forget` when an execution's execute_reply passes.
     """
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self._used: dict[str, int] = {}
+        self._status_past_cap: dict[str, int] = {}
 
-    def admit(self, message: WireMessage) -> tuple[WireMessage | None, str | None]:
+    def admit(
+        self, message: WireMessage, running: str | None
+    ) -> tuple[WireMessage | None, str | None]:
         """The message to relay (possibly cut short, or None to drop it) and the notice to send
         in its place when the message that crossed the budget had to be dropped whole (a cut
-        stream message carries the notice at the end of its text)."""
-        if self.limit_bytes <= 0 or not any(message.header_mentions(m) for m in _MENTIONS):
+        stream message carries the notice at the end of its text). ``running``: the msg_id
+        of the execute_request the kernel runs now, or None between executions."""
+        if self.limit_bytes <= 0:
             return message, None
-        if message.msg_type not in OUTPUT_TYPES:
-            return message, None
-        cell = message.parent_msg_id()
-        used = self._used.get(cell, 0)
+        budget = running or BETWEEN_EXECUTIONS
+        used = self._used.get(budget, 0)
+        # Frames past the signature: header, parent header, metadata, content, buffers (a
+        # zmq.Frame's length: no copy on the relay's path).
+        size = sum(len(frame) for frame in message.frames[message.delim + 2 :])
         if used > self.limit_bytes:
-            return None, None  # already over: the notice went out with the message that crossed
-        size = len(message.content)  # a zmq.Frame's length: no copy on the relay's path
-        self._used[cell] = used + size
+            # Already over: the notice went out with the message that crossed.
+            return (message if self._status_passes(message, budget, size) else None), None
+        self._used[budget] = used + size
         if used + size <= self.limit_bytes:
             return message, None
-        self._used[cell] = self.limit_bytes + 1
-        if message.msg_type != "stream":
-            return None, self.notice()  # half an image is no image
-        return self._cut(message, self.limit_bytes - used, self.notice()), None
+        self._used[budget] = self.limit_bytes + 1
+        if self._status_passes(message, budget, size):
+            return message, self.notice()
+        # The text is cut to the room left once the message's other frames are counted.
+        room = self.limit_bytes - used - (size - len(message.content))
+        cut = self._cut(message, room, self.notice())
+        return (cut, None) if cut is not None else (None, self.notice())
 
     def forget(self, cell: str) -> None:
-        self._used.pop(cell, None)
+        """The execution ``cell`` ended: drop its budget, and renew the one between executions."""
+        for budget in (cell, BETWEEN_EXECUTIONS):
+            self._used.pop(budget, None)
+            self._status_past_cap.pop(budget, None)
 
     def notice(self) -> str:
         return (
@@ -65,10 +90,29 @@ class OutputCap:
             "/workspace instead, or raise c.SandboxSettings.max_cell_output.\n"
         )
 
+    def _status_passes(self, message: WireMessage, budget: str, size: int) -> bool:
+        """Whether a message past the cap passes: a small status, while this budget has let
+        fewer than STATUS_PAST_CAP of them through."""
+        if size > STATUS_BYTES or not message.header_mentions(b'"status"'):
+            return False
+        if message.msg_type != "status":
+            return False
+        passed = self._status_past_cap.get(budget, 0)
+        if passed >= STATUS_PAST_CAP:
+            return False
+        self._status_past_cap[budget] = passed + 1
+        return True
+
     @staticmethod
-    def _cut(message: WireMessage, room: int, notice: str) -> WireMessage:
-        """The stream message with its text cut to ``room`` bytes and the notice after it."""
+    def _cut(message: WireMessage, room: int, notice: str) -> WireMessage | None:
+        """A stream message with its text cut to ``room`` bytes and the notice after it; None
+        for any other message (half an image, an error or a comm's state is none), or when
+        there is no room."""
+        if room < 0 or message.msg_type != "stream":
+            return None  # no room even for its header and metadata
         content = json.loads(as_bytes(message.content))
+        if not isinstance(content, dict):
+            return None
         text = str(content.get("text", "")).encode()[: max(room, 0)].decode(errors="ignore")
         message.content = json.dumps({**content, "text": text + notice}).encode()
         return message

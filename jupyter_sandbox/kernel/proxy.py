@@ -163,9 +163,11 @@ class SandboxKernel:
             # would cost more than relaying it, so look for the name's bytes first.
             if message.header_mentions(b"iopub_welcome") and message.msg_type == "iopub_welcome":
                 return None  # the sandbox welcomed the proxy; frontends get their own welcome
-            relayed, notice = self.output_cap.admit(message)
+            # Counted against the execution running now, whatever parent the sandbox names.
+            running = next(iter(self.pending), None)  # the kernel runs them in the order sent
+            relayed, notice = self.output_cap.admit(message, running)
             if notice is not None:
-                self._send_output_notice(message, notice)
+                self._send_output_notice(message, notice, running)
             return relayed
         if channel == "shell" and message.msg_type == "execute_reply":
             cell = message.parent_msg_id()
@@ -178,9 +180,14 @@ class SandboxKernel:
             asyncio.get_running_loop().call_soon(self._stop, 0)  # after this reply is sent
         return message
 
-    def _send_output_notice(self, dropped: WireMessage, text: str) -> None:
-        """Tell the frontend, in the cell's own output, that the rest was not shown."""
-        parent = json.loads(as_bytes(dropped.parent) or b"{}")
+    def _send_output_notice(self, dropped: WireMessage, text: str, running: str | None) -> None:
+        """Tell the frontend, in the running cell's own output, that the rest was not shown
+        (between cells, under the parent the dropped message named)."""
+        if running is not None:
+            parent = self.pending[running].header_dict
+        else:
+            named = json.loads(as_bytes(dropped.parent) or b"{}")
+            parent = named if isinstance(named, dict) else {}  # the sandbox wrote it
         self.relay.send_to_frontend(
             "iopub",
             self.relay.frontend_signer.new_message(

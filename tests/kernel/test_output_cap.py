@@ -1,21 +1,31 @@
-"""The per-cell output cap, on real wire messages (as ipykernel's Session frames them)."""
+"""The per-execution output cap, on real wire messages (as ipykernel's Session frames them)."""
 
 from __future__ import annotations
 
 import json
+import uuid
+from typing import Any
 
-from jupyter_sandbox.kernel.output_cap import OutputCap
+from jupyter_sandbox.kernel.output_cap import STATUS_PAST_CAP, OutputCap
 from jupyter_sandbox.kernel.wire import Signer, WireMessage, as_bytes, parse
 
 SIGNER = Signer(b"key")
 CELL = SIGNER.session.msg("execute_request", {"code": "flood()"})
+RUNNING = str(CELL["header"]["msg_id"])
 
 
 def output(
-    msg_type: str, content: dict[str, object], cell: dict[str, object] = CELL
+    msg_type: str,
+    content: dict[str, object],
+    cell: dict[str, Any] = CELL,
+    metadata: dict[str, object] | None = None,
+    buffers: list[bytes] | None = None,
 ) -> WireMessage:
-    frames = SIGNER.new_message(msg_type, content, parent_header=cell["header"], idents=[b"t"])  # type: ignore[arg-type]
-    return parse(list(frames))
+    """A message as the sandbox's kernel would send it, under ``cell``'s header as parent."""
+    msg = SIGNER.session.msg(msg_type, content, parent=cell["header"], metadata=metadata or {})
+    if buffers:
+        msg["buffers"] = buffers
+    return parse(list(SIGNER.session.serialize(msg, ident=[b"t"])))
 
 
 def text_of(message: WireMessage | None) -> str:
@@ -27,52 +37,151 @@ def stream(text: str) -> WireMessage:
     return output("stream", {"name": "stdout", "text": text})
 
 
+def relayed_bytes(cap: OutputCap, messages: list[WireMessage], running: str | None) -> int:
+    """The bytes of the messages ``cap`` lets through, as the frontend would receive them."""
+    total = 0
+    for message in messages:
+        relayed, _ = cap.admit(message, running)
+        if relayed is not None:
+            total += sum(len(frame) for frame in relayed.frames[relayed.delim + 2 :])
+    return total
+
+
 def test_output_under_the_limit_passes_untouched() -> None:
     cap = OutputCap(10_000)
     message = stream("hello\n")
-    assert cap.admit(message) == (message, None)
+    assert cap.admit(message, RUNNING) == (message, None)
 
 
 def test_the_crossing_stream_is_cut_and_carries_the_notice_then_the_rest_is_dropped() -> None:
-    cap = OutputCap(1_000)
-    assert cap.admit(stream("a" * 600))[0] is not None
-    cut, notice = cap.admit(stream("b" * 600))
+    cap = OutputCap(2_000)
+    assert cap.admit(stream("a" * 600), RUNNING)[0] is not None
+    cut, notice = cap.admit(stream("b" * 1500), RUNNING)
     assert notice is None
     text = text_of(cut)
     assert text.startswith("b")
-    assert "b" * 600 not in text
+    assert "b" * 1500 not in text
     assert "this cell's output passed" in text
     assert "c.SandboxSettings.max_cell_output" in text
-    assert cap.admit(stream("c" * 10)) == (None, None)
+    assert cap.admit(stream("c" * 10), RUNNING) == (None, None)
 
 
 def test_rich_output_that_crosses_is_dropped_whole_with_a_notice() -> None:
     cap = OutputCap(1_000)
     image = output("display_data", {"data": {"image/png": "x" * 5_000}, "metadata": {}})
-    relayed, notice = cap.admit(image)
+    relayed, notice = cap.admit(image, RUNNING)
     assert relayed is None
     assert notice is not None
     assert "/workspace" in notice
 
 
-def test_errors_and_status_always_pass_and_cells_are_counted_apart() -> None:
-    cap = OutputCap(100)
-    cap.admit(stream("x" * 200))
-    error = output("error", {"ename": "E", "evalue": "v", "traceback": ["t" * 500]})
-    status = output("status", {"execution_state": "idle"})
-    assert cap.admit(error) == (error, None)
-    assert cap.admit(status) == (status, None)
-    other_cell = SIGNER.session.msg("execute_request", {"code": "print(1)"})
-    fresh = output("stream", {"name": "stdout", "text": "1\n"}, cell=other_cell)
-    assert cap.admit(fresh) == (fresh, None)
+def test_errors_count_against_the_cap() -> None:
+    """Issue 31: 16 MB of error messages reached the client under a 1 MiB cap."""
+    cap = OutputCap(10_000)
+    errors = [
+        output("error", {"ename": "E", "evalue": "v" * 1000, "traceback": ["t" * 1000]})
+        for _ in range(100)
+    ]
+    first_past, notice = None, None
+    for error in errors:
+        relayed, notice = cap.admit(error, RUNNING)
+        if relayed is None:
+            first_past = error
+            break
+    assert first_past is not None
+    assert notice is not None  # the error that crossed is dropped whole, and the cell told
+    assert relayed_bytes(cap, errors, RUNNING) == 0  # the rest: nothing
 
 
-def test_forgetting_a_cell_and_no_limit() -> None:
+def test_every_kind_of_iopub_message_counts() -> None:
+    """Comms, display updates, clears and execute_input reach the frontend as a print does."""
+    kinds: list[tuple[str, dict[str, object]]] = [
+        ("comm_open", {"comm_id": "c", "target_name": "t", "data": {"x": "y" * 3000}}),
+        ("comm_msg", {"comm_id": "c", "data": {"x": "y" * 3000}}),
+        ("update_display_data", {"data": {"text/plain": "y" * 3000}, "transient": {}}),
+        ("clear_output", {"wait": False, "pad": "y" * 3000}),
+        ("execute_input", {"code": "y" * 3000, "execution_count": 1}),
+    ]
+    for msg_type, content in kinds:
+        cap = OutputCap(10_000)
+        messages = [output(msg_type, content) for _ in range(20)]
+        assert relayed_bytes(cap, messages, RUNNING) <= 10_000, msg_type
+
+
+def test_headers_metadata_and_buffers_count_too() -> None:
+    cap = OutputCap(10_000)
+    in_metadata = [output("comm_msg", {"comm_id": "c"}, metadata={"m": "y" * 3000})] * 20
+    assert relayed_bytes(cap, in_metadata, RUNNING) <= 10_000
+    cap = OutputCap(10_000)
+    in_buffers = [output("comm_msg", {"comm_id": "c"}, buffers=[b"y" * 3000]) for _ in range(20)]
+    assert relayed_bytes(cap, in_buffers, RUNNING) <= 10_000
+    cap = OutputCap(10_000)
+    big_parent = {"header": {**CELL["header"], "pad": "y" * 3000}}
+    in_parent = [output("stream", {"name": "stdout", "text": "."}, cell=big_parent)] * 20
+    assert relayed_bytes(cap, in_parent, RUNNING) <= 10_000
+
+
+def test_a_parent_chosen_by_the_sandbox_gets_no_budget_of_its_own() -> None:
+    """Issue 31: the cap was kept per parent msg_id, which the sandbox writes; a fresh one per
+    message passed everything."""
+    cap = OutputCap(10_000)
+    messages = [
+        output(
+            "stream",
+            {"name": "stdout", "text": "x" * 1000},
+            cell={"header": {**CELL["header"], "msg_id": uuid.uuid4().hex}},
+        )
+        for _ in range(100)
+    ]
+    assert relayed_bytes(cap, messages, RUNNING) <= 10_000 + 1000
+
+
+def test_between_executions_output_has_one_budget_renewed_as_an_execution_ends() -> None:
+    cap = OutputCap(10_000)
+    lines = [stream("x" * 1000) for _ in range(30)]
+    assert relayed_bytes(cap, lines, None) <= 11_000
+    assert cap.admit(stream("y"), None) == (None, None)
+    cap.forget(RUNNING)  # an execution ended: what comes before the next one has a new budget
+    fresh = stream("z")
+    assert cap.admit(fresh, None) == (fresh, None)
+
+
+def test_executions_are_counted_apart_and_forgotten() -> None:
+    cap = OutputCap(1_000)
+    cap.admit(stream("x" * 2000), RUNNING)
+    other = str(uuid.uuid4())
+    fresh = stream("1\n")
+    assert cap.admit(fresh, other) == (fresh, None)
+    assert cap.admit(stream("y"), RUNNING) == (None, None)
+    cap.forget(RUNNING)
+    again = stream("y")
+    assert cap.admit(again, RUNNING) == (again, None)
+
+
+def test_past_the_cap_small_status_messages_pass_a_bounded_number_of_times() -> None:
+    """A frontend waits for its requests' idle: it passes a flood, but a flood of status
+    messages does not."""
+    cap = OutputCap(1_000)
+    cap.admit(stream("x" * 2000), RUNNING)
+    idle = output("status", {"execution_state": "idle"})
+    assert cap.admit(idle, RUNNING) == (idle, None)
+    padded = output("status", {"execution_state": "idle", "pad": "y" * 5000})
+    assert cap.admit(padded, RUNNING) == (None, None)
+    passed = sum(cap.admit(idle, RUNNING)[0] is not None for _ in range(2 * STATUS_PAST_CAP))
+    assert passed == STATUS_PAST_CAP - 1
+
+
+def test_a_crossing_stream_that_is_not_an_object_is_dropped_with_the_notice() -> None:
     cap = OutputCap(100)
-    cap.admit(stream("x" * 200))
-    cap.forget(CELL["header"]["msg_id"])  # type: ignore[index]
-    message = stream("y")
-    assert cap.admit(message) == (message, None)
+    msg = SIGNER.session.msg("stream", {}, parent=CELL["header"])
+    message = parse(list(SIGNER.session.serialize(msg, ident=[b"t"])))
+    message.content = json.dumps(["x" * 500]).encode()
+    relayed, notice = cap.admit(message, RUNNING)
+    assert relayed is None
+    assert notice is not None
+
+
+def test_no_limit() -> None:
     unlimited = OutputCap(0)
     big = stream("z" * 100_000)
-    assert unlimited.admit(big) == (big, None)
+    assert unlimited.admit(big, RUNNING) == (big, None)
