@@ -4,7 +4,7 @@
   or, with ``{"kind": "memory"}``, checkpoint its live kernel (501 ``memory_snapshot_unsupported``
   where that cannot work; ``"leave_running": true`` keeps the sandbox running);
 * ``GET /api/snapshots``: the user's snapshots; ``POST /api/snapshots``: import a tar (the
-  request body, plain or gzip), checked like any restore;
+  request body: a plain tar, or gzip with ``?compression=gzip``), checked like any restore;
 * ``GET`` / ``DELETE /api/snapshots/{id}``; ``GET /api/snapshots/{id}/download``: the tar;
 * ``POST /api/snapshots/{id}/restore``: restore into a running sandbox (``{"sandbox": id}``);
   a memory snapshot restores its own sandbox (no body).
@@ -114,11 +114,15 @@ class SnapshotsHandler(SnapshotAPIHandler):
     @authorized
     async def post(self) -> None:
         if not self.request.body:
-            raise InvalidRequestError("the request body must be a tar archive (plain or gzip)")
+            raise InvalidRequestError(
+                "the request body must be a tar archive (plain, or gzip with ?compression=gzip)"
+            )
         note = _note({"note": self.get_query_argument("note", "")})
+        # Decompressed only when asked: a gzip body sent without it is refused, saying so.
+        compression = self.get_query_argument("compression", None)
         async with self.archive_turn():
             metadata = await self.manager.snapshots.import_archive(
-                self.owner, self.request.body, note=note
+                self.owner, self.request.body, note=note, compression=compression
             )
         self.created(metadata)
 

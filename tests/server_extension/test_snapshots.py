@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -137,12 +138,21 @@ async def test_import_checks_the_archive(jp_fetch: Fetch) -> None:
     status, listed = await snap(jp_fetch, "GET", **ALICE)
     assert [s["id"] for s in listed] == [imported["id"]]
 
+    # gzip only when asked for, and then the plain tar it holds is what is kept
     compressed = tar_bytes(Member("z.txt", data=b"z" * 1000), compression="gz")
-    status, gz = await snap(jp_fetch, "POST", body=compressed, params={"note": "gz"}, **ALICE)
+    status, error = await snap(jp_fetch, "POST", body=compressed, **ALICE)
+    assert (status, error["rule"]) == (400, "compressed"), error
+    assert "compression=gzip" in error["message"]
+    params = {"note": "gz", "compression": "gzip"}
+    status, gz = await snap(jp_fetch, "POST", body=compressed, params=params, **ALICE)
     assert status == 201, gz
     download = await jp_fetch("api", "snapshots", gz["id"], "download", **ALICE)
-    assert download.headers["Content-Type"] == "application/gzip"
-    assert download.body == compressed
+    assert download.headers["Content-Type"] == "application/x-tar"
+    assert download.body == gzip.decompress(compressed)
+    assert gz["sha256"] == hashlib.sha256(download.body).hexdigest()
+    params = {"compression": "bzip2"}
+    status, error = await snap(jp_fetch, "POST", body=compressed, params=params, **ALICE)
+    assert (status, error["code"]) == (400, "invalid_request"), error
 
     with pytest.raises(HTTPClientError) as unauthenticated:
         await jp_fetch("api", "snapshots", method="POST", body=good, headers={"Authorization": "x"})

@@ -11,7 +11,8 @@ Each refusal is an :class:`UnsafeArchiveError` naming the member and one of thes
 ``non-canonical-path``, ``name-not-utf8``, ``name-too-long``, ``hardlink``, ``device``,
 ``fifo``, ``sparse-file``, ``unsupported-type``, ``symlinked-root``, ``root-not-directory``,
 ``duplicate``, ``under-symlink``, ``under-file``, ``path-conflict``, ``link-absolute``,
-``link-escape``, ``link-loop``.
+``link-escape``, ``link-loop``; and, for archives whose names would take more memory or time
+than any workspace's, ``name-bytes`` and ``link-steps`` (ArchiveTooLargeError).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import posixpath
 import re
 import tarfile
+from collections import deque
 
-from .errors import UnsafeArchiveError
+from .errors import ArchiveTooLargeError, UnsafeArchiveError, shown
 
 ROOT = "."
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -28,6 +30,16 @@ MAX_PATH = 4096
 MAX_COMPONENT = 255
 # Symlinks followed while resolving one link target, as the kernel's ELOOP limit.
 MAX_LINK_HOPS = 40
+# What the names an archive's members make the host hold (their own, the directories above
+# them, link targets) may take, counting each name's bytes and ENTRY_BYTES for the entry: a
+# hostile archive of 100,000 members with deep 4 KiB paths would otherwise hold gigabytes.
+# A workspace of 100,000 files of 80-byte names takes about 40 MB.
+MAX_NAME_BYTES = 256 * 1024**2
+ENTRY_BYTES = 100
+# Path components looked at (and joined) while resolving every link of one archive together:
+# each link may hop MAX_LINK_HOPS times through 4 KiB targets, so the product is bounded here
+# instead (a few seconds of work; a workspace's links take a small fraction of it).
+MAX_LINK_STEPS = 20_000_000
 # Said where a link leaves the workspace: a virtualenv in /workspace has such links.
 _LINK_HINT = "; Snapshots.allow_external_symlinks = True keeps such links as they are"
 # Modes kept on restore: rwx for the owner, r-x for the rest. Setuid, setgid, sticky and
@@ -109,6 +121,8 @@ class ArchiveRules:
         self.kinds: dict[str, str] = {}  # canonical name -> file | dir | symlink
         self.implied_dirs: set[str] = set()  # every directory above some member
         self.links: dict[str, str] = {}  # symlink name -> its target
+        self.name_bytes = 0  # what the three above hold, as MAX_NAME_BYTES counts it
+        self.link_steps = 0
 
     def admit(self, info: tarfile.TarInfo) -> tuple[str, str]:
         """Check one member; returns its canonical name and kind."""
@@ -126,19 +140,41 @@ class ArchiveRules:
             raise UnsafeArchiveError(
                 info.name, rule, "replaces a directory that other members are in"
             )
-        for parent in _parents(name):
+        # Nearest parent first, stopping at one already known: its own parents were checked
+        # when it was added, so each member costs its name's length plus the new directories.
+        new_dirs = []
+        end = len(name)
+        while (cut := name.rfind("/", 0, end)) > 0:
+            parent = name[:cut]
+            if parent in self.implied_dirs:
+                break
             parent_kind = self.kinds.get(parent)
             if parent_kind == "symlink":
                 raise UnsafeArchiveError(
-                    info.name, "under-symlink", f"lies under the symlink {parent!r}"
+                    info.name, "under-symlink", f"lies under the symlink {shown(parent)!r}"
                 )
             if parent_kind == "file":
-                raise UnsafeArchiveError(info.name, "under-file", f"lies under the file {parent!r}")
-            self.implied_dirs.add(parent)
+                raise UnsafeArchiveError(
+                    info.name, "under-file", f"lies under the file {shown(parent)!r}"
+                )
+            new_dirs.append(parent)
+            end = cut
+        self._hold(info.name, len(name) + sum(map(len, new_dirs)), 1 + len(new_dirs))
+        self.implied_dirs.update(new_dirs)
         if kind == "symlink":
             self._check_link_target(info, name)
+            self._hold(info.name, len(info.linkname), 1)
         self.kinds[name] = kind
         return name, kind
+
+    def _hold(self, member: str, chars: int, entries: int) -> None:
+        self.name_bytes += chars + entries * ENTRY_BYTES
+        if self.name_bytes > MAX_NAME_BYTES:
+            raise ArchiveTooLargeError(
+                member,
+                "name-bytes",
+                f"the members' names take more than {MAX_NAME_BYTES} bytes to check",
+            )
 
     def _check_link_target(self, info: tarfile.TarInfo, name: str) -> None:
         target = info.linkname
@@ -153,14 +189,16 @@ class ArchiveRules:
             return
         if target.startswith("/"):
             raise UnsafeArchiveError(
-                info.name, "link-absolute", f"symlink to the absolute path {target!r}{_LINK_HINT}"
+                info.name,
+                "link-absolute",
+                f"symlink to the absolute path {shown(target)!r}{_LINK_HINT}",
             )
         lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
         if lexical == ".." or lexical.startswith("../"):
             raise UnsafeArchiveError(
                 info.name,
                 "link-escape",
-                f"symlink target {target!r} leaves the workspace{_LINK_HINT}",
+                f"symlink target {shown(target)!r} leaves the workspace{_LINK_HINT}",
             )
         self.links[name] = target
 
@@ -174,16 +212,23 @@ class ArchiveRules:
 
     def _resolve(self, name: str, target: str) -> None:
         current = _parents_list(name)
-        pending = target.split("/")
+        pending = deque(target.split("/"))
         hops = 0
         while pending:
-            part = pending.pop(0)
+            part = pending.popleft()
+            self.link_steps += 1 + len(current)  # the join below costs the path's length
+            if self.link_steps > MAX_LINK_STEPS:
+                raise ArchiveTooLargeError(
+                    name, "link-steps", "the symlinks take too long to follow to their targets"
+                )
             if part in ("", "."):
                 continue
             if part == "..":
                 if not current:
                     raise UnsafeArchiveError(
-                        name, "link-escape", f"symlink target {target!r} leaves the workspace"
+                        name,
+                        "link-escape",
+                        f"symlink target {shown(target)!r} leaves the workspace",
                     )
                 current.pop()
                 continue
@@ -192,15 +237,9 @@ class ArchiveRules:
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise UnsafeArchiveError(name, "link-loop", "symlinks that loop")
-                pending = self.links[candidate].split("/") + pending
+                pending.extendleft(reversed(self.links[candidate].split("/")))
                 continue
             current.append(part)
-
-
-def _parents(name: str) -> list[str]:
-    """Every directory above ``name``, nearest to the root first ('a/b/c' -> ['a', 'a/b'])."""
-    parts = name.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _parents_list(name: str) -> list[str]:

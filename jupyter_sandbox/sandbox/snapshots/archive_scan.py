@@ -1,7 +1,8 @@
 """Reading a workspace archive on the host, within caps, without extracting anything.
 
-:func:`scan_archive` reads a tar file (plain, or gzip/bzip2/xz compressed) once, checks every
-member against :class:`~.archive_rules.ArchiveRules` and the caps of :class:`ArchiveLimits`, and
+:func:`scan_archive` reads a plain tar file once (tar_reader.py: a strict reader of its headers,
+bounded in time and memory; compressed archives are refused, :func:`decompress_gzip` is for an
+import that asks for gzip), checks every member against :class:`~.archive_rules.ArchiveRules` and the caps of :class:`ArchiveLimits`, and
 hashes the raw bytes. :func:`write_clean_archive` does the same and also writes a new, plain tar
 of exactly the admitted members with canonical names, owners dropped and modes stripped of
 setuid/setgid/sticky/write-for-others bits. That clean archive is the only thing a sandbox ever
@@ -9,15 +10,19 @@ unpacks: GNU tar in the sandbox never parses bytes this module did not write, so
 between Python's and GNU tar's readings of odd headers (the class of CVE-2025-4517) cannot be
 reached.
 
-Archives are seekable files (a stored snapshot, a private copy, bytes in memory): tarfile reads
-the headers and seeks over the data, and the sha256 of the raw bytes is computed on a second
+Archives are seekable files (a stored snapshot, a private copy, bytes in memory): the reader
+reads the headers and seeks over the data, and the sha256 of the raw bytes is computed on a second
 thread with ``pread`` (hashlib releases the GIL), so a scan costs about one hash of the file.
 tarfile's stream mode, which this replaced, read everything in 10 KiB pieces and copied each
 several times: three times slower on a 200 MiB workspace (benchmarks/snapshots.py).
 
-The caps bound the work: the raw size (known before anything is parsed), the member count, and
-the bytes the members declare (checked from each header before its data is read), and for
-compressed input the ratio of those to the raw size.
+The caps bound the work: the raw size (known before anything is parsed), the member count, the
+bytes the members declare (checked from each header before its data is read), the headers'
+own sizes and the names' memory (tar_reader.py, archive_rules.py), and a deadline on the whole
+reading (``ArchiveLimits.max_seconds``). Scans run on a worker thread, never on the server's
+event loop; with every step linear and capped, the longest a hostile archive of the default
+caps holds a worker is the deadline, and it holds the interpreter's lock only as any Python
+thread does (benchmarks/snapshots.py measures a hostile scan beside a request).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import io
 import os
 import tarfile
 import threading
+import time
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,10 +42,11 @@ from typing import IO, Any, cast
 
 from .archive_rules import ROOT, ArchiveRules, safe_mode
 from .errors import ArchiveTooLargeError, UnsafeArchiveError
+from .tar_reader import check_data_present, read_members
 
 # What one tar header block costs in the expansion count.
 HEADER_BYTES = 512
-# Compressed archives may expand this many times before the ratio cap applies...
+# A gzip import (decompress_gzip) may expand this many times before the ratio cap applies...
 MAX_RATIO = 100
 # ...once they declare more than this many bytes (small archives of zeros are fine).
 RATIO_FLOOR = 64 * 1024**2
@@ -53,6 +61,9 @@ class ArchiveLimits:
     max_members: int = 100_000
     max_expanded_bytes: int = 4 * 1024**3  # sum of the members' declared sizes and headers
     allow_external_links: bool = False
+    # One reading of the archive (its scan, or its scan and clean copy); 2 GiB of small files
+    # take ~30 s on this project's machine, a hostile archive of the default caps less.
+    max_seconds: float = 300.0
 
 
 @dataclass
@@ -116,37 +127,39 @@ def _check_and_copy(
     raw: IO[bytes], limits: ArchiveLimits, summary: ArchiveSummary, out: Any
 ) -> None:
     rules = ArchiveRules(allow_external_links=limits.allow_external_links)
+    deadline = time.monotonic() + limits.max_seconds if limits.max_seconds else None
     try:
         with contextlib.ExitStack() as stack:
             clean = None
             if out is not None:
-                # Closed (end-of-archive blocks written) only when every member passed.
+                # Closed (end-of-archive blocks written) only when every member passed. Only
+                # writing uses tarfile: what it writes is this module's, never the input.
                 writer = cast(Any, _Counted(out))
                 clean = stack.enter_context(
                     tarfile.TarFile(
                         fileobj=writer, mode="w", format=tarfile.PAX_FORMAT, copybufsize=CHUNK
                     )
                 )
-            tar = stack.enter_context(tarfile.open(fileobj=raw, mode="r:*"))
-            for info in _members(tar, limits, summary):
+            members = read_members(raw, summary.size, deadline)
+            for info in _members(members, limits, summary):
                 name, kind = rules.admit(info)
                 if kind == "file":
                     summary.file_bytes += info.size
                 if clean is not None and name != ROOT:  # /workspace keeps its owner and mode
-                    clean.addfile(*_clean_member(tar, info, name, kind))
+                    clean.addfile(*_clean_member(raw, info, name, kind))
             rules.finish()
     except _OutputFailed as failed:  # the writing side's error is the caller's to report
         raise failed.error from None
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except OSError as exc:
         raise UnsafeArchiveError("", "not-a-tar", f"not a readable tar archive ({exc})") from None
     summary.directories = sorted(d for d in rules.implied_dirs | _dirs(rules) if d != ROOT)
 
 
 def _members(
-    tar: tarfile.TarFile, limits: ArchiveLimits, summary: ArchiveSummary
+    members: Iterator[tarfile.TarInfo], limits: ArchiveLimits, summary: ArchiveSummary
 ) -> Iterator[tarfile.TarInfo]:
     """Each member in archive order, its caps checked from its header."""
-    while (info := tar.next()) is not None:
+    for info in members:
         summary.members += 1
         if limits.max_members and summary.members > limits.max_members:
             raise ArchiveTooLargeError(
@@ -159,14 +172,7 @@ def _members(
                 "expanded-bytes",
                 f"the members declare more than {limits.max_expanded_bytes} bytes in all",
             )
-        expanded = summary.expanded_bytes
-        if expanded > RATIO_FLOOR and expanded > MAX_RATIO * max(summary.size, 1):
-            raise ArchiveTooLargeError(
-                info.name,
-                "compression-ratio",
-                f"the archive expands more than {MAX_RATIO} times ({summary.size} bytes "
-                f"declare {expanded})",
-            )
+        check_data_present(info, summary.size)
         yield info
 
 
@@ -233,7 +239,7 @@ class _Counted:
 
 
 def _clean_member(
-    tar: tarfile.TarFile, info: tarfile.TarInfo, name: str, kind: str
+    raw: IO[bytes], info: tarfile.TarInfo, name: str, kind: str
 ) -> tuple[tarfile.TarInfo, IO[bytes] | None]:
     member = tarfile.TarInfo(name)
     member.mode = safe_mode(info.mode)
@@ -249,4 +255,49 @@ def _clean_member(
         return member, None
     member.type = tarfile.REGTYPE
     member.size = info.size
-    return member, tar.extractfile(info)
+    raw.seek(info.offset_data)  # tarfile copies exactly member.size bytes from here
+    return member, raw
+
+
+def decompress_gzip(source: IO[bytes], out: IO[bytes], limits: ArchiveLimits) -> None:
+    """Write the plain tar that the gzip stream ``source`` holds to ``out``, a piece at a
+    time: never more than CHUNK bytes of output in memory, at most ``limits.max_bytes`` of it,
+    and past RATIO_FLOOR bytes at most MAX_RATIO times what was read. One gzip member only
+    (bytes after it are refused). Only for an import that asked for gzip: scanning never
+    decompresses."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip header and trailer
+    read = written = 0
+
+    def emit(data: bytes) -> None:
+        nonlocal written
+        written += len(data)
+        if limits.max_bytes and written > limits.max_bytes:
+            raise ArchiveTooLargeError(
+                "", "archive-bytes", f"the archive is larger than {limits.max_bytes} bytes"
+            )
+        if written > RATIO_FLOOR and written > MAX_RATIO * max(read, 1):
+            raise ArchiveTooLargeError(
+                "",
+                "compression-ratio",
+                f"the archive expands more than {MAX_RATIO} times ({read} bytes give {written})",
+            )
+        out.write(data)
+
+    try:
+        while not inflate.eof:
+            chunk = source.read(CHUNK)
+            read += len(chunk)
+            pending = chunk
+            while True:
+                data = inflate.decompress(pending, CHUNK)
+                emit(data)
+                pending = inflate.unconsumed_tail
+                # A full piece may leave output inside zlib even with no input left: ask again.
+                if inflate.eof or (not pending and len(data) < CHUNK):
+                    break
+            if not chunk and not inflate.eof:
+                raise UnsafeArchiveError("", "not-gzip", "the gzip stream is truncated")
+        if inflate.unused_data or source.read(1):
+            raise UnsafeArchiveError("", "not-gzip", "bytes follow the gzip stream")
+    except zlib.error as exc:
+        raise UnsafeArchiveError("", "not-gzip", f"not a readable gzip stream ({exc})") from None

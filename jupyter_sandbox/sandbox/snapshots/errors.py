@@ -9,6 +9,18 @@ from __future__ import annotations
 
 from ..errors import SandboxError
 
+# Characters of an archive's name (or link target) an error shows: names are the sandbox's or
+# the uploader's bytes, up to a path's 4096 and more in a hostile header.
+MAX_SHOWN = 100
+
+
+def shown(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` as an error may show it: at most ``limit`` characters of it, each one that is
+    not printable (a control character, an escape sequence's start, a lone surrogate) written
+    as its Python escape, and how long it was when it is cut."""
+    head = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return head if len(text) <= limit else f"{head}... ({len(text)} characters)"
+
 
 class SnapshotNotFoundError(SandboxError):
     """No snapshot with that id belongs to the caller (another owner's is 'not found' too)."""
@@ -25,6 +37,7 @@ class UnsafeArchiveError(SandboxError):
     fields = ("member", "rule")  # in its JSON answer too
 
     def __init__(self, member: str, rule: str, detail: str) -> None:
+        member = shown(member)
         where = f"member {member!r}" if member else "the archive"
         super().__init__(f"archive refused: {where}: {detail} (rule: {rule})")
         self.member = member

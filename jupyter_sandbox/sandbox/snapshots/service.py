@@ -31,8 +31,8 @@ from ..errors import InvalidRequestError, QuotaExceededError
 from ..hostdir import SandboxDirectory, replaced_atomically
 from ..limits import SandboxLimits
 from ..sandbox_types import Sandbox
-from .archive_scan import ArchiveSummary, scan_archive
-from .errors import SnapshotNotFoundError, SnapshotTooLargeError
+from .archive_scan import ArchiveSummary, decompress_gzip, scan_archive
+from .errors import SnapshotNotFoundError, SnapshotTooLargeError, shown
 from .hydrate import hydrate_workspace
 from .memory import MemorySnapshots
 from .persist import archive_workspace
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..manager import SandboxManager
 
 KINDS = ("workspace", "memory")
+COMPRESSIONS = (None, "gzip")  # what an import may declare (import_archive)
 
 
 class Snapshots(SnapshotSettings):
@@ -80,19 +81,38 @@ class Snapshots(SnapshotSettings):
             return await asyncio.to_thread(store.commit, owner, temporary, metadata)
 
     async def import_archive(
-        self, owner: str, source: bytes | str | Path, *, note: str = ""
+        self,
+        owner: str,
+        source: bytes | str | Path,
+        *,
+        note: str = "",
+        compression: str | None = None,
     ) -> dict[str, Any]:
-        """Store an archive made elsewhere (bytes, or a file path), checked like any restore."""
+        """Store an archive made elsewhere (bytes, or a file path), checked like any restore.
+
+        A plain tar is read as it is; ``compression='gzip'`` decompresses it first (within
+        the byte and ratio caps) and the plain tar is what is stored. Nothing else is ever
+        decompressed: a compressed archive not declared so is refused, saying what to do.
+        """
+        if compression not in COMPRESSIONS:
+            raise InvalidRequestError(
+                f"compression is 'gzip' or not given (a plain tar), not {shown(compression)!r}"
+            )
         self._check_quota(owner)
         store = self.store
         limits = self.limits
 
         def copy_and_scan(out: IO[bytes]) -> ArchiveSummary:
-            if isinstance(source, bytes):
-                out.write(source)
-            else:
-                with open(source, "rb") as f:
-                    shutil.copyfileobj(f, out, 1024**2)
+            with contextlib.ExitStack() as stack:
+                raw = (
+                    io.BytesIO(source)
+                    if isinstance(source, bytes)
+                    else stack.enter_context(open(source, "rb"))
+                )
+                if compression == "gzip":
+                    decompress_gzip(raw, out, limits)
+                else:
+                    shutil.copyfileobj(raw, out, 1024**2)
             out.flush()
             out.seek(0)
             return scan_archive(out, limits)

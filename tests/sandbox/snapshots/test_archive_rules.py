@@ -3,6 +3,7 @@ good archives pass and come out clean (canonical names, no owners, safe modes)."
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 
@@ -15,7 +16,7 @@ from jupyter_sandbox.sandbox.snapshots import (
     archive_scan,
     scan_archive,
 )
-from jupyter_sandbox.sandbox.snapshots.archive_scan import write_clean_archive
+from jupyter_sandbox.sandbox.snapshots.archive_scan import decompress_gzip, write_clean_archive
 
 from .archives import Member, huge_declared_file, tar_bytes
 
@@ -131,15 +132,34 @@ def test_huge_declared_size_is_refused_from_the_header() -> None:
     assert refused.value.member == "bomb"
 
 
-def test_compression_ratio_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The cap applies past RATIO_FLOOR declared bytes (64 MiB); lowered here to keep it quick.
+def test_compressed_archives_are_refused_unread() -> None:
+    data = tar_bytes(Member("z", data=b"z" * 1000), compression="gz")
+    with pytest.raises(UnsafeArchiveError) as refused:
+        scan_archive(io.BytesIO(data), LIMITS)
+    assert refused.value.rule == "compressed"
+    assert "compression=gzip" in refused.value.message
+
+
+def test_gzip_import_is_decompressed_within_the_ratio_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cap applies past RATIO_FLOOR bytes written (64 MiB); lowered here to keep it quick.
     monkeypatch.setattr(archive_scan, "RATIO_FLOOR", 1024**2)
     zeros = [Member(f"z{i}", data=bytes(2 * 1024**2)) for i in range(3)]
     data = tar_bytes(*zeros, compression="gz")
     assert len(data) < 64 * 1024
+    out = io.BytesIO()
     with pytest.raises(ArchiveTooLargeError) as refused:
-        scan_archive(io.BytesIO(data), LIMITS)
+        decompress_gzip(io.BytesIO(data), out, LIMITS)
     assert refused.value.rule == "compression-ratio"
+    assert len(out.getvalue()) <= 2 * 1024**2  # stopped at the cap, one piece past it at most
+
+    small = tar_bytes(Member("a.txt", data=b"a" * 5000), compression="gz")
+    out = io.BytesIO()
+    decompress_gzip(io.BytesIO(small), out, LIMITS)
+    assert out.getvalue() == gzip.decompress(small)
+    for broken in (small[:-10], small + b"more", b"not gzip at all"):
+        with pytest.raises(UnsafeArchiveError) as unreadable:
+            decompress_gzip(io.BytesIO(broken), io.BytesIO(), LIMITS)
+        assert unreadable.value.rule == "not-gzip"
 
 
 def test_not_a_tar_and_truncated() -> None:
