@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz
+.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz docs
 
 test: image browser labextension hub-proxy
 	$(BIN)/pytest
@@ -89,3 +89,21 @@ benchmark: image
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+
+# The documentation site (docs/: Sphinx, MyST, pydata-sphinx-theme) into docs/_build/html, with
+# warnings as errors and nitpicky cross-references. It has its own virtualenv: the package's
+# dependencies (read from pyproject.toml; tomllib needs Python 3.11) and docs/requirements.txt.
+# The references are generated from this checkout's code, imported rather than installed, so
+# the site needs neither Docker nor the JupyterLab extension's build. -E: the references depend
+# on code that Sphinx does not track, so every build reads every page afresh.
+DOCS_VENV  := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+
+$(DOCS_STAMP): pyproject.toml docs/requirements.txt images/python/constraints.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(PYTHON) -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"]))' >$(DOCS_VENV)/package-requirements.txt
+	$(DOCS_VENV)/bin/pip install --quiet -r docs/requirements.txt -r $(DOCS_VENV)/package-requirements.txt -c images/python/constraints.txt
+	touch $@
+
+docs: $(DOCS_STAMP)
+	$(DOCS_VENV)/bin/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html

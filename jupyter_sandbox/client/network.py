@@ -26,8 +26,8 @@ def network_policy(spec: NetworkSpec) -> dict[str, Any]:
 class SandboxNetwork:
     """The egress policy of one sandbox (``sandbox.network``).
 
-    Modes: ``none`` (no network), ``allowlist`` (only hosts matching ``allow``: "pypi.org",
-    "*.example.com", optionally ":port"), ``open`` (any public address). ``deny`` patterns
+    Modes: ``none`` (no network), ``allowlist`` (only hosts matching ``allow``: ``pypi.org``,
+    ``*.example.com``, optionally ``:port``), ``open`` (any public address). ``deny`` patterns
     win in every mode, and the host proxy refuses private, loopback and metadata addresses
     whatever a name resolves to."""
 
