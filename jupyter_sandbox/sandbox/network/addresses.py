@@ -2,8 +2,12 @@
 
 Checked in every mode, ``open`` included, on every address a name resolves to, before any
 connection is made (then the proxy connects to that very address, so a second lookup cannot
-swap it: no DNS rebinding). Addresses embedding an IPv4 address (v4-mapped ``::ffff:a.b.c.d``,
-NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the address they embed.
+swap it: no DNS rebinding). Every IPv6 form that embeds an IPv4 address is judged by the
+address it embeds (each of them, for Teredo's server and client): v4-mapped ``::ffff:a.b.c.d``,
+IPv4-translated ``::ffff:0:a.b.c.d`` (RFC 2765), IPv4-compatible ``::a.b.c.d``, NAT64
+``64:ff9b::/96`` and the local ``64:ff9b:1::/48`` (RFC 6052 and 8215, in its /48 and /96
+layouts), 6to4 ``2002::/16`` and Teredo ``2001::/32``; the deprecated and local ones among them
+(IPv4-compatible, local NAT64, Teredo) stay refused even when what they embed is public.
 
 ``allow_private_ranges`` may open chosen private ranges (a company mirror on 10.0.0.0/8); it can
 never open loopback, link-local, metadata or the host's own addresses. Only the settings whose
@@ -72,20 +76,49 @@ OPENABLE = [
 # other loopback address stays refused (so tests can also prove a refusal on 127.0.0.2).
 TEST_SERVER_ADDRESS = ipaddress.IPv4Address("127.0.0.1")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_6TO4 = ipaddress.ip_network("2002::/16")
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+_UNSPECIFIED_V4 = ipaddress.ip_network("::/104")  # ::0.x.x.x: ::, ::1 and the like, not a v4
+# Forms refused whatever they embed (their entries in _DENIED say why); the refusal also names
+# what they embed when that is refused on its own.
+_REFUSED_FORMS = [
+    (net, why)
+    for net, why in DENIED_NETWORKS
+    if net in (_COMPATIBLE, _LOCAL_NAT64, ipaddress.ip_network("2001::/32"))
+]
+
+
+def embedded_ipv4s(address: IPAddress) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address an IPv6 address carries, by each form it has (empty for none)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return []
+    value = int(address)
+    low32 = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address in _TRANSLATED or address in _NAT64:
+        return [low32]
+    if address in _COMPATIBLE:
+        return [] if address in _UNSPECIFIED_V4 else [low32]
+    if address in _LOCAL_NAT64:
+        # RFC 6052's /48 layout (bits 48-63 and 72-87, around the u octet) and the /96 one.
+        packed = address.packed
+        forms = [low32, ipaddress.IPv4Address(packed[6:8] + packed[9:11])]
+        # The layout not in use reads as 0.0.0.0/8 mostly: named last, the audit names the other.
+        return sorted(forms, key=lambda v4: int(v4) < 1 << 24)
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        server, client = address.teredo
+        return [server, client]
+    return []
 
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address a v4-mapped, NAT64 or 6to4 IPv6 address carries."""
-    if isinstance(address, ipaddress.IPv4Address):
-        return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address in _NAT64:
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    if address.sixtofour is not None:
-        return address.sixtofour
-    return None
+    """The (first) IPv4 address an IPv6 address carries, or None."""
+    found = embedded_ipv4s(address)
+    return found[0] if found else None
 
 
 def check_private_ranges(ranges: Iterable[str]) -> list[IPNetwork]:
@@ -124,10 +157,14 @@ class AddressGuard:
         ip = ipaddress.ip_address(address) if isinstance(address, str) else address
         if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
             return "scoped (link-local) address"
-        inner = embedded_ipv4(ip)
-        if inner is not None:
-            why = self.refusal(inner)
-            return f"embeds {inner}: {why}" if why else None
+        inner = embedded_ipv4s(ip)
+        refused_form = next((why for net, why in _REFUSED_FORMS if _within(ip, net)), None)
+        for embedded in inner:
+            why = self.refusal(embedded)
+            if why:
+                return "; ".join(filter(None, (refused_form, f"embeds {embedded}: {why}")))
+        if inner:  # the IPv4 addresses it carries are ones the proxy may reach
+            return refused_form
         name = str(ip)
         if name in METADATA:
             return METADATA[name]

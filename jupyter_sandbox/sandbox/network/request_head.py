@@ -18,16 +18,26 @@ import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ..timeouts import within
 from .policy import normalize_host
 
 MAX_HEAD = 64 * 1024  # bytes a request head may take
+MAX_HEADERS = 100  # header lines a request head may have
 HEAD_TIMEOUT = 30.0  # seconds from a request's first byte to the end of its head
 BUFFER = 256 * 1024  # bytes asked for per read
 _HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})$")
 _DROPPED = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
+# RFC 9110/9112, in ASCII only (re's [0-9] and \d would take other scripts' digits in str).
+_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e]+) (HTTP/1\.[01])")
+_HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*([\x20-\x7e\x80-\xff\t]*?)[ \t]*")
+# host:port, the host a name or a bracketed IPv6 literal, the port 1 to 5 ASCII digits.
+_AUTHORITY = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/?#]+)(?::([0-9]{1,5}))?")
+_ABSOLUTE = re.compile(rb"[hH][tT][tT][pP]://([^/?#]*)([/?][^#]*)?(#.*)?")
+_PROXY_SCHEMES = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://")
+# Headers whose second copy would let the proxy and the server disagree on the body's length.
+_ONCE = {b"content-length", b"transfer-encoding", b"host"}
 
 
 class BadRequest(Exception):
@@ -43,42 +53,82 @@ class ProxyRequest:
 
 
 def parse_head(head: bytes) -> ProxyRequest:
-    """The target of a proxy request head (request line and headers, up to the blank line)."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise BadRequest("malformed request line")
-    method, target, version = parts
+    """The target of a proxy request head (request line and headers, ending in the blank line).
+
+    Strict, because the head is the sandbox's and a lenient reading is where the proxy and the
+    server could disagree (a bare LF that the server takes for a line end smuggles a header past
+    the proxy): lines end in CRLF only, the request line and each header line are exactly their
+    grammar (ASCII tokens, ASCII digits), at most MAX_HEADERS headers, one Host, one
+    Content-Length and no Transfer-Encoding beside it. Everything else is BadRequest."""
+    if not head.endswith(b"\r\n\r\n"):
+        raise BadRequest("the request head must end with an empty line (CRLF CRLF)")
+    lines = head[:-4].split(b"\r\n")
+    if any(b"\r" in line or b"\n" in line for line in lines):
+        raise BadRequest("malformed request: lines must end with CRLF (a bare CR or LF found)")
+    if len(lines) - 1 > MAX_HEADERS:
+        raise BadRequest(f"more than {MAX_HEADERS} header lines")
+    request_line = _REQUEST_LINE.fullmatch(lines[0])
+    if request_line is None:
+        raise BadRequest(
+            "malformed request line: send METHOD target HTTP/1.1, the target in printable ASCII"
+        )
+    method, version = request_line[1].decode("ascii"), request_line[3].decode("ascii")
+    headers = _header_lines(lines[1:])
     if method == "CONNECT":
-        host, sep, port_text = target.rpartition(":")
-        if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise BadRequest("CONNECT needs host:port")
-        return ProxyRequest(method, _check_host(host), int(port_text), b"")
-    url = urlsplit(target)
-    if url.scheme.lower() != "http" or not url.hostname:
-        raise BadRequest("send an absolute http:// URI to the proxy (https goes through CONNECT)")
-    try:
-        port = url.port or 80
-    except ValueError:
-        raise BadRequest("invalid port in the URI") from None
-    host = _check_host(url.hostname)
-    path = url.path or "/"
-    if url.query:
-        path += "?" + url.query
-    authority = f"[{host}]" if ":" in host else host
+        authority = _AUTHORITY.fullmatch(request_line[2])
+        if authority is None or authority[2] is None:
+            raise BadRequest("CONNECT needs host:port (the port in ASCII digits)")
+        host, port = _check_host(authority[1]), _check_port(authority[2], "CONNECT needs host:port")
+        return ProxyRequest(method, host, port, b"")
+    url = _ABSOLUTE.fullmatch(request_line[2])
+    if url is None:
+        if _PROXY_SCHEMES.match(request_line[2]):
+            raise BadRequest(
+                "send an absolute http:// URI to the proxy (https goes through CONNECT)"
+            )
+        raise BadRequest("send an absolute http:// URI to the proxy, not a path")
+    authority = _AUTHORITY.fullmatch(url[1])
+    if authority is None:
+        raise BadRequest("invalid host or port in the URI (host, host:port or [IPv6]:port)")
+    host = _check_host(authority[1])
+    port = 80 if authority[2] is None else _check_port(authority[2], "invalid port in the URI")
+    path = (url[2] or b"/").decode("ascii")
+    if not path.startswith("/"):  # http://host?query
+        path = "/" + path
+    host_header = f"[{host}]" if ":" in host else host
     if port != 80:
-        authority += f":{port}"
-    headers = [f"{method} {path} {version}", f"Host: {authority}"]
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, _value = line.partition(":")
-        if not sep or name != name.strip():
-            raise BadRequest("malformed header line")
-        if name.lower() not in _DROPPED:
-            headers.append(line)
-    headers.append("Connection: close")
-    return ProxyRequest(method, host, port, ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
+        host_header += f":{port}"
+    out = [f"{method} {path} {version}".encode("ascii"), b"Host: " + host_header.encode("ascii")]
+    out += [line for name, line in headers if name not in _DROPPED]
+    out.append(b"Connection: close")
+    return ProxyRequest(method, host, port, b"\r\n".join(out) + b"\r\n\r\n")
+
+
+def _header_lines(lines: list[bytes]) -> list[tuple[str, bytes]]:
+    """Each header line with its lowercased name; BadRequest for a malformed line, or for a
+    second copy of a header that must be one."""
+    parsed: list[tuple[str, bytes]] = []
+    seen: set[bytes] = set()
+    for line in lines:
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:
+            raise BadRequest("malformed header line: send Name: value")
+        name = match[1].lower()
+        if name in _ONCE:
+            if name in seen:
+                raise BadRequest(f"more than one {match[1].decode()} header")
+            seen.add(name)
+        parsed.append((name.decode("ascii"), line))
+    if b"transfer-encoding" in seen and b"content-length" in seen:
+        raise BadRequest("both Transfer-Encoding and Content-Length: send one")
+    return parsed
+
+
+def _check_port(digits: bytes, message: str) -> int:
+    port = int(digits)  # ASCII digits: the pattern said so
+    if not 0 < port < 65536:
+        raise BadRequest(f"{message} (a port from 1 to 65535)")
+    return port
 
 
 def is_address(host: str) -> bool:
@@ -90,10 +140,14 @@ def is_address(host: str) -> bool:
     return True
 
 
-def _check_host(host: str) -> str:
-    host = normalize_host(host)
-    if ":" in host:  # an IPv6 literal: ipaddress decides in the guard
-        return host
+def _check_host(raw: bytes) -> str:
+    """The host of an authority (a name or a bracketed IPv6 literal), normalized."""
+    if raw.startswith(b"["):
+        try:  # a literal with a zone (%eth0) or a bad form is no address to connect to
+            return str(ipaddress.IPv6Address(raw[1:-1].decode("ascii")))
+        except ValueError:
+            raise BadRequest("invalid host name (an IPv6 literal in [brackets])") from None
+    host = normalize_host(raw.decode("latin-1"))
     if not _HOST.match(host):
         raise BadRequest("invalid host name")
     return host
@@ -122,6 +176,8 @@ async def read_head(
             raise ClientClosed()
         data += chunk
     end = data.index(b"\r\n\r\n") + 4
+    if end > MAX_HEAD:  # one read brings up to BUFFER bytes: the head may be past the limit
+        raise BadRequest("request head too large")
     return bytes(data[:end]), bytes(data[end:])
 
 

@@ -51,6 +51,18 @@ DENIED = {
     "2002:c0a8:0101::1": "private",  # 6to4 of 192.168.1.1
     "::127.0.0.1": "IPv4-compatible",
     "2001:0:4136:e378::1": "Teredo",
+    # Issue 31: every form that embeds an IPv4 address is judged by what it embeds.
+    "::ffff:0:7f00:1": "embeds 127.0.0.1: loopback",  # IPv4-translated (RFC 2765)
+    "::ffff:0:a9fe:a9fe": "embeds 169.254.169.254: cloud metadata",
+    "::ffff:0:10.0.0.1": "embeds 10.0.0.1: private",
+    "::7f00:1": "embeds 127.0.0.1: loopback",  # IPv4-compatible
+    "::8.8.8.8": "IPv4-compatible",  # deprecated, whatever it embeds
+    "64:ff9b:1::7f00:1": "embeds 127.0.0.1: loopback",  # local NAT64, /96 layout
+    "64:ff9b:1:7f00:0:100::": "embeds 127.0.0.1: loopback",  # local NAT64, /48 layout
+    "64:ff9b:1::808:808": "local NAT64",
+    "2001:0:7f00:1::1": "embeds 127.0.0.1: loopback",  # Teredo server
+    "2001:0:4136:e378:8000:63bf:80ff:fffe": "embeds 127.0.0.1: loopback",  # Teredo client
+    "2002:7f00:1::1": "embeds 127.0.0.1: loopback",  # 6to4
 }
 PUBLIC = [
     "1.1.1.1",
@@ -60,6 +72,7 @@ PUBLIC = [
     "::ffff:1.1.1.1",
     "64:ff9b::101:101",
     "2002:0101:0101::1",
+    "::ffff:0:101:101",  # IPv4-translated 1.1.1.1
 ]
 
 

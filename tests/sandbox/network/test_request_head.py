@@ -149,3 +149,53 @@ async def test_answer_names_the_rule_that_denied() -> None:
     assert b"X-Jupyter-Sandbox-Denied: allowlist" in headers.split(b"\r\n")
     assert b"Content-Length: %d" % len(body) in headers.split(b"\r\n")
     assert body == b"denied: not in the allowlist\n"
+
+
+# Issue 31: what a lenient reading let through. The proxy and the server must read one head
+# the same way, so anything but the strict grammar is refused.
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        # A bare LF in the request line: the server read the line after it as a header, a Host
+        # before the proxy's own.
+        (b"GET http://a.test/ HTTP/1.1\nHost:evil.test\r\n\r\n", "bare CR or LF"),
+        (b"GET http://a.test/ HTTP/1.1\r\nAccept: */*\nHost: evil.test\r\n\r\n", "bare CR or LF"),
+        (b"GET http://a.test/ HTTP/1.1\r\nX: a\rHost: evil.test\r\n\r\n", "bare CR or LF"),
+        # A port in other digits than ASCII: latin-1's ² (0xb2) made int() raise (no answer
+        # at all); as UTF-8, other scripts' digits are no ASCII either.
+        (b"CONNECT a.test:\xb2 HTTP/1.1\r\n\r\n", "printable ASCII"),
+        (b"CONNECT a.test:4\xb3 HTTP/1.1\r\n\r\n", "printable ASCII"),
+        ("CONNECT a.test:٤٤٣ HTTP/1.1\r\n\r\n".encode(), "printable ASCII"),
+        ("GET http://a.test:٨٠/ HTTP/1.1\r\n\r\n".encode(), "printable ASCII"),
+        (b"CONNECT [::1%eth0]:443 HTTP/1.1\r\n\r\n", "CONNECT needs host:port"),
+        (b"CONNECT ::1:443 HTTP/1.1\r\n\r\n", "CONNECT needs host:port"),
+        (b"GET http://user:pw@a.test/ HTTP/1.1\r\n\r\n", "invalid host or port"),
+        (b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nhost: b.test\r\n\r\n", "more than one"),
+        (
+            b"POST http://a.test/ HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\n",
+            "more than one",
+        ),
+        (
+            b"POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "both Transfer-Encoding and Content-Length",
+        ),
+        (b"GET http://a.test/ HTTP/1.1\r\nX: a\x00b\r\n\r\n", "malformed header line"),
+        (b"G\xc9T http://a.test/ HTTP/1.1\r\n\r\n", "malformed request line"),
+        (b"GET http://a.test/\xff HTTP/1.1\r\n\r\n", "printable ASCII"),
+        (b"GET http://a.test/ HTTP/1.1\r\n" + b"X: y\r\n" * 101 + b"\r\n", "header lines"),
+        (b"GET http://a.test/ HTTP/1.1\r\n", "empty line"),
+    ],
+)
+def test_heads_outside_the_grammar_are_refused(raw: bytes, message: str) -> None:
+    with pytest.raises(BadRequest, match=message):
+        parse_head(raw)
+
+
+async def test_read_head_refuses_a_complete_head_past_the_limit() -> None:
+    """One read brings up to 256 KiB: a head that ends in it but past MAX_HEAD is refused."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        big = b"GET http://a.test/ HTTP/1.1\r\nX: " + b"x" * MAX_HEAD + b"\r\n\r\n"
+        with pytest.raises(BadRequest, match="too large"):
+            await read_head(ours, big, list)
