@@ -28,6 +28,7 @@ from . import (
 )
 from .cli_kernelspec import InstallKernelApp
 from .cli_owner import SandboxCommandApp
+from .cli_text import shown
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.contexts import kernel_attached
 from .sandbox.doctor import exit_code, run_checks
@@ -156,9 +157,11 @@ class ListApp(_SandboxCommand):
             print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  {'USE':24}  IMAGE")
             for info in rows:
                 use = _use_of(manager.read_state(info.sandbox_id), manager)
+                # The image and the context are labels a caller chose: escaped, as is all
+                # else a row shows that is not the server's own.
                 print(
                     f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  "
-                    f"{use:24}  {info.image}"
+                    f"{shown(use):24}  {shown(info.image)}"
                 )
             return 0
 

@@ -20,6 +20,7 @@ from traitlets import Bool, default
 
 from .cli_owner import OwnerCommand, owner_alias
 from .cli_sandboxes import CommandOptions
+from .cli_text import shown
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.background import BackgroundCommands
 from .sandbox.errors import SandboxError
@@ -214,8 +215,9 @@ def _utc(started: str) -> str:
 
 
 def _command_line(argv: list[str]) -> str:
-    """The command as a shell would take it back, on one line (a table's row)."""
-    return shlex.join(argv).replace("\n", "\\n")
+    """The command as a shell would take it back, on one line (a table's row), its control
+    characters escaped: the record it is read from lies in the sandbox, which can rewrite it."""
+    return shown(shlex.join(argv))
 
 
 def _write(text: str) -> None:

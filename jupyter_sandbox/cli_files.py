@@ -17,6 +17,7 @@ from typing import Any
 from traitlets import Bool, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
+from .cli_text import shown
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.files import SandboxFiles
 from .sandbox.hostdir import replaced_atomically
@@ -38,7 +39,7 @@ class LsApp(_FilesCommand):
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, *path = self.arguments(1, 2)
         listing = await manager.files.list(owner, sandbox_id, *path)
-        print(listing["path"])
+        print(shown(listing["path"]))
         for entry in listing["entries"]:
             print(_line(entry, entry["name"]))
         return 0
@@ -65,7 +66,7 @@ class MkdirApp(_FilesCommand):
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, path = self.arguments(2, 2)
         entry = await manager.files.make_directory(owner, sandbox_id, path)
-        print(entry["path"] + ("" if entry.get("created") else " (already there)"))
+        print(shown(entry["path"]) + ("" if entry.get("created") else " (already there)"))
         return 0
 
 
@@ -84,7 +85,7 @@ class MvApp(_FilesCommand):
     async def run(self, manager: SandboxManager, owner: str) -> int:
         sandbox_id, path, target = self.arguments(3, 3)
         entry = await manager.files.move(owner, sandbox_id, path, target, self.overwrite)
-        print(entry["path"])
+        print(shown(entry["path"]))
         return 0
 
 
@@ -120,7 +121,7 @@ class PutApp(_FilesCommand):
             print(f"error: cannot read {local}: {exc.strerror}", file=sys.stderr)
             return 1
         entry = await manager.files.write(owner, sandbox_id, path, data)
-        print(f"{entry['path']} ({entry['size']} bytes)")
+        print(f"{shown(entry['path'])} ({entry['size']} bytes)")
         return 0
 
 
@@ -159,11 +160,11 @@ class WatchApp(_FilesCommand):
         try:
             async for name, data in events:
                 if name == "ready":
-                    print(f"watching {data['path']} (Ctrl-C stops)", file=sys.stderr)
+                    print(f"watching {shown(data['path'])} (Ctrl-C stops)", file=sys.stderr)
                 elif name == "change":
-                    print(f"{data['type']:<8}  {data['path']}", flush=True)
+                    print(f"{data['type']:<8}  {shown(data['path'])}", flush=True)
                 elif name == "error":
-                    print(f"error: {data['message']}", file=sys.stderr)
+                    print(f"error: {shown(data['message'])}", file=sys.stderr)
                     return 1
         finally:
             await events.aclose()
@@ -172,11 +173,13 @@ class WatchApp(_FilesCommand):
 
 def _line(entry: dict[str, Any], name: str | None = None) -> str:
     """An entry as ls shows it: mode, size, modified (UTC, to the second), name (a directory's
-    with a slash); stat shows the whole path."""
-    shown = (entry["path"] if name is None else name) + (
+    with a slash); stat shows the whole path. The name is the sandbox's to choose: escaped."""
+    named = shown(entry["path"] if name is None else name) + (
         "/" if entry["type"] == "directory" else ""
     )
-    return f"{entry['mode']:>7}  {entry['size']:>12}  {entry['modified'][:19]}  {shown}"
+    # The other fields come from a program in the sandbox too (files.py): escaped as well.
+    mode, size, modified = (shown(str(entry[key])) for key in ("mode", "size", "modified"))
+    return f"{mode:>7}  {size:>12}  {modified[:19]}  {named}"
 
 
 def _read_local(local: str) -> bytes:

@@ -21,6 +21,7 @@ from jupyter_core.application import JupyterApp
 from traitlets import Unicode
 
 from ._version import __version__
+from .cli_text import shown_lines
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.manager import default_owner
 
@@ -47,11 +48,13 @@ class SandboxCommandApp(JupyterApp):
             setattr(cls, options, merged)
 
     def exit_with(self, work: Callable[[], int]) -> None:
-        """Exit with the status ``work`` returns; a SandboxError is ``error: <message>``, 1."""
+        """Exit with the status ``work`` returns; a SandboxError is ``error: <message>``, 1.
+        A message may quote what a sandbox wrote (a file name, a process's output): its
+        control characters are escaped."""
         try:
             status = work()
         except SandboxError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
+            print(f"error: {shown_lines(exc.message)}", file=sys.stderr)
             status = 1
         self.exit(status)
 

@@ -23,6 +23,7 @@ from typing import Any
 from traitlets import Int, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
+from .cli_text import shown
 from .sandbox import SandboxError, SandboxManager
 from .sandbox.errors import InvalidRequestError, SandboxNotFoundError
 from .sandbox.ports import check_port
@@ -232,14 +233,6 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         await writer.drain()  # a slow reader holds the writer back, not this process's memory
     if writer.can_write_eof():
         writer.write_eof()
-
-
-def shown(text: str) -> str:
-    """``text`` (the sandbox's to write) on one line, controls escaped: a command line or an
-    error message a sandbox's code chose cannot move the cursor or retitle the terminal."""
-    return "".join(
-        char if char.isprintable() else char.encode("unicode_escape").decode() for char in text
-    )
 
 
 def _loopback(host: str) -> bool:

@@ -12,6 +12,7 @@ import os
 from traitlets import Bool, Enum, Unicode
 
 from .cli_owner import OwnerCommand, owner_alias
+from .cli_text import shown
 from .sandbox import SandboxManager, SandboxSettings
 from .sandbox.snapshots import Snapshots
 
@@ -59,7 +60,7 @@ class ListApp(_SnapshotCommand):
             size = "?" if item.get("size") is None else item["size"]
             print(
                 f"{item['id']:16}  {item['created']:32}  {size:>12}  {source:12}  "
-                f"{item.get('kind', 'workspace')}  {item.get('note', '')}"
+                f"{item.get('kind', 'workspace')}  {shown(item.get('note', ''))}"
             )
         return 0
 

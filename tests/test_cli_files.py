@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from asyncio.subprocess import PIPE
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,40 @@ async def test_watch_prints_each_change_until_ctrl_c(
     ran = await manager.exec("alice", sandbox_id, ["sh", "-c", "cat /proc/[0-9]*/cmdline"])
     assert b"sandbox-init" in ran.stdout  # the listing works
     assert b"SandboxFiles.watch_max_entries" not in ran.stdout  # the watcher was killed
+
+
+# A file name the sandbox's code chose: retitle the window, clear the screen, overwrite the line.
+HOSTILE_NAME = "x\x1b]0;owned\x07\x1b[2J\rok\u202e"
+HOSTILE_SHOWN = "x\\x1b]0;owned\\x07\\x1b[2J\\rok\\u202e"
+
+
+@pytest.mark.checklist(
+    row=64,
+    attack="a file named with terminal escape sequences (OSC title, clear screen, CR, RLO) "
+    "listed, shown and named in an error by `jupyter sandbox files`",
+    expected="every control character printed escaped (\\x1b...); nothing reaches the terminal raw",
+)
+async def test_file_names_are_printed_with_their_controls_escaped(
+    manager: SandboxManager,
+    state_dir: Path,
+    runtime: str,
+    purpose: str,
+    observe: Callable[..., None],
+) -> None:
+    sandbox = await manager.create("alice", runtime=runtime, purpose=purpose)
+    sandbox_id = sandbox.sandbox_id
+    await manager.files.write("alice", sandbox_id, f"dir/{HOSTILE_NAME}", b"!")
+
+    listed = await files_cli("ls", sandbox_id, "dir", state_dir=state_dir)
+    stat = await files_cli("stat", sandbox_id, f"dir/{HOSTILE_NAME}", state_dir=state_dir)
+    missing = await files_cli("get", sandbox_id, f"{HOSTILE_NAME}/gone", state_dir=state_dir)
+
+    assert (listed.returncode, stat.returncode, missing.returncode) == (0, 0, 1), missing.stderr
+    assert listed.stdout.decode().splitlines()[1].endswith(f"  {HOSTILE_SHOWN}")
+    assert stat.stdout.decode().rstrip("\n").endswith(f"/workspace/dir/{HOSTILE_SHOWN}")
+    assert f"/workspace/{HOSTILE_SHOWN}/gone" in missing.stderr.decode()
+    printed = listed.stdout + stat.stdout + missing.stdout + missing.stderr
+    controls = sorted({chr(byte) for byte in printed if byte < 0x20 and byte != 0x0A})
+    assert controls == []
+    assert "\u202e" not in printed.decode()
+    observe("ls, stat and an error named the file with \\x1b, \\x07, \\r, \\u202e escaped", 3)
