@@ -26,12 +26,15 @@ from .conftest import (
     shot,
     unlabelled,
 )
-from .lab_server import LabServer, lab_server
+from .lab_server import REPO, LabServer, lab_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
+
+# Written by the first test, committed, and shown by the README and docs/tutorials.
+DOCS_SCREENSHOT = REPO / "docs" / "_static" / "screenshots" / "lab-sandboxes.png"
 
 
 def new_sandboxed_notebook(page: Page) -> None:
@@ -117,6 +120,18 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     expect(page.locator("#jupyter-sandbox-panel [data-before-redraw]")).to_have_count(0)
     expect(page.locator(":focus")).to_have_attribute("aria-label", f"Details sandbox {sandbox_id}")
     shot(page, "3-panel-light")
+
+    # The picture of Lab in the README and the docs is taken here, so that it shows today's UI:
+    # the notebook (its cell run, the status bar) beside the Sandboxes panel. Then the details
+    # come back to the front for the steps below.
+    tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
+    tabs.filter(has_text="Untitled.ipynb").click()
+    expect(output).to_be_visible()
+    expect(card).to_be_visible()
+    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOCS_SCREENSHOT))
+    tabs.filter(has_text=f"Sandbox {sandbox_id}").click()
+    expect(details).to_be_visible()
 
     # The details' Files section lists the file the cell wrote in the sandbox's /workspace,
     # which never reached the host's notebook directory (copy-on-write); it downloads through
