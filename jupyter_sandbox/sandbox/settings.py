@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path
+from typing import Any
 
 from jupyter_core.paths import jupyter_config_path, jupyter_runtime_dir
 from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicode, default, validate
@@ -19,7 +20,15 @@ from .._version import __version__
 from .errors import InvalidSettingError
 from .host_caps import can_cap
 from .image_reference import image_reference, same_image
-from .limits import SandboxLimits, check_disk_size, parse_size
+from .limits import (
+    LimitMaximums,
+    SandboxLimits,
+    check_disk_size,
+    format_size,
+    host_memory_bytes,
+    host_pid_max,
+    parse_size,
+)
 
 RUNTIMES = ("runsc", "runc")
 # How banners and kernelspecs name them.
@@ -121,6 +130,39 @@ class SandboxSettings(LoggingConfigurable):
         help="""Size cap of the writable /workspace (bytes or with a unit). Writes past it fail
         with ENOSPC inside the sandbox (for a copy-on-write /workspace, when cap_host_writes is
         in force). Counts against memory.""",
+    )
+    # The most a request (REST ``limits``, JUPYTER_SANDBOX_LIMITS, install-kernel --limits) may
+    # ask for: each limit's own range is the same on every host, these are this host's.
+    max_memory_limit = Unicode(
+        config=True,
+        help="""Most memory one sandbox may be given (bytes, or with a unit: '8g'); a request for
+        more is refused. Default: the host's physical memory (at least memory_limit's default).""",
+    )
+    max_cpus = Float(
+        config=True,
+        help="Most CPUs one sandbox may be given, in cores. Default: the host's cores.",
+    )
+    max_pids_limit = Integer(
+        config=True,
+        help="""Most processes and threads one sandbox may be given (pids_limit). Default: an
+        eighth of the host's kernel.pid_max, at most 4096 (at least 256): every process a
+        sandbox holds is one of the host's.""",
+    )
+    max_nofile_limit = Integer(
+        65536,
+        config=True,
+        help="Most open files per process one sandbox may be given (nofile_limit).",
+    )
+    max_tmp_size = Unicode(
+        config=True,
+        help="""Largest in-memory /tmp one sandbox may be given (bytes, or with a unit). Default:
+        a quarter of the host's physical memory (at least 256m): /tmp is held in memory.""",
+    )
+    max_workspace_size = Unicode(
+        config=True,
+        help="""Largest /workspace one sandbox may be given (bytes, or with a unit). Default: a
+        quarter of the host's physical memory (at least 1g): with cap_host_writes its writes
+        are held in memory.""",
     )
     workspace_mode = Enum(
         ("copy-on-write", "read-only", "read-write", "none"),
@@ -245,6 +287,26 @@ class SandboxSettings(LoggingConfigurable):
     def _default_state_dir(self) -> str:
         return os.path.join(jupyter_runtime_dir(), "sandboxes")
 
+    @default("max_memory_limit")
+    def _default_max_memory(self) -> str:
+        return format_size(max(host_memory_bytes(), 2 * 1024**3))
+
+    @default("max_cpus")
+    def _default_max_cpus(self) -> float:
+        return float(os.cpu_count() or 1)
+
+    @default("max_pids_limit")
+    def _default_max_pids(self) -> int:
+        return max(256, min(4096, host_pid_max() // 8))
+
+    @default("max_tmp_size")
+    def _default_max_tmp(self) -> str:
+        return format_size(max(host_memory_bytes() // 4, 256 * 1024**2))
+
+    @default("max_workspace_size")
+    def _default_max_workspace(self) -> str:
+        return format_size(max(host_memory_bytes() // 4, 1024**3))
+
     @validate("image")
     def _full_reference(self, proposal: dict[str, object]) -> str:
         try:
@@ -307,6 +369,26 @@ class SandboxSettings(LoggingConfigurable):
             tmp_size=self.tmp_size,
             workspace_size=self.workspace_size,
         )
+
+    def limit_maximums(self) -> LimitMaximums:
+        """The most of each limit one sandbox may be given here (the ``max_*`` settings)."""
+        return LimitMaximums(
+            memory_bytes=parse_size(self.max_memory_limit, "SandboxSettings.max_memory_limit"),
+            cpus=self.max_cpus,
+            pids=self.max_pids_limit,
+            nofile=self.max_nofile_limit,
+            tmp_bytes=parse_size(self.max_tmp_size, "SandboxSettings.max_tmp_size"),
+            workspace_bytes=parse_size(
+                self.max_workspace_size, "SandboxSettings.max_workspace_size"
+            ),
+        )
+
+    def requested_limits(self, asked: dict[str, Any] | None) -> SandboxLimits:
+        """The configured limits with those a request ``asked`` for in their place, each
+        checked against its range and its maximum (InvalidSettingError names the one over)."""
+        limits = self.default_limits().with_overrides(**(asked or {}))
+        self.limit_maximums().check(limits, asked=set(asked or {}))
+        return limits
 
     @property
     def state_path(self) -> Path:
