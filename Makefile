@@ -9,9 +9,9 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz docs
+.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz docs docs-env
 
-test: image browser labextension hub-proxy
+test: image browser labextension hub-proxy docs-env
 	$(BIN)/pytest
 
 lab: image labextension
@@ -105,5 +105,8 @@ $(DOCS_STAMP): pyproject.toml docs/requirements.txt images/python/constraints.tx
 	$(DOCS_VENV)/bin/pip install --quiet -r docs/requirements.txt -r $(DOCS_VENV)/package-requirements.txt -c images/python/constraints.txt
 	touch $@
 
-docs: $(DOCS_STAMP)
+# tests/docs/test_site.py builds the site with it, so make test makes it too.
+docs-env: $(DOCS_STAMP)
+
+docs: docs-env
 	$(DOCS_VENV)/bin/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html

@@ -87,9 +87,24 @@ def configurable_classes() -> list[type]:
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if cls.__module__.startswith(f"{PACKAGE}.") and cls.class_own_traits(config=True):
+        if cls.__module__.startswith(f"{PACKAGE}.") and own_config_traits(cls):
             found[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return [found[name] for name in sorted(found, key=lambda n: (n.rsplit(".", 1)[-1], n))]
+
+
+def own_config_traits(cls: Any) -> dict[str, Any]:
+    """The ``config=True`` traits ``cls`` defines, or takes from a mixin that is not itself
+    configurable (cli_sandboxes.CommandOptions gives ExecApp ``--ExecApp.env``): those are
+    configured under this class's name, so they are listed here."""
+    from traitlets.config import Configurable
+
+    traits: dict[str, Any] = cls.class_traits(config=True)
+    own = {}
+    for name, trait in traits.items():
+        definer = next(c for c in cls.__mro__ if name in vars(c))
+        if definer is cls or not issubclass(definer, Configurable):
+            own[name] = trait
+    return own
 
 
 def trait_type(trait: Any) -> str:
@@ -126,7 +141,7 @@ class ConfigReference(SphinxDirective):
         intro += nodes.Text(".")
         section += intro
         section.extend(_paragraphs((cls.__doc__ or "").split("\n\n")[0]))
-        traits = cls.class_own_traits(config=True)  # type: ignore[attr-defined]
+        traits = own_config_traits(cls)
         for trait_name in sorted(traits):
             section += self.trait_entry(name, trait_name, traits[trait_name])
         return section
