@@ -78,7 +78,7 @@ class KernelRequest:
         """Refuse to reattach ``context``'s sandbox when it differs from this request.
 
         Runtime, image and limits are fixed when a sandbox is made. The network policy can
-        change on a live sandbox, so only a named context is checked (checklist row 36): an
+        change on a live sandbox, so only a named context is checked (checklist row 36, docs/explanation/design.md): an
         unnamed one is a kernel restarting, which keeps the policy its sandbox has now.
         """
         fix = "shut it down first, or use another JUPYTER_SANDBOX_CONTEXT"

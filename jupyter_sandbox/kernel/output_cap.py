@@ -1,4 +1,5 @@
-"""A cap on the output one cell sends to frontends (checklist rows 10 and 47: output floods).
+"""A cap on the output one cell sends to frontends (checklist rows 10 and 47: output floods;
+see docs/explanation/design.md).
 
 Sandboxed code can print gigabytes in a loop. Relayed as it is, that output fills the browser's
 memory, the server's websocket buffers and, once saved, the notebook file. The proxy therefore

@@ -79,7 +79,7 @@ def now_iso() -> str:
 def build_container_spec(
     settings: SandboxSettings, request: SpecRequest, directory: SandboxDirectory
 ) -> ContainerSpec:
-    """The container for ``request``, with every isolation default of DESIGN.md applied."""
+    """The container for ``request``, with every isolation default applied (docs/explanation/design.md)."""
     limits = request.limits
     uid = settings.effective_uid
     ulimits = {"nofile": limits.nofile, "core": 0}

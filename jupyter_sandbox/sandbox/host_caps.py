@@ -3,7 +3,7 @@
 Two places of a sandbox's host directory take writes from inside (hostdir.py): ``io/``, which
 the kernel must be able to write since it creates its sockets there, and, for a copy-on-write
 ``/workspace``, the overlay's upper layer. On the state directory's own filesystem nothing
-would bound them, so a sandbox could fill the host's disk (security checklist row 9). Each is
+would bound them, so a sandbox could fill the host's disk (security checklist row 9, docs/explanation/design.md). Each is
 therefore its own tmpfs of a fixed size: writes past it fail with ENOSPC inside the sandbox.
 
 Memory-backed, as the sandbox's ``/tmp`` and tmpfs ``/workspace`` are: a page of tmpfs is

@@ -1,7 +1,7 @@
 """Container labels: the facts fixed when a sandbox is created.
 
 Everything jupyter-sandbox creates carries ``io.jupyter-sandbox.*`` labels, and nothing acts on a
-container that lacks them (see DESIGN.md, "Context ids and ownership").
+container that lacks them (see docs/explanation/design.md, "Context ids and ownership").
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class WarmPool(LoggingConfigurable):
         config=True,
         help="""Unclaimed sandboxes kept ready per pool key (runtime, image, limits, launch
         directory...). Each idle member holds host memory (about 50 MB under runc and 70 MB
-        under runsc, proportional set size; see the README). 0 turns the pool off: every kernel
+        under runsc, proportional set size; see the performance page of the docs). 0 turns the pool off: every kernel
         start makes a new sandbox.""",
     )
     max_keys = Integer(

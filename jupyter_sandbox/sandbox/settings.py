@@ -1,7 +1,8 @@
 """Settings shared by the kernel process and the server extension.
 
 Both read ``jupyter_sandbox_config.py`` (e.g. ``c.SandboxSettings.memory_limit = "4g"``). Every
-isolation default in DESIGN.md "Isolation defaults" is a setting here; relaxing one is explicit.
+isolation default (docs/explanation/design.md, "Isolation defaults") is a setting here; relaxing
+one is explicit.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ class SandboxExtension(ExtensionApp):
 
     async def _warn_about_outdated_runtimes(self) -> None:
         """Say at start, in the server's log, what 'jupyter sandbox doctor' would warn about
-        the engine's age (checklist row 39): an operator may never run the doctor."""
+        the engine's age (checklist row 39, docs/explanation/design.md): an operator may never run the doctor."""
         try:
             facts = await self.manager.backend.engine_facts()
         except SandboxError as exc:

@@ -1,4 +1,4 @@
-"""Every isolation default of DESIGN.md, read off the container spec (no engine needed)."""
+"""Every isolation default (docs/explanation/design.md), read off the container spec (no engine needed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The core never imports tornado or jupyter_server (DESIGN.md "Layout")."""
+"""The core never imports tornado or jupyter_server (docs/explanation/design.md, "Layout")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What code inside a sandbox can see and do, on both runtimes (DESIGN.md "Isolation defaults").
+"""What code inside a sandbox can see and do, on both runtimes (docs/explanation/design.md, "Isolation defaults").
 Attacks (fork and memory bombs among them) are in tests/security/.
 
 Every probe runs as user code in the sandbox's kernel, reached with plain jupyter_client.
