@@ -138,7 +138,7 @@ def host_write_caps(settings: SandboxSettings) -> Check:
         f"{why}: a sandbox can fill the disk of {settings.state_path} through /run/sandbox "
         "and a copy-on-write /workspace",
         "run the server as root, in the engine's mount namespace, or give the state directory "
-        "a size-limited filesystem of its own (README, Isolation defaults)",
+        "a size-limited filesystem of its own (docs/explanation/isolation.md)",
     )
 
 
