@@ -130,7 +130,8 @@ async def run_code(
 
     SandboxConflictError when the sandbox is paused or stopped, or its interpreter was
     restarted during the run; SandboxDiedError when the sandbox stopped during it;
-    OutputTooLargeError past MAX_OUTPUT (the code is interrupted). Cancelling interrupts it.
+    OutputTooLargeError past MAX_OUTPUT (the code is interrupted), or when its exception takes
+    the result past it. Cancelling interrupts it.
     """
     await manager.running(owner, sandbox_id)
     generation = manager.read_state(sandbox_id).get("generation", 0)
@@ -185,6 +186,13 @@ async def run_code(
                 f"sandbox {sandbox_id}'s interpreter does not answer, so the code did not run "
                 f"({exc.message}); restart it (POST /api/sandboxes/{sandbox_id}/restart)"
             ) from None
+    if output is None and shown.size + error_size(outcome.error) > MAX_OUTPUT:
+        # The exception is output as much as a print is: a 20 MB one was answered whole.
+        raise OutputTooLargeError(
+            f"the code's output and exception (its message and traceback) passed "
+            f"{_amount(MAX_OUTPUT)}: raise a shorter exception, or write the details to a file "
+            "and fetch that (GET /api/sandboxes/{id}/files/content?path=FILE)"
+        )
     return CodeResult(
         status=outcome.status,
         execution_count=outcome.execution_count,
@@ -229,6 +237,18 @@ async def stream_code(
         if not run.done():
             run.cancel()  # interrupts the code (kernel_execution.execute)
         await asyncio.gather(run, return_exceptions=True)
+
+
+def error_size(error: dict[str, Any] | None) -> int:
+    """The characters an exception holds in a result: its name, message and traceback."""
+    if not error:
+        return 0
+    lines = error.get("traceback", [])
+    return (
+        len(str(error.get("ename", "")))
+        + len(str(error.get("evalue", "")))
+        + sum(len(str(line)) for line in lines)
+    )
 
 
 def _amount(size: int) -> str:

@@ -241,10 +241,15 @@ async def _published_until_idle(
 
 
 def _exception(content: dict[str, Any]) -> dict[str, Any]:
+    # The sandbox writes these: a traceback that is one long string, not a list of lines,
+    # would become a list of one-character strings (tens of bytes each on the host).
+    lines = content.get("traceback", [])
     return {
         "ename": str(content.get("ename", "")),
         "evalue": str(content.get("evalue", "")),
-        "traceback": plain_traceback(list(content.get("traceback", []))),
+        "traceback": plain_traceback(
+            [str(line) for line in lines] if isinstance(lines, list) else []
+        ),
     }
 
 

@@ -1,9 +1,12 @@
-"""Row 10: an output flood from a cell, through the proxy kernel as JupyterLab reaches it."""
+"""Rows 10 and 47: output floods from a cell, through the proxy kernel as JupyterLab reaches it."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,4 +55,83 @@ def test_row10_output_flood_is_capped(
         f"{FLOOD_MB} MB printed; {len(out.encode()) >> 10} KiB reached the frontend, ending with "
         f"the notice; the cell finished and the kernel answered; proxy peak memory {peak} MB",
         cases=1,
+    )
+
+
+# A cell that sends past the cap what the cap did not count (issue 31): tracebacks (error
+# messages), comm messages, and stream output under a fresh parent msg_id each, each kind
+# HOLE_MB messages of 1 MiB, sent as the kernel's own session sends them.
+HOLE_MB = 16
+HOLES_CELL = f"""
+import uuid
+from IPython import get_ipython
+ip = get_ipython()
+kernel, big = ip.kernel, 'e' * 2**20
+for _ in range({HOLE_MB}):
+    try:
+        raise ValueError(big)
+    except ValueError:
+        ip.showtraceback()
+for _ in range({HOLE_MB}):
+    kernel.session.send(kernel.iopub_socket, 'comm_msg', {{'comm_id': 'c', 'data': {{'d': big}}}},
+                        parent=kernel.get_parent(), ident=b'comm-c')
+for _ in range({HOLE_MB}):
+    forged = {{'header': {{'msg_id': uuid.uuid4().hex, 'msg_type': 'execute_request'}}}}
+    kernel.session.send(kernel.iopub_socket, 'stream', {{'name': 'stdout', 'text': big}},
+                        parent=forged, ident=b'stream')
+print('cell ended')
+"""
+
+
+def iopub_until_idle(kc: Any, msg_id: str, timeout: float) -> tuple[int, list[dict[str, Any]]]:
+    """Every iopub message the frontend receives until ``msg_id``'s idle, whatever its parent:
+    the bytes they hold (content, metadata, buffers) and the messages."""
+    received: list[dict[str, Any]] = []
+    size = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        received.append(msg)
+        size += len(json.dumps(msg["content"])) + len(json.dumps(msg["metadata"]))
+        size += sum(len(buffer) for buffer in msg.get("buffers") or [])
+        if (
+            msg["msg_type"] == "status"
+            and msg["parent_header"].get("msg_id") == msg_id
+            and msg["content"].get("execution_state") == "idle"
+        ):
+            return size, received
+
+
+@pytest.mark.checklist(
+    row=47,
+    attack=f"output the cap did not count: {HOLE_MB} tracebacks, {HOLE_MB} comm messages and "
+    f"{HOLE_MB} stream messages under forged parent ids, 1 MiB each, under a 1 MiB cap",
+    expected="every iopub message counts against the running cell, whatever parent it names: "
+    "what reaches the frontend stays near the cap, with the notice; the cell and kernel run on",
+)
+def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
+    request: pytest.FixtureRequest, runtime: str, observe: Callable[..., None]
+) -> None:
+    purpose = purpose_label(request.node.nodeid)
+    with (
+        sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
+        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
+    ):
+        msg_id = kc.execute(HOLES_CELL)
+        size, received = iopub_until_idle(kc, msg_id, timeout=240)
+        reply = kc.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:  # kernel_info's, from the start
+            reply = kc.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        texts = "".join(m["content"].get("text", "") for m in received if m["msg_type"] == "stream")
+        assert "this cell's output passed 1m" in texts
+        assert "cell ended" not in texts  # past the cap: not shown, yet the cell finished
+        assert size < 2**20 + 64 * 1024, size
+        assert value_of(kc, "6 * 7") == "42"  # the next cell has a budget of its own
+    kinds = sorted({m["msg_type"] for m in received})
+    observe(
+        f"{3 * HOLE_MB} MB sent as tracebacks, comm messages and stream under forged parents; "
+        f"{size >> 10} KiB reached the frontend ({', '.join(kinds)}), with the notice; the cell "
+        "finished and the kernel answered",
+        cases=3,
     )

@@ -4,6 +4,7 @@ sandbox's live interpreter. Every answer is checked against openapi.yaml by ``ap
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -269,3 +270,40 @@ async def test_output_past_the_cap_is_refused_and_the_code_interrupted(
     assert ran.status == 200, ran.body
     assert ran.text("stdout") == "a" * (4 * cap) + "\n"
     assert ran.last()[0] == "result", ran.events
+
+
+@pytest.mark.checklist(
+    row=48,
+    attack="an oversized exception from a code run over REST: raise ValueError of 4x the "
+    "output cap (issue 31: a 20 MB error was answered 200 where a 20 MB print gets 413)",
+    expected="413 output_too_large, as for a large print, saying what to do; a small "
+    "exception is still a 200 result with its traceback; the interpreter runs on",
+)
+@pytest.mark.parametrize("runtime", BOTH_RUNTIMES)
+async def test_an_exception_past_the_cap_is_refused_as_a_large_print_is(
+    jp_fetch: Fetch, monkeypatch: pytest.MonkeyPatch, runtime: str, observe: Callable[..., None]
+) -> None:
+    cap = 64 * 1024
+    monkeypatch.setattr(code_runs, "MAX_OUTPUT", cap)
+    sandbox_id = await new_sandbox(jp_fetch, runtime)
+    status, error = await execute(
+        jp_fetch, sandbox_id, {"code": f"raise ValueError('e' * {4 * cap})"}
+    )
+    assert status == 413, (status, str(error)[:500])  # was a 200 carrying the exception
+    assert error["code"] == "output_too_large", error
+    assert "exception" in error["message"]
+    assert "/files/content" in error["message"]
+    assert len(str(error)) < 2048  # the answer does not carry the exception
+    # Output and exception together: each under the cap, past it in all.
+    half = f"print('o' * {cap // 2 + 1}); raise ValueError('e' * {cap // 2})"
+    status, error = await execute(jp_fetch, sandbox_id, {"code": half})
+    assert status == 413, (status, str(error)[:500])  # was a 200 carrying the exception
+    assert error["code"] == "output_too_large", error
+    small = await run(jp_fetch, sandbox_id, "raise ValueError('small')")
+    assert (small["status"], small["error"]["evalue"]) == ("error", "small"), small
+    assert plain(await run(jp_fetch, sandbox_id, "6 * 7")) == ["42"]
+    observe(
+        f"an exception of {4 * cap >> 10} KiB and output plus exception past the {cap >> 10} KiB "
+        "cap: 413 output_too_large each; a small exception a 200 result; the interpreter answered",
+        cases=2,
+    )
