@@ -64,6 +64,7 @@ c.ServerApp.jpserver_extensions = {"jupyter_sandbox.server_extension": True}
 c.ServerApp.ip = "127.0.0.1"
 c.ServerApp.port = %(port)d
 c.ServerApp.open_browser = False
+c.ServerApp.allow_root = True
 c.ServerApp.root_dir = %(root)r
 c.SandboxSettings.state_dir = %(state)r
 c.SandboxSettings.runtime = %(runtime)r
@@ -195,7 +196,7 @@ def archive(size: int) -> bytes:
 
 
 async def flood(
-    server: Server, kind: str, sandbox_id: str, args: argparse.Namespace
+    server: Server, kind: str, sandbox_id: str, args: argparse.Namespace, stop: asyncio.Event
 ) -> tuple[list[Held], list[asyncio.Future[Any]], str]:
     """Start alice's flood of ``kind``; return what holds it and a note of what it holds."""
     path = f"api/sandboxes/{sandbox_id}"
@@ -226,7 +227,7 @@ async def flood(
         tar = archive(4 * 1024**2)
 
         async def loop(method: str, target: str) -> None:
-            while True:
+            while not stop.is_set():
                 response = await server.call("alice", method, target, tar)
                 assert response.code in (200, 201, 204), (response.code, response.body[:300])
 
@@ -251,28 +252,43 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
             "snapshots": f"{tmp}/snapshots",
         }
         Path(tmp, "jupyter_server_config.py").write_text(config + (NO_SHARES * args.no_shares))
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": tmp, "JUPYTER_DATA_DIR": f"{tmp}/data"}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", f"--config={tmp}/jupyter_server_config.py"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            asyncio.run(run_floods(Server(f"http://127.0.0.1:{port}/"), runtime, args))
-        finally:
-            process.terminate()
-            process.wait(60)
+        env = {
+            **os.environ,
+            **{f"JUPYTER_{name}_DIR": f"{tmp}/{name.lower()}" for name in ("DATA", "RUNTIME")},
+            "JUPYTER_CONFIG_DIR": tmp,
+        }
+        with open(f"{tmp}/server.log", "wb") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_server",
+                    f"--config={tmp}/jupyter_server_config.py",
+                ],
+                env=env,
+                stdout=log,
+                stderr=log,
+            )
+            try:
+                asyncio.run(run_floods(Server(f"http://127.0.0.1:{port}/"), runtime, args))
+            except BaseException:
+                print(Path(tmp, "server.log").read_text()[-3000:], file=sys.stderr)
+                raise
+            finally:
+                process.terminate()
+                process.wait(60)
 
 
 async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> None:
-    for _ in range(100):
+    deadline = time.monotonic() + 180  # a loaded 2-core machine takes a while to start it
+    while True:
         try:
             if (await server.call("bob", "GET", "api/sandboxes", timeout=5)).code == 200:
                 break
         except OSError:
-            pass
-        await asyncio.sleep(0.2)
+            if time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
     made = json.loads((await server.call("bob", "POST", "api/sandboxes", {})).body)
     bobs = made["id"]
     put = await server.call("bob", "PUT", f"api/sandboxes/{bobs}/files/content?path=mine.txt", b"x")
@@ -283,10 +299,11 @@ async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> 
             if kind != "quiet":
                 made = json.loads((await server.call("alice", "POST", "api/sandboxes", {})).body)
                 alices = made["id"]
-            held, tasks, note = await flood(server, kind, alices or "", args)
+            stop = asyncio.Event()
+            held, tasks, note = await flood(server, kind, alices or "", args, stop)
             runs = [await bobs_requests(server, bobs) for _ in range(args.runs)]
-            for task in tasks:
-                task.cancel()
+            stop.set()
+            await asyncio.gather(*tasks)  # each ends after its upload: none failed
             for request in held:
                 request.close()
             if alices:
