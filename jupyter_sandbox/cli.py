@@ -38,11 +38,14 @@ from .sandbox.image_packages import PackageImageBuilder, read_requirements
 from .sandbox.images import ImageBuilder, remove_leftover_build_containers
 from .sandbox.manager import default_owner
 from .sandbox.pool import unclaimed_member
-from .sandbox.reaper import ReapReport, reap_orphans
+from .sandbox.reaper import ReapReport, orphan_reason, reap_orphans
 from .sandbox.settings import DEFAULT_IMAGE
 
 # Seconds a build step may stay silent (pip installing the wheels is the longest).
 BUILD_TIMEOUT = 1800
+# Seconds `list` spares a start or a kernel's restart before it calls a sandbox an orphan; the
+# automatic sweeps wait for the start timeout, and an unnamed kernel's lifeline a few seconds.
+LIST_GRACE = 10.0
 
 
 class _SandboxCommand(SandboxCommandApp):
@@ -156,12 +159,17 @@ class ListApp(_SandboxCommand):
                 await manager.close()
             print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  {'USE':24}  IMAGE")
             for info in rows:
-                use = _use_of(manager.read_state(info.sandbox_id), manager)
+                state = manager.read_state(info.sandbox_id)
+                orphan = orphan_reason(manager, info, state, LIST_GRACE)
+                use = "orphan" if orphan else _use_of(state, manager)
+                # Last, why an orphan is one: `jupyter sandbox gc` (or the next start of a
+                # kernel or verb) removes it.
+                why = f"  (orphan: {orphan})" if orphan else ""
                 # The image and the context are labels a caller chose: escaped, as is all
                 # else a row shows that is not the server's own.
                 print(
                     f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  "
-                    f"{shown(use):24}  {shown(info.image)}"
+                    f"{shown(use):24}  {shown(info.image)}{why}"
                 )
             return 0
 

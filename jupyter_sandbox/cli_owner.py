@@ -24,6 +24,7 @@ from ._version import __version__
 from .cli_text import shown_lines
 from .sandbox import SandboxError, SandboxManager, SandboxSettings
 from .sandbox.manager import default_owner
+from .sandbox.reaper import sweep_orphans
 
 
 class SandboxCommandApp(JupyterApp):
@@ -75,10 +76,17 @@ class OwnerCommand(SandboxCommandApp):
     def start(self) -> None:
         async def main() -> int:
             manager = SandboxManager.from_config(self.config)
+            # With no server, nothing else removes what killed kernels and servers left: each
+            # verb's start does (reaper.py), beside its own work, and waits for it at the end
+            # rather than leave a removal half done.
+            sweep = asyncio.ensure_future(sweep_orphans(manager))
             try:
                 return await self.run(manager, self.owner or default_owner())
             finally:
-                await manager.close()
+                try:
+                    await sweep
+                finally:
+                    await manager.close()
 
         self.exit_with(lambda: asyncio.run(main()))
 

@@ -37,12 +37,15 @@ from ..sandbox import Sandbox, SandboxError, SandboxManager
 from ..sandbox.container_spec import now_iso
 from ..sandbox.contexts import ContextLock
 from ..sandbox.errors import ContextBusyError, SandboxNotFoundError
+from ..sandbox.lifeline import Lifeline
 from ..sandbox.manager import default_owner
+from ..sandbox.reaper import sweep_orphans
 from .activity import ActivityRecord
 from .answers import fail_request, reply, serve_unavailable, with_isolation_banner
 from .kernel_request import KernelRequest
 from .obtaining import find_or_create, unnamed_context
 from .output_cap import OutputCap
+from .parent_watch import open_kernel_client
 from .relay import Relay
 from .wire import WireMessage, as_bytes
 
@@ -51,6 +54,10 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 1.0  # how often the sandbox's container is checked
 HEARTBEAT_SECONDS = 15.0  # how often the state file records that this kernel is attached
 UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explaining why
+# How long an unnamed kernel's next process waits for its context while the process before it,
+# or that process's lifeline removing the sandbox, still holds it (lifeline.py).
+TAKE_OVER_SECONDS = 30.0
+SWEEP_WAIT_SECONDS = 10.0  # how long an ending kernel lets its start's sweep finish
 
 
 class SandboxKernel:
@@ -64,6 +71,8 @@ class SandboxKernel:
         self.relay = Relay(json.loads(self.connection_file.read_text()))
         self.sandbox: Sandbox | None = None
         self.lock: ContextLock | None = None
+        self.lifeline: Lifeline | None = None  # removes an unnamed kernel's sandbox if killed
+        self.client: int | None = None  # readable once the kernel's client ended (parent_watch)
         self.pending: dict[str, WireMessage] = {}  # execute_requests awaiting their reply
         self.done = asyncio.Event()
         self.exit_code = 0
@@ -80,7 +89,11 @@ class SandboxKernel:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._terminated)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts arrive as messages
+        self.client = open_kernel_client()
+        if self.client is not None:
+            loop.add_reader(self.client, self._client_gone)
         watcher: asyncio.Task[None] | None = None
+        sweep: asyncio.Task[object] | None = None
         began = time.monotonic()
         try:
             self.sandbox = await self._obtain_sandbox()
@@ -95,11 +108,21 @@ class SandboxKernel:
             )
             self.relay.start(self._to_sandbox, self._to_frontend)
             watcher = asyncio.ensure_future(self._watch(self.sandbox))
+            # The start of a kernel removes what killed kernels and servers left (reaper.py).
+            sweep = asyncio.ensure_future(sweep_orphans(self.manager))
         try:
             await self.done.wait()
         finally:
+            if self.client is not None:
+                loop.remove_reader(self.client)
+                os.close(self.client)
             if watcher is not None:
                 watcher.cancel()
+            if sweep is not None:
+                # A removal cut short would leave a directory for the next sweep; a sweep
+                # that hangs on the engine must not keep the kernel from ending.
+                await asyncio.wait({sweep}, timeout=SWEEP_WAIT_SECONDS)
+                sweep.cancel()
             if self.activity is not None:
                 self.activity.close()
             await self._close()
@@ -111,8 +134,11 @@ class SandboxKernel:
         self.output_cap = OutputCap(self.manager.settings.max_cell_output_bytes)
         request = KernelRequest.from_environment()
         key = self.context or unnamed_context(self.connection_file)
-        self.lock = ContextLock(self.manager.settings.state_path, self.owner, key)
-        self.lock.acquire()
+        self.lock = await self._take_context(key)
+        if self.context is None:
+            self.lifeline = Lifeline.start(
+                self.manager.settings.state_path, self.owner, key, self.connection_file
+            )
         return await find_or_create(
             self.manager,
             self.owner,
@@ -121,6 +147,21 @@ class SandboxKernel:
             request,
             named=self.context is not None,
         )
+
+    async def _take_context(self, key: str) -> ContextLock:
+        """The context's lock. An unnamed context is only ever wanted by this kernel's processes
+        and their lifelines: the one before this process may still be ending, or its lifeline
+        removing the sandbox, and either lets go within seconds."""
+        lock = ContextLock(self.manager.settings.state_path, self.owner, key)
+        deadline = time.monotonic() + TAKE_OVER_SECONDS
+        while True:
+            try:
+                lock.acquire()
+                return lock
+            except ContextBusyError:
+                if self.context is not None or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.1)
 
     def _held_while_starting(self, message: WireMessage) -> None:
         if message.msg_type == "shutdown_request":
@@ -171,8 +212,11 @@ class SandboxKernel:
             return relayed
         if channel == "shell" and message.msg_type == "execute_reply":
             cell = message.parent_msg_id()
-            self.pending.pop(cell, None)
-            self.output_cap.forget(cell)
+            request = self.pending.pop(cell, None)
+            # A reply to no request of ours renews no budget: the sandbox names its parent.
+            if request is not None:
+                message = self.output_cap.admit_reply(message, request)
+                self.output_cap.forget(cell)
             self._note_busy()
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
@@ -263,6 +307,16 @@ class SandboxKernel:
         serve_unavailable(self.relay, reason, self._stop)
         asyncio.get_running_loop().call_later(UNAVAILABLE_SECONDS, self._stop, 1)
 
+    def _client_gone(self) -> None:
+        """The process that started this kernel ended without shutting it down: end as
+        ipykernel does, and as on SIGTERM (an unnamed kernel's sandbox goes with it)."""
+        log.warning("the kernel's client (JPY_PARENT_PID) is gone: shutting down")
+        if self.client is not None:  # readable from now on: once is enough
+            asyncio.get_running_loop().remove_reader(self.client)
+        if self.context is None and not self.restarting:
+            self.remove_on_exit = True
+        self._stop(0)
+
     def _terminated(self) -> None:
         if self.shutdown_held and not self.shutting_down:
             # jupyter_client's patience with a shutdown or restart this kernel could not relay
@@ -284,6 +338,8 @@ class SandboxKernel:
         try:
             if self.remove_on_exit and self.sandbox is not None:
                 await self.manager.remove(self.owner, self.sandbox.sandbox_id)
+                if self.lifeline is not None:
+                    self.lifeline.release()  # nothing left for it to remove
         finally:
             await self.relay.close()
             if self.lock is not None:

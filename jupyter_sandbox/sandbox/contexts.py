@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ContextBusyError, InvalidSettingError
-from .hostdir import age_of
 from .process_lock import ProcessLock
 
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -84,6 +83,8 @@ def remove_free_lock_files(state_dir: Path, grace: float) -> list[str]:
     killed leaves it. Each is taken before it is removed, as a kernel would take it, so a
     kernel taking it at the same moment either wins (and the file stays) or finds it gone and
     takes a new one (ProcessLock.try_acquire)."""
+    from .hostdir import age_of  # not at import: a kernel's lifeline reads lock paths alone
+
     removed = []
     for path in sorted((state_dir / "locks").glob("*.lock")):
         age = age_of(path)

@@ -17,6 +17,7 @@ from .errors import SandboxError
 from .host_caps import why_no_caps
 from .hostdir import MAX_SOCKET_PATH
 from .manager import SandboxManager
+from .reaper import orphan_reason
 from .settings import RUNTIMES, SandboxSettings
 
 # Releases carrying the container-escape fixes named in the security checklist (row 39).
@@ -115,11 +116,31 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
     else:
         checks.append(Check("state directory", "ok", str(settings.state_path)))
     checks.append(host_write_caps(settings))
+    checks.append(await orphans(manager))
 
     if smoke:
         for runtime in usable:
             checks.append(await _smoke(manager, runtime))
     return checks
+
+
+async def orphans(manager: SandboxManager) -> Check:
+    """Sandboxes of this state directory that nothing will use or remove again (reaper.py)."""
+    found = []
+    for info in await manager.backend.list_sandboxes():
+        if manager.holds(info):
+            state = manager.read_state(info.sandbox_id)
+            reason = orphan_reason(manager, info, state, manager.settings.start_timeout)
+            if reason is not None:
+                found.append(f"{info.sandbox_id} ({reason})")
+    if not found:
+        return Check("orphaned sandboxes", "ok", "none")
+    return Check(
+        "orphaned sandboxes",
+        "warn",
+        f"{len(found)}: {', '.join(found[:10])}{' ...' if len(found) > 10 else ''}",
+        "jupyter sandbox gc (the next kernel or `jupyter sandbox` verb started also removes them)",
+    )
 
 
 def host_write_caps(settings: SandboxSettings) -> Check:

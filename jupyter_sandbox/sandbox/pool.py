@@ -110,10 +110,13 @@ def is_stale_member(
     """Whether ``directory`` (whose state is ``state``) is an unclaimed pool member that nobody
     will ever claim.
 
-    A member with a ticket waits for its claimer and is never stale. A taken member whose claim
-    was not recorded within ``grace`` seconds lost its claimer (the process died between taking
-    it and updating its state). A member without ticket or claim marker is stale once its state
-    is ``grace`` seconds old (a member being started gets its ticket within start_timeout).
+    A member with a ticket waits for its claimer while a refiller keeps its owner's pool (holds
+    the refill lock, from before its first member until its drain removed the last); once that
+    process is gone without draining (a server killed), nobody will refill, drain or reach the
+    member, and it is stale at once. A taken member whose claim was not recorded within
+    ``grace`` seconds lost its claimer (the process died between taking it and updating its
+    state). A member without ticket or claim marker is stale once its state is ``grace``
+    seconds old (a member being started gets its ticket within start_timeout).
     """
     key = state.get("pool")
     if not unclaimed_member(state) or not isinstance(key, str):
@@ -121,8 +124,9 @@ def is_stale_member(
     marker = directory.root / CLAIM_MARKER
     if marker.exists():
         return age_of(marker) >= grace
-    if PoolDirectory(state_dir).has_ticket(key, directory.root.name):
-        return False
+    pool_dir = PoolDirectory(state_dir)
+    if pool_dir.has_ticket(key, directory.root.name):
+        return not pool_dir.refiller_running(str(state.get("owner", "")))
     return age_of(directory.state_file) >= grace
 
 

@@ -5,8 +5,13 @@ the context lock files of kernels that were killed.
 directory, so two host users sharing one engine never reap each other's sandboxes. The engine is
 the truth for existence: a host directory without a container is stale, and a container without
 its host directory (or whose kernel has exited, unless a memory snapshot stopped it) is an
-orphan. Warm pool members waiting with a
-ticket are left alone; one that lost its claimer (see pool.is_stale_member) is reaped.
+orphan. Warm pool members waiting with a ticket are left alone while a refiller runs; one that
+lost its claimer or its refiller (see pool.is_stale_member) is reaped.
+
+Nothing runs a pass unless something starts: the server (at start and periodically), and, with
+no server at all, the start of a kernel and every ``jupyter sandbox`` verb that acts on
+sandboxes call :func:`sweep_orphans`. A killed unnamed kernel's sandbox is removed sooner, by
+its lifeline (lifeline.py); a pass is the backstop for what no lifeline reached.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import pool
+from .backend_records import SandboxInfo
 from .contexts import ContextLock, lock_path, remove_free_lock_files
+from .errors import SandboxError
 from .hostdir import SandboxDirectory, age_of
 from .identity import is_sandbox_id
 from .manager import SandboxManager
@@ -55,29 +62,27 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     ours = [c for c in containers if manager.holds(c)]
     for info in ours:
         directory = SandboxDirectory(state_dir, info.sandbox_id)
-        young = age_of(directory.root) < grace
-        orphan = not directory.exists() and not young
         # One reading of the state for every decision below (and the pool's clean-up).
         state = directory.read_state()
-        # A sandbox stopped by its memory snapshot is kept until it is restored or removed.
-        checkpointed = bool(state.get("checkpointed"))
-        failed = (info.status in DEAD_STATES and not checkpointed) or (
-            info.status == "created" and not young
+        reason = orphan_reason(manager, info, state, grace)
+        if reason is None:
+            continue
+        untaken = not (directory.root / pool.CLAIM_MARKER).exists()
+        # Taken as a claimer takes it: a kernel claiming it this moment keeps it.
+        if reason == STALE_MEMBER and untaken and not pool.take(directory, by="reaper"):
+            continue
+        log.info(
+            "reaping sandbox %s (%s, %s, host directory %s)",
+            info.sandbox_id,
+            info.status,
+            reason,
+            "present" if directory.exists() else "gone",
         )
-        abandoned = _abandoned(directory, state, info.owner, grace)
-        stale_member = pool.is_stale_member(state_dir, directory, state, grace)
-        if orphan or failed or abandoned or stale_member:
-            log.info(
-                "reaping sandbox %s (%s, host directory %s)",
-                info.sandbox_id,
-                info.status,
-                "present" if directory.exists() else "gone",
-            )
-            await manager.backend.remove(info.sandbox_id)
-            pool.forget_member(state_dir, info.sandbox_id, state)
-            directory.remove()
-            manager.usage.forget(info.sandbox_id)
-            report.containers.append(info.sandbox_id)
+        await manager.backend.remove(info.sandbox_id)
+        pool.forget_member(state_dir, info.sandbox_id, state)
+        directory.remove()
+        manager.usage.forget(info.sandbox_id)
+        report.containers.append(info.sandbox_id)
 
     known = {c.sandbox_id for c in containers}
     if state_dir.is_dir():
@@ -93,6 +98,46 @@ async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -
     report.tickets = pool.remove_stale_tickets(state_dir, grace)
     report.locks = remove_free_lock_files(state_dir, grace)
     report.processes = await manager.backend.end_stray_runtime_processes()
+    return report
+
+
+STALE_MEMBER = "a warm-pool member nobody refills or claims"
+
+
+def orphan_reason(
+    manager: SandboxManager, info: SandboxInfo, state: dict[str, Any], grace: float
+) -> str | None:
+    """Why the sandbox ``info`` (one of ``manager``'s, whose state is ``state``) is an orphan
+    that nothing will use or remove again, or None. ``grace`` (seconds) spares young starts and
+    kernels being restarted; ``jupyter sandbox list`` and doctor show the same reasons."""
+    state_dir = manager.settings.state_path
+    directory = SandboxDirectory(state_dir, info.sandbox_id)
+    young = age_of(directory.root) < grace
+    if not directory.exists() and not young:
+        return "its host directory is gone"
+    # A sandbox stopped by its memory snapshot is kept until it is restored or removed.
+    if info.status in DEAD_STATES and not state.get("checkpointed"):
+        return f"its container {info.status}"
+    if info.status == "created" and not young:
+        return "its start failed"
+    if _abandoned(directory, state, info.owner, grace):
+        return "its kernel process is gone"
+    if pool.is_stale_member(state_dir, directory, state, grace):
+        return STALE_MEMBER
+    return None
+
+
+async def sweep_orphans(manager: SandboxManager) -> ReapReport:
+    """A reaping pass at the start of something (a kernel, a CLI verb): what it removed.
+
+    Failures are logged, never raised: the sweep must not stop what started it."""
+    try:
+        report = await reap_orphans(manager)
+    except (SandboxError, OSError) as exc:
+        log.warning("could not sweep orphaned sandboxes: %s", exc)
+        return ReapReport()
+    if report.containers:
+        log.info("removed orphaned sandbox(es) %s", ", ".join(report.containers))
     return report
 
 

@@ -15,6 +15,7 @@ from jupyter_sandbox.sandbox import SandboxManager, SandboxSettings, WarmPool
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
 from jupyter_sandbox.sandbox.pool import is_stale_member, pool_key, record_wanted, take
 from jupyter_sandbox.sandbox.pool_directory import MAX_WANTED, PoolDirectory
+from jupyter_sandbox.sandbox.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.settings import load_config
 
 from ..conftest import manager_config
@@ -74,13 +75,19 @@ def test_exactly_one_of_many_takers_wins(state_dir: Path) -> None:
     assert not take(SandboxDirectory(state_dir, "ba9876543210"), "claim")  # no such member
 
 
-def test_a_member_with_a_ticket_is_never_stale(state_dir: Path) -> None:
+def test_a_member_with_a_ticket_is_stale_only_once_its_refiller_is_gone(state_dir: Path) -> None:
     directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.root.mkdir(parents=True)
     directory.write_state({"owner": "alice", "pool": "0" * 16})
-    PoolDirectory(state_dir).add_ticket("0" * 16, "0123456789ab")
+    pool_dir = PoolDirectory(state_dir)
+    pool_dir.add_ticket("0" * 16, "0123456789ab")
+    refiller = ProcessLock(pool_dir.refill_lock_path("alice"))
+    assert refiller.try_acquire()  # a server keeps alice's pool
     assert not is_stale_member(state_dir, directory, directory.read_state(), grace=0)
-    PoolDirectory(state_dir).remove_ticket("0" * 16, "0123456789ab")
+    assert is_stale_member(state_dir, directory, {"owner": "bob", "pool": "0" * 16}, grace=0)
+    refiller.release()  # the server was killed: nobody will refill, drain or claim it
+    assert is_stale_member(state_dir, directory, directory.read_state(), grace=3600)
+    pool_dir.remove_ticket("0" * 16, "0123456789ab")
     assert is_stale_member(state_dir, directory, directory.read_state(), grace=0)
     assert not is_stale_member(state_dir, directory, directory.read_state(), grace=3600)
     directory.update_state(claimed="now")

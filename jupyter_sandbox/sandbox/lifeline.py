@@ -1,0 +1,193 @@
+"""The lifeline: a small host process per unnamed kernel that removes the kernel's sandbox once
+the kernel process is gone, however it ended (SIGKILL included).
+
+A proxy kernel of an unnamed context removes its sandbox when it shuts down, is sent SIGTERM or
+loses its client (kernel/parent_watch.py). A process killed with SIGKILL
+(``shutdown_kernel(now=True)``, an OOM kill, a killed process group) can do nothing, so the
+removal must not depend on it: the kernel starts this process, in a session of its own (a signal
+to the kernel's group does not reach it), with the read end of a pipe as its standard input and
+keeps the write end. The operating system closes that end when the kernel process ends in any
+way; this process then reads end of file. If the kernel's connection file is gone, its client
+shut it down (``shutdown_kernel(now=True)`` kills the process, then removes the file; a restart
+keeps it): the sandbox is removed at once. Otherwise it waits up to :data:`GRACE_SECONDS` for a
+new process of the same kernel to take the context (``restart_kernel(now=True)``, Jupyter's
+restarter: each starts a lifeline of its own). If none did, it takes the context's lock itself
+and removes the sandbox, as the kernel would have. A kernel that ended in order and dealt with
+its sandbox (removed it, or restarts it for the next process) writes :data:`DONE` first, and
+this process exits at once.
+
+While it waits it holds nothing but the pipe and an interpreter with the standard library and
+this package's lock code (a few MiB); the manager and the engine's client are imported only to
+remove. Sweeps on the start of anything (reaper.py: ``sweep_orphans``) remain the backstop for
+a lifeline that was itself killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .contexts import check_context, lock_path
+from .host_python import module_command
+from .process_lock import ProcessLock
+
+if TYPE_CHECKING:
+    import subprocess
+
+log = logging.getLogger(__name__)
+
+# Seconds a kernel's sandbox waits, once its kernel process is gone while its connection file
+# stays, for the next process of the same kernel to take its context: restart_kernel(now=True)
+# starts it at once, Jupyter's restarter within its 3 s poll; each takes the lock before
+# anything else, but a loaded host can take seconds to start a Python process.
+GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.1
+DONE = b"d"  # written by a kernel that ended in order: nothing is left for the lifeline to do
+
+
+class Lifeline:
+    """The kernel's end: the write end of the pipe whose read end the lifeline process waits on."""
+
+    def __init__(self, write_fd: int, process: subprocess.Popen[bytes]) -> None:
+        self._write_fd: int | None = write_fd
+        self.process = process
+
+    @classmethod
+    def start(cls, state_dir: Path, owner: str, context: str, connection_file: Path) -> Lifeline:
+        """Start the lifeline of ``owner``'s unnamed ``context``, whose lock the caller holds,
+        of the kernel whose connection file is ``connection_file``."""
+        import subprocess  # the lifeline process itself needs none of it
+
+        read_fd, write_fd = os.pipe()  # both close-on-exec: no other child of the kernel holds it
+        try:
+            process = subprocess.Popen(
+                module_command(
+                    "jupyter_sandbox.sandbox.lifeline",
+                    str(state_dir),
+                    owner,
+                    context,
+                    str(connection_file),
+                ),
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # not ended by a signal to the kernel's process group
+            )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        return cls(write_fd, process)
+
+    def release(self) -> None:
+        """The kernel dealt with its sandbox itself: the lifeline exits without touching it."""
+        if self._write_fd is None:
+            return
+        try:
+            os.write(self._write_fd, DONE)
+        except OSError:  # the lifeline is gone already
+            pass
+        finally:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+
+def wait_for_kernel_end(stdin_fd: int) -> bool:
+    """Block until the kernel closes its end; True if it ended in order (wrote DONE)."""
+    while True:
+        try:
+            data = os.read(stdin_fd, 1)
+        except InterruptedError:
+            continue
+        return data == DONE
+
+
+def taken_over(context_lock: Path, connection_file: Path, grace: float) -> bool:
+    """Whether another process takes the context within ``grace`` seconds; False at once when
+    the kernel's connection file is gone (no process of that kernel will come again)."""
+    deadline = time.monotonic() + grace
+    while True:
+        if ProcessLock.is_held(context_lock):
+            return True
+        if not connection_file.exists() or time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+
+
+async def remove_abandoned(state_dir: Path, owner: str, context: str) -> list[str]:
+    """Remove ``owner``'s sandboxes of the unnamed ``context``; their ids.
+
+    Called holding the context's lock, so no kernel can attach meanwhile. A sandbox stopped by
+    its memory snapshot is kept for its restore, as the reaper keeps it."""
+    from .hostdir import sandbox_directories
+    from .manager import SandboxManager
+    from .settings import load_config
+
+    abandoned = [
+        directory.sandbox_id
+        for directory in sandbox_directories(state_dir)
+        if _serves(directory.read_state(), owner, context)
+    ]
+    if not abandoned:
+        return []
+    config = load_config()
+    config.SandboxSettings.state_dir = str(state_dir)
+    manager = SandboxManager.from_config(config)
+    try:
+        for sandbox_id in abandoned:
+            await manager.remove(owner, sandbox_id)
+    finally:
+        await manager.close()
+    return abandoned
+
+
+def _serves(state: dict[str, Any], owner: str, context: str) -> bool:
+    return (
+        state.get("owner") == owner
+        and state.get("context") == context
+        and bool(state.get("ephemeral"))
+        and not state.get("checkpointed")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_sandbox.sandbox.lifeline")
+    parser.add_argument("state_dir", type=Path)
+    parser.add_argument("owner")
+    parser.add_argument("context")
+    parser.add_argument("connection_file", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="[SandboxedPython lifeline %(asctime)s %(levelname)s] %(message)s",
+    )
+    # Its stderr is the kernel's, which may be a pipe nobody reads once the kernel's client died.
+    logging.raiseExceptions = False
+    if not args.state_dir.is_absolute() or not args.connection_file.is_absolute():
+        parser.error("the state directory and the connection file must be absolute paths")
+    context_lock = lock_path(args.state_dir, args.owner, check_context(args.context))
+    if wait_for_kernel_end(sys.stdin.fileno()):
+        return 0
+    if taken_over(context_lock, args.connection_file, GRACE_SECONDS):
+        return 0
+    hold = ProcessLock(context_lock)
+    if not hold.try_acquire(note=f"lifeline {os.getpid()}"):
+        return 0  # a new kernel process took it this very moment
+    import asyncio  # only now: the waiting process stays small
+
+    try:
+        for sandbox_id in asyncio.run(remove_abandoned(args.state_dir, args.owner, args.context)):
+            log.info("removed sandbox %s: its kernel process ended", sandbox_id)
+    finally:
+        hold.release(remove=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
