@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.doctor import orphans
+from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.manager import default_owner
 
 pytestmark = pytest.mark.integration
@@ -94,3 +97,43 @@ async def test_list_says_what_each_sandbox_serves(
     [row] = listed.stdout.splitlines()[1:]
     assert row.startswith(named.sandbox_id)
     assert "context c1 (detached)" in row
+
+
+async def test_an_orphan_is_listed_as_one_reported_by_doctor_and_swept_by_the_next_verb(
+    manager: SandboxManager, state_dir: Path, purpose: str, tmp_path: Path
+) -> None:
+    """An unnamed kernel's sandbox whose kernel process and lifeline are both gone (nobody
+    holds its context), idle past the start timeout: with no server, the next verb removes it."""
+    orphan = await manager.create(
+        default_owner(),
+        runtime="runc",
+        context="kernel-0123456789abcdef",
+        ephemeral=True,
+        purpose=purpose,
+    )
+    state_file = state_dir / orphan.sandbox_id / "state.json"
+    long_ago = time.time() - 3600
+    os.utime(state_file, (long_ago, long_ago))
+
+    listed = sandbox_cli("list", state_dir=state_dir)
+    assert listed.returncode == 0, listed.stderr
+    [row] = listed.stdout.splitlines()[1:]
+    assert row.startswith(orphan.sandbox_id)
+    assert "orphan " in row
+    assert row.endswith("(orphan: its kernel process is gone)")
+    check = await orphans(manager)
+    assert (check.status, check.fix.split()[:3]) == ("warn", ["jupyter", "sandbox", "gc"])
+    assert orphan.sandbox_id in check.detail
+
+    # Any verb that acts as an owner sweeps beside its own work; this one lists snapshots.
+    verb = sandbox_cli(
+        "snapshot",
+        "list",
+        f"--Snapshots.snapshot_dir={tmp_path / 'snapshots'}",
+        state_dir=state_dir,
+    )
+    assert verb.returncode == 0, verb.stderr
+    with pytest.raises(SandboxNotFoundError):
+        await manager.get(default_owner(), orphan.sandbox_id)
+    assert not (state_dir / orphan.sandbox_id).exists()
+    assert (await orphans(manager)).status == "ok"
