@@ -19,11 +19,19 @@ renewed as each execution ends: only a frontend's requests can renew a budget.
 
 Past the cap, only ``status`` messages still pass (a frontend waits for its request's ``idle``),
 small ones and a bounded number per budget, so that a flood of them is capped too.
+
+An execute_reply must reach the frontend too (it ends the cell), and ipykernel's carries the
+exception's message and traceback again, on shell: one that does not fit in what is left of
+its execution's budget (and is larger than REPLY_BYTES) is rebuilt small: its status, count,
+the exception's name and the start of its message, the notice in place of its traceback.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from datetime import datetime, timezone
+from typing import Any
 
 from ..sandbox.limits import format_size
 from .wire import WireMessage, as_bytes
@@ -35,14 +43,20 @@ STATUS_BYTES = 4096
 STATUS_PAST_CAP = 256
 # The budget of what the sandbox sends while no execution runs.
 BETWEEN_EXECUTIONS = ""
+# An execute_reply up to this size passes whatever is left of its execution's budget: a reply
+# with a payload or user expressions after a cell that filled its budget is still whole.
+REPLY_BYTES = 64 * 1024
+EVALUE_CHARS = 1024  # of an oversized reply's exception message, kept
+# Header fields an oversized reply keeps, when they are short strings (the rest is rebuilt).
+_HEADER_FIELDS = ("msg_id", "session", "username", "version")
 
 
 class OutputCap:
     """Per-execution output budgets, keyed by the msg_id of the execute_request the proxy knows
     is running (BETWEEN_EXECUTIONS when none is).
 
-    The proxy calls :meth:`admit` for every iopub message bound for frontends and
-    :meth:`forget` when an execution's execute_reply passes.
+    The proxy calls :meth:`admit` for every iopub message bound for frontends, and
+    :meth:`admit_reply` then :meth:`forget` for the execute_reply to a request it relayed.
     """
 
     def __init__(self, limit_bytes: int) -> None:
@@ -77,6 +91,36 @@ class OutputCap:
         room = self.limit_bytes - used - (size - len(message.content))
         cut = self._cut(message, room, self.notice())
         return (cut, None) if cut is not None else (None, self.notice())
+
+    def admit_reply(self, reply: WireMessage, request: WireMessage) -> WireMessage:
+        """The execute_reply to ``request`` to relay: as it came, or rebuilt small if it does
+        not fit in what is left of its execution's budget (see the module's docstring). Its
+        parent header becomes the request's own: the frontend matches the reply by it."""
+        if self.limit_bytes <= 0:
+            return reply
+        size = sum(len(frame) for frame in reply.frames[reply.delim + 2 :])
+        room = self.limit_bytes - self._used.get(request.msg_id, 0)
+        if size <= max(room, REPLY_BYTES):
+            return reply
+        content = json.loads(as_bytes(reply.content))
+        content = content if isinstance(content, dict) else {}
+        small: dict[str, Any] = {
+            "status": str(content.get("status", "error"))[:16],
+            "execution_count": _count(content.get("execution_count")),
+        }
+        if small["status"] == "error":
+            small.update(
+                ename=str(content.get("ename", ""))[:EVALUE_CHARS],
+                evalue=str(content.get("evalue", ""))[:EVALUE_CHARS],
+                traceback=[self.notice()],
+            )
+        header = reply.header_dict
+        fresh = {k: header[k] for k in _HEADER_FIELDS if _short(header.get(k))}
+        fresh.setdefault("msg_id", uuid.uuid4().hex)
+        fresh.update(msg_type="execute_reply", date=datetime.now(timezone.utc).isoformat())
+        signed = [fresh, request.header_dict, {}, small]
+        reply.frames[reply.delim + 2 :] = [json.dumps(part).encode() for part in signed]
+        return reply
 
     def forget(self, cell: str) -> None:
         """The execution ``cell`` ended: drop its budget, and renew the one between executions."""
@@ -117,3 +161,11 @@ class OutputCap:
         text = str(content.get("text", "")).encode()[: max(room, 0)].decode(errors="ignore")
         message.content = json.dumps({**content, "text": text + notice}).encode()
         return message
+
+
+def _short(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= 128
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

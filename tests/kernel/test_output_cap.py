@@ -6,12 +6,13 @@ import json
 import uuid
 from typing import Any
 
-from jupyter_sandbox.kernel.output_cap import STATUS_PAST_CAP, OutputCap
+from jupyter_sandbox.kernel.output_cap import EVALUE_CHARS, REPLY_BYTES, STATUS_PAST_CAP, OutputCap
 from jupyter_sandbox.kernel.wire import Signer, WireMessage, as_bytes, parse
 
 SIGNER = Signer(b"key")
 CELL = SIGNER.session.msg("execute_request", {"code": "flood()"})
 RUNNING = str(CELL["header"]["msg_id"])
+REQUEST = parse(list(SIGNER.session.serialize(CELL, ident=[b"frontend"])))
 
 
 def output(
@@ -185,3 +186,60 @@ def test_no_limit() -> None:
     unlimited = OutputCap(0)
     big = stream("z" * 100_000)
     assert unlimited.admit(big, RUNNING) == (big, None)
+
+
+def error_reply(evalue: str, **fields: object) -> WireMessage:
+    content = {"status": "error", "execution_count": 3, "ename": "ValueError", "evalue": evalue}
+    return output("execute_reply", {**content, "traceback": [evalue], **fields})
+
+
+def test_a_reply_that_fits_passes_as_it_came() -> None:
+    cap = OutputCap(10_000)
+    reply = error_reply("small")
+    assert cap.admit_reply(reply, REQUEST) is reply
+    cap.admit(stream("x" * 20_000), RUNNING)  # the budget spent: a reply up to REPLY_BYTES
+    ok = output("execute_reply", {"status": "ok", "execution_count": 3, "payload": ["p" * 1000]})
+    assert cap.admit_reply(ok, REQUEST) is ok
+
+
+def test_an_oversized_reply_is_rebuilt_small_under_the_requests_header() -> None:
+    """ipykernel's execute_reply repeats the exception: a 16 MB one passed on shell too."""
+    cap = OutputCap(10_000)
+    forged = {"header": {**CELL["header"], "msg_id": "not-the-request"}}
+    big = output(
+        "execute_reply",
+        {
+            "status": "error",
+            "execution_count": 3,
+            "ename": "ValueError",
+            "evalue": "e" * 2**20,
+            "traceback": ["t" * 2**20],
+        },
+        cell=forged,
+        metadata={"m": "y" * 2**16},
+        buffers=[b"b" * 2**16],
+    )
+    rebuilt = cap.admit_reply(big, REQUEST)
+    frames = rebuilt.frames[rebuilt.delim + 2 :]
+    assert len(frames) == 4  # no buffers
+    assert sum(len(frame) for frame in frames) < 4096
+    assert rebuilt.msg_type == "execute_reply"
+    assert rebuilt.parent_msg_id() == RUNNING  # the request's, not what the sandbox named
+    content = rebuilt.content_dict()
+    assert (content["status"], content["execution_count"], content["ename"]) == (
+        "error",
+        3,
+        "ValueError",
+    )
+    assert content["evalue"] == "e" * EVALUE_CHARS
+    assert "this cell's output passed" in content["traceback"][0]
+    assert SIGNER.verify(parse(SIGNER.frames(rebuilt)))  # signed anew as the relay does
+
+
+def test_a_reply_that_is_not_an_object_is_rebuilt_too() -> None:
+    cap = OutputCap(1_000)
+    reply = output("execute_reply", {})
+    reply.content = json.dumps(["x" * REPLY_BYTES]).encode()
+    content = cap.admit_reply(reply, REQUEST).content_dict()
+    assert content["status"] == "error"
+    assert content["execution_count"] is None

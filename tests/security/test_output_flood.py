@@ -105,7 +105,8 @@ def iopub_until_idle(kc: Any, msg_id: str, timeout: float) -> tuple[int, list[di
 @pytest.mark.checklist(
     row=47,
     attack=f"output the cap did not count: {HOLE_MB} tracebacks, {HOLE_MB} comm messages and "
-    f"{HOLE_MB} stream messages under forged parent ids, 1 MiB each, under a 1 MiB cap",
+    f"{HOLE_MB} stream messages under forged parent ids, 1 MiB each, and one exception of "
+    f"{HOLE_MB} MB (on iopub and in its execute_reply), under a 1 MiB cap",
     expected="every iopub message counts against the running cell, whatever parent it names: "
     "what reaches the frontend stays near the cap, with the notice; the cell and kernel run on",
 )
@@ -128,10 +129,21 @@ def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
         assert "cell ended" not in texts  # past the cap: not shown, yet the cell finished
         assert size < 2**20 + 64 * 1024, size
         assert value_of(kc, "6 * 7") == "42"  # the next cell has a budget of its own
+        # One exception of HOLE_MB MB: ipykernel sends it on iopub and again in the reply.
+        msg_id = kc.execute(f"raise ValueError('e' * {HOLE_MB << 20})")
+        error_size, _ = iopub_until_idle(kc, msg_id, timeout=240)
+        reply = kc.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=60)
+        reply_size = len(json.dumps(reply["content"]))
+        assert (reply["content"]["status"], reply["content"]["ename"]) == ("error", "ValueError")
+        assert error_size + reply_size < 2**20 + 64 * 1024, (error_size, reply_size)
+        assert value_of(kc, "6 * 7") == "42"
     kinds = sorted({m["msg_type"] for m in received})
     observe(
         f"{3 * HOLE_MB} MB sent as tracebacks, comm messages and stream under forged parents; "
-        f"{size >> 10} KiB reached the frontend ({', '.join(kinds)}), with the notice; the cell "
-        "finished and the kernel answered",
-        cases=3,
+        f"{size >> 10} KiB reached the frontend ({', '.join(kinds)}), with the notice; an "
+        f"exception of {HOLE_MB} MB: {error_size >> 10} KiB on iopub and a reply of "
+        f"{reply_size} bytes; the cells finished and the kernel answered",
+        cases=4,
     )
