@@ -148,6 +148,15 @@ def fuzz_in_this_process(name: str, options: list[str]) -> None:
     atheris.Fuzz()
 
 
+def failure_of(log: str) -> str:
+    """What a failed run's log says of the failure: from the exception (or libFuzzer's own
+    report of a timeout or an out-of-memory) on, else its end."""
+    for mark in ("=== Uncaught Python exception", "==ERROR: libFuzzer", "ERROR: libFuzzer"):
+        if mark in log:
+            return log[log.index(mark) :][:8000]
+    return log[-8000:]
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
         fuzz_in_this_process(argv[1], argv[2:])
@@ -183,7 +192,7 @@ def main(argv: list[str]) -> int:
         )
         if outcome.failed:
             failed.append(name)
-            print(outcome.log[-6000:], file=sys.stderr)
+            print(failure_of(outcome.log), file=sys.stderr)
     if failed:
         print(f"failures in {', '.join(failed)}: the inputs are in {CRASHES}/<target>/")
         return 1

@@ -198,7 +198,7 @@ async def test_a_missing_sandbox_bad_ports_and_wrong_arguments(state_dir: Path) 
     bad = await ports_cli("forward", "0123456789ab", "80a", state_dir=state_dir)
     assert (bad.returncode, bad.stderr) == (
         1,
-        "error: port must be a whole number from 1 to 65535, not '80a'\n",
+        "error: port must be a whole number from 1 to 65535 in ASCII digits, not '80a'\n",
     )
     wrong = await ports_cli("forward", "0123456789ab", state_dir=state_dir)
     assert (wrong.returncode, wrong.stderr) == (

@@ -75,10 +75,14 @@ class _OpenerGone(Exception):
 
 def check_port(port: object) -> int:
     """``port`` as a TCP port number; InvalidRequestError saying what it takes otherwise."""
-    if isinstance(port, str) and port.isdigit():
+    # ASCII digits only: str.isdigit() and int() also take other scripts' digits ('٨٠' is 80)
+    # and isdigit() takes '²', which int() refuses.
+    if isinstance(port, str) and port.isascii() and port.isdigit() and len(port) <= 5:
         port = int(port)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise InvalidRequestError(f"port must be a whole number from 1 to 65535, not {port!r}")
+        raise InvalidRequestError(
+            f"port must be a whole number from 1 to 65535 in ASCII digits, not {port!r}"
+        )
     return port
 
 

@@ -26,6 +26,7 @@ from tornado import web
 from ..sandbox import SandboxError
 from ..sandbox.errors import InvalidRequestError, SandboxNotFoundError
 from ..sandbox.hostdir import SandboxDirectory
+from ..sandbox.port_answer import MalformedAnswer
 from ..sandbox.ports import check_port
 from .handlers import _ID, SandboxAPIHandler
 from .port_links import GENERATION_KEY, PREFIX, generation_of, masked
@@ -132,6 +133,10 @@ class PortProxyHandler(web.RequestHandler):
             log.debug("relay to a sandbox's port failed: %r", exc)
             if not self._headers_written:
                 self._plain(502, "the sandbox's server closed the connection without an answer")
+        except MalformedAnswer as exc:  # nothing of it reached the browser
+            log.debug("a sandbox's port answered with a malformed head: %s", exc.message)
+            if not self._headers_written:
+                self._plain(exc.http_status, exc.message)
 
     def _owner_if_valid(self, sandbox_id: str, port: int, token: str) -> str:
         """The sandbox's owner when ``token`` is the link's; SandboxNotFoundError otherwise."""

@@ -4,16 +4,19 @@ Plain HTTP goes through tornado's own HTTP/1.1 client connection (``HTTP1Connect
 socket the core joined to the sandbox's port (sandbox/ports.py): one request per connection,
 its answer streamed to the browser as it arrives (a slow browser holds the sandbox's server
 back rather than filling the server's memory). A WebSocket upgrade is relayed byte for byte
-once the sandbox's server has answered ``101``.
+once the sandbox's server has answered ``101``. On both ways the answer's head is read by one
+strict parser (sandbox/port_answer.py) and the browser gets a head rebuilt from its parts,
+never the sandbox's bytes.
 
 Everything the sandbox sends is untrusted, and the page it serves lives on Jupyter's own
 host. So, in both directions, headers are filtered:
 
 * to the sandbox go neither the user's credentials (``Cookie``, ``Authorization``, XSRF
   headers: the sandbox would hold the user's Jupyter session) nor hop-by-hop headers;
-* to the browser go no headers that act on the whole origin (``Set-Cookie`` could plant or
-  shadow Jupyter's cookies, ``Clear-Site-Data`` could log the user out, HSTS, Alt-Svc,
-  reporting endpoints, a Service-Worker scope), and every answer carries
+* to the browser go only the headers on port_answer.ALLOWED, none that acts on the whole origin
+  (``Set-Cookie`` could plant or shadow Jupyter's cookies, ``Clear-Site-Data`` could log the
+  user out, HSTS, Alt-Svc, reporting endpoints, a Service-Worker scope), a ``Location`` only as
+  a path under the link, and every answer carries
   ``Content-Security-Policy: sandbox ...`` without ``allow-same-origin``: the page runs in an
   opaque origin that can neither read Jupyter's cookies nor call its API with them.
 """
@@ -25,11 +28,12 @@ import contextlib
 import socket
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
 from tornado.web import RequestHandler
+
+from ..sandbox.port_answer import MAX_HEAD, MalformedAnswer, browser_headers, parse_answer_head
 
 HOP_BY_HOP = frozenset(
     {
@@ -46,27 +50,11 @@ HOP_BY_HOP = frozenset(
 )
 # The user's credentials for Jupyter, which the sandbox must never see.
 CREDENTIALS = frozenset({"cookie", "authorization", "x-xsrftoken", "x-csrftoken"})
-# What would act on Jupyter's whole origin rather than on the sandbox's page.
-ORIGIN_WIDE = frozenset(
-    {
-        "set-cookie",
-        "set-cookie2",
-        "clear-site-data",
-        "strict-transport-security",
-        "alt-svc",
-        "service-worker-allowed",
-        "nel",
-        "report-to",
-        "reporting-endpoints",
-        "public-key-pins",
-    }
-)
 # An opaque origin: scripts and forms work, Jupyter's cookies and same-origin API stay out.
 SANDBOX_POLICY = (
     "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads "
     "allow-pointer-lock allow-presentation"
 )
-MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers, at most
 HEAD_TIMEOUT = 60.0  # seconds the sandbox's server has to begin its answer
 CHUNK = 1024 * 1024  # bytes moved per read, at most
 
@@ -103,42 +91,42 @@ def origin_of(request: httputil.HTTPServerRequest) -> str:
 
 
 def answer_headers(
-    headers: httputil.HTTPHeaders, prefix: str, *, keep: Iterable[str] = ()
+    headers: Iterable[tuple[str, str]], prefix: str, base: str, *, keep: Iterable[str] = ()
 ) -> list[tuple[str, str]]:
-    """The sandbox's answer headers as the browser may get them, redirects kept under
-    ``prefix``, and the sandbox's policy added."""
-    kept = {name.lower() for name in keep}
-    out = []
-    for name, value in headers.get_all():
-        lower = name.lower()
-        if lower in ORIGIN_WIDE or (lower in HOP_BY_HOP and lower not in kept):
-            continue
-        if lower == "location":
-            value = under_prefix(value, prefix)
-        out.append((name, value))
+    """The sandbox's answer headers as the browser may get them (port_answer.browser_headers:
+    ``base`` is the path the browser asked for), and the sandbox's policy added."""
+    out = browser_headers(headers, prefix, base, keep=keep)
     out.append(("Content-Security-Policy", SANDBOX_POLICY))
     out.append(("Referrer-Policy", "no-referrer"))  # the link's token stays in the address
     out.append(("X-Content-Type-Options", "nosniff"))
     return out
 
 
-def under_prefix(location: str, prefix: str) -> str:
-    """A redirect to the server's own root (``/next``, ``http://localhost:8000/next``) taken
-    to the same place under ``prefix``; a redirect elsewhere, or a relative one, as it is."""
-    parts = urlsplit(location)
-    local = not parts.netloc or (parts.hostname or "") in {"localhost", "127.0.0.1", "::1"}
-    if not local or not parts.path.startswith("/") or location.startswith("//"):
-        return location
-    rest = location[location.index(parts.path) :]
-    return prefix.rstrip("/") + rest
+class _StrictConnection(HTTP1Connection):
+    """tornado's client connection, but the answer's head is read by parse_answer_head (tornado
+    takes a bare LF for a line end, as a browser might not) and handed on rebuilt."""
+
+    malformed: MalformedAnswer | None = None
+
+    def _parse_headers(self, data: bytes) -> tuple[str, httputil.HTTPHeaders]:
+        try:
+            answer = parse_answer_head(data)
+        except MalformedAnswer as exc:
+            self.malformed = exc
+            raise httputil.HTTPInputError(exc.message) from None
+        headers = httputil.HTTPHeaders()
+        for name, value in answer.headers:
+            headers.add(name, value)
+        return f"HTTP/1.1 {answer.code} {answer.reason}", headers
 
 
 class _AnswerRelay(httputil.HTTPMessageDelegate):
     """Writes the sandbox's answer into ``handler`` as it arrives."""
 
-    def __init__(self, handler: RequestHandler, prefix: str) -> None:
+    def __init__(self, handler: RequestHandler, prefix: str, base: str) -> None:
         self.handler = handler
         self.prefix = prefix
+        self.base = base
 
     def headers_received(
         self,
@@ -152,8 +140,8 @@ class _AnswerRelay(httputil.HTTPMessageDelegate):
         handler.clear_header("Server")
         if "Date" in headers:  # one Date: the sandbox server's, or else tornado's
             handler.clear_header("Date")
-        handler.set_status(start_line.code, start_line.reason or "Unknown")
-        for name, value in answer_headers(headers, self.prefix):
+        handler.set_status(start_line.code, start_line.reason)
+        for name, value in answer_headers(headers.get_all(), self.prefix, self.base):
             with contextlib.suppress(ValueError):  # a header tornado refuses to send: left out
                 handler.add_header(name, value)
 
@@ -166,11 +154,12 @@ async def relay_http(
     handler: RequestHandler, sock: socket.socket, path: str, prefix: str, body_limit: int
 ) -> None:
     """Send ``handler``'s request to the sandbox's server on ``sock`` (at ``path``) and relay
-    the answer; the handler is finished after."""
+    the answer; the handler is finished after. MalformedAnswer when the server's answer head
+    is not one the relay reads."""
     request = handler.request
     stream = iostream.IOStream(sock, read_chunk_size=CHUNK)
     try:
-        connection = HTTP1Connection(
+        connection = _StrictConnection(
             stream,
             True,
             HTTP1ConnectionParameters(
@@ -194,9 +183,9 @@ async def relay_http(
         if body:
             await connection.write(body)
         connection.finish()
-        relay = _AnswerRelay(handler, prefix)
+        relay = _AnswerRelay(handler, prefix, prefix + path)
         if not await connection.read_response(relay):
-            raise iostream.StreamClosedError()
+            raise connection.malformed or iostream.StreamClosedError()
         if not handler._finished:
             handler.finish()
     finally:
@@ -225,8 +214,12 @@ async def relay_websocket(
         head = await asyncio.wait_for(
             upstream.read_until(b"\r\n\r\n", max_bytes=MAX_HEAD), HEAD_TIMEOUT
         )
-        status_line, _, rest = head.decode("latin-1").partition("\r\n")
-        if status_line.split(" ")[1:2] != ["101"]:
+        try:
+            answer = parse_answer_head(head)
+        except MalformedAnswer:
+            answer = None
+        upgrade = answer.get("Upgrade") if answer is not None else None
+        if answer is None or answer.code != 101 or (upgrade or "").lower() != "websocket":
             message = b"the sandbox's server did not accept the WebSocket\n"
             await client.write(
                 b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -234,9 +227,11 @@ async def relay_websocket(
                 + message
             )
             return
-        answer = httputil.HTTPHeaders.parse(rest)
-        kept = answer_headers(answer, prefix, keep=("connection", "upgrade"))
-        out = [status_line] + [f"{name}: {value}" for name, value in kept]
+        # Rebuilt from the parsed parts: the status line is the relay's, Upgrade and
+        # Connection say what the relay does, the rest is what the browser may get.
+        out = ["HTTP/1.1 101 Switching Protocols", "Upgrade: websocket", "Connection: Upgrade"]
+        kept = answer_headers(answer.headers, prefix, prefix + path)
+        out += [f"{name}: {value}" for name, value in kept]
         await client.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
         await asyncio.gather(_pump(client, upstream), _pump(upstream, client))
     except (iostream.StreamClosedError, asyncio.TimeoutError, ValueError, OSError):

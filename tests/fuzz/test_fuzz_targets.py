@@ -50,6 +50,6 @@ def test_short_fuzzing_run_finds_nothing(name: str) -> None:
     outcome = runner.run_target(name, seconds=SECONDS, seed=1, rss_limit_mb=1024, timeout=5)
     assert not outcome.failed, (
         f"{name}: the fuzzer failed (exit {outcome.returncode}); the input is in "
-        f"fuzz/crashes/{name}/:\n{outcome.log[-4000:]}"
+        f"fuzz/crashes/{name}/:\n{runner.failure_of(outcome.log)}"
     )
     assert outcome.runs > 0, outcome.log[-2000:]

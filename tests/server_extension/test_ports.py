@@ -151,8 +151,8 @@ async def test_a_link_serves_the_sandboxs_server_without_the_users_credentials(
 
     redirect = await follow(server_url, link, "redirect")
     assert (redirect.code, redirect.headers["Location"]) == (302, link + "landing?x=1")
-    away = await follow(server_url, link, "away")
-    assert away.headers["Location"] == "https://example.org/"
+    away = await follow(server_url, link, "away")  # another origin: no Location passed on
+    assert (away.code, away.headers.get("Location")) == (302, None)
     bare = await follow(server_url, link.rstrip("/"))
     assert (bare.code, bare.headers["Location"]) == (302, link)
     posted = await follow(server_url, link, "echo", method="POST", body=b"0123456789" * 10000)
