@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .contexts import check_context, lock_path
+from .errors import SandboxError
 from .host_python import module_command
 from .process_lock import ProcessLock
 
@@ -176,16 +177,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if taken_over(context_lock, args.connection_file, GRACE_SECONDS):
         return 0
+    if not args.state_dir.is_dir():
+        return 0  # removed with all it held; taking the lock would make it again
     hold = ProcessLock(context_lock)
     if not hold.try_acquire(note=f"lifeline {os.getpid()}"):
         return 0  # a new kernel process took it this very moment
     import asyncio  # only now: the waiting process stays small
 
     try:
-        for sandbox_id in asyncio.run(remove_abandoned(args.state_dir, args.owner, args.context)):
-            log.info("removed sandbox %s: its kernel process ended", sandbox_id)
+        removed = asyncio.run(remove_abandoned(args.state_dir, args.owner, args.context))
+    except SandboxError as exc:  # the engine away: the next sweep (reaper.py) removes it
+        log.warning("could not remove the sandbox of ended kernel %s: %s", args.context, exc)
+        return 1
     finally:
         hold.release(remove=True)
+    for sandbox_id in removed:
+        log.info("removed sandbox %s: its kernel process ended", sandbox_id)
     return 0
 
 

@@ -40,3 +40,17 @@ def test_a_lifeline_gives_way_to_the_next_kernel_process(state_dir: Path, tmp_pa
         assert lifeline.process.wait(timeout=GRACE_SECONDS + 5) == 0
         assert time.monotonic() - started < GRACE_SECONDS  # it saw the new holder: no wait
         assert ContextLock.is_held(lock.path)  # and left it alone
+
+
+def test_a_lifeline_whose_state_directory_was_removed_leaves_it_removed(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    connection = connection_file(tmp_path)
+    lifeline = Lifeline.start(state_dir, "alice", CONTEXT, connection)
+    state_dir.rmdir()  # everything removed (a test's clean-up) ...
+    connection.unlink()  # ... and the kernel shut down by its client: nothing to wait for
+    assert lifeline._write_fd is not None
+    os.close(lifeline._write_fd)
+    lifeline._write_fd = None
+    assert lifeline.process.wait(timeout=GRACE_SECONDS) == 0
+    assert not state_dir.exists()  # taking the context's lock would have made it again
