@@ -101,6 +101,21 @@ def tls_through(host, port, server_name):
         return [head.split()[1].decode(), "handshake done"]
     except OSError as e:
         return [head.split()[1].decode(), type(e).__name__]
+def raw_proxy(data):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    try:
+        s.sendall(data)
+        got = b""
+        while b"\r\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        return got.split(b"\r\n")[0].decode("latin-1") or "closed without an answer"
+    except OSError as e:
+        return type(e).__name__
+    finally:
+        s.close()
 def lookup(name):
     try:
         return socket.getaddrinfo(name, 80)
@@ -137,6 +152,13 @@ async def net_manager() -> AsyncIterator[SandboxManager]:
         "private.test": "10.0.0.1",
         "wild.test": "127.0.0.1",
         "a.wild.test": "127.0.0.1",
+        # IPv6 forms that embed 127.0.0.2 (issue 31: the IPv4-translated one passed the guard).
+        "translated.test": "::ffff:0:7f00:2",
+        "compatible.test": "::7f00:2",
+        "local-nat64.test": "64:ff9b:1::7f00:2",
+        "nat64.test": "64:ff9b::7f00:2",
+        "sixtofour.test": "2002:7f00:2::1",
+        "teredo.test": "2001:0:7f00:2::1",
     }
     manager = SandboxManager.from_config(config)
     try:
@@ -492,3 +514,69 @@ async def test_the_policy_outlives_a_kernel_restart(
         200,
         "hello from the test server\n",
     ]
+
+
+@pytest.mark.checklist(
+    row=55,
+    attack="raw proxy requests: a bare LF in an absolute-form request line before a second "
+    "Host, a CONNECT to a port in non-ASCII digits, two Host headers, Content-Length with "
+    "Transfer-Encoding",
+    expected="400 from the proxy for each; the allowed server is never contacted",
+)
+async def test_malformed_proxy_requests_get_a_400_and_reach_no_server(
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer, observe: Callable[..., None]
+) -> None:
+    """Row 55 (issue 31): the smuggled Host reached the allowed server before the proxy's own,
+    and the CONNECT with ² crashed the proxy's handler (no answer at all)."""
+    port = server.port
+    await set_policy(net_manager, box, f"allowed.test:{port}")
+    assert (await run(box, f"fetch('http://allowed.test:{port}/')"))[0] == 200  # it is allowed
+    before, hosts = server.connections, len(server.hosts)
+    attacks = [
+        f"GET http://allowed.test:{port}/ HTTP/1.1\nHost:evil.test\r\n\r\n".encode(),
+        b"CONNECT allowed.test:\xb2 HTTP/1.1\r\n\r\n",
+        f"CONNECT allowed.test:{port}\u0660 HTTP/1.1\r\n\r\n".encode(),
+        f"GET http://allowed.test:{port}/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".encode(),
+        (
+            f"POST http://allowed.test:{port}/ HTTP/1.1\r\nContent-Length: 4\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        ).encode(),
+    ]
+    for attack in attacks:
+        assert await run(box, f"raw_proxy({attack!r})") == "HTTP/1.1 400 Bad Request", attack
+    assert server.connections == before
+    assert server.hosts[hosts:] == []
+    observe("400 from the proxy for each; the allowed server saw no connection", len(attacks))
+
+
+@pytest.mark.checklist(
+    row=56,
+    attack="an allowed name resolving to 127.0.0.2 in each IPv6 form that embeds it: "
+    "IPv4-translated ::ffff:0:7f00:2, IPv4-compatible, NAT64 (well-known and local), 6to4, Teredo",
+    expected="403 'resolved to a denied address ... embeds 127.0.0.2: loopback'; the server "
+    "at 127.0.0.2 never contacted",
+)
+async def test_every_ipv6_form_embedding_a_denied_ipv4_is_refused(
+    net_manager: SandboxManager,
+    box: Sandbox,
+    rebind_target: RecordingServer,
+    observe: Callable[..., None],
+) -> None:
+    """Row 56 (issue 31: the IPv4-translated form passed the address guard)."""
+    names = [
+        "translated.test",
+        "compatible.test",
+        "local-nat64.test",
+        "nat64.test",
+        "sixtofour.test",
+        "teredo.test",
+    ]
+    before = rebind_target.connections
+    for name in names:
+        await set_policy(net_manager, box, name)
+        status, rule = await run(box, f"fetch('http://{name}:{rebind_target.port}/')")
+        assert status == 403, name
+        assert rule.startswith("resolved to a denied address "), rule
+        assert "embeds 127.0.0.2: loopback" in rule, rule
+    assert rebind_target.connections == before
+    observe("403 naming the embedded 127.0.0.2 for each form; the server saw none", len(names))
