@@ -50,17 +50,22 @@ ENTRY_MODULES = (f"{PACKAGE}.cli", f"{PACKAGE}.server_extension", f"{PACKAGE}.ke
 
 
 def _paragraphs(text: str) -> list[nodes.Node]:
-    """``text`` as plain paragraphs (blank lines split them), never parsed as markup: a trait's
-    help is plain text, and reading it as reStructuredText would turn a ``*`` or a ``_`` into
-    markup (or a warning, which fails the build)."""
+    """``text`` as paragraphs (blank lines split them), never parsed as markup: a trait's help
+    is plain text, and reading it as reStructuredText would turn a ``*`` or a ``_`` into markup
+    (or a warning, which fails the build). Only double backquotes are read, as code."""
     text = textwrap.dedent(text).strip()
     if not text:
         return []
-    return [
-        nodes.paragraph(text=" ".join(block.split()))
-        for block in re.split(r"\n\s*\n", text)
-        if block.strip()
-    ]
+    paragraphs: list[nodes.Node] = []
+    for block in re.split(r"\n\s*\n", text):
+        if not block.strip():
+            continue
+        paragraph = nodes.paragraph()
+        # ``name``, as docstrings write code, is shown as code; everything else as it is.
+        for index, part in enumerate(re.split(r"``(.+?)``", " ".join(block.split()))):
+            paragraph += nodes.literal(text=part) if index % 2 else nodes.Text(part)
+        paragraphs.append(paragraph)
+    return paragraphs
 
 
 def _section(directive: SphinxDirective, title: str, anchor: str) -> nodes.section:
