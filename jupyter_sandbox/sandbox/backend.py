@@ -189,6 +189,7 @@ class SandboxBackend(abc.ABC):
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
         output: Output | None = None,
+        supervised: bool = False,
     ) -> ExecResult:
         """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
 
@@ -207,6 +208,10 @@ class SandboxBackend(abc.ABC):
         raises stops the reading (the command's next write fails, as past ``max_output``) and
         is raised here. Output of a command the engine could not start (the engine's own message) never
         reaches it; the reason it gives instead comes as ``stderr``.
+
+        ``supervised``: a caller's command, which may start processes that leave its session,
+        group and environment; the kill reaches them all (exec_deadline.py). The project's own
+        programs do not, and save the supervisor's start.
         """
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

@@ -10,8 +10,9 @@ command run to its end (commands.py): same request, same checks, but no standard
 time limit. It is started detached (``SandboxBackend.spawn``: its parent is outside the
 sandbox, so a kernel restart leaves it alone) with its output, standard output and error
 interleaved as a terminal shows them, appended to a log in the sandbox's /tmp (so it counts
-against ``tmp_size``, and the command's own code can read it too). Every process it starts
-carries its exec mark (exec_deadline.py), which is how stopping it reaches them all.
+against ``tmp_size``, and the command's own code can read it too). It runs under a supervisor
+that holds every process it starts, each of which also carries its exec mark (exec_deadline.py):
+that is how stopping it reaches them all.
 
 What the host keeps is the record (argv, cwd, start, the engine's exec id, the mark) in the
 sandbox's state file: the records outlive a server restart, as the processes do, and go with
@@ -31,6 +32,7 @@ from typing import Any
 from traitlets import Integer
 from traitlets.config import LoggingConfigurable
 
+from . import image_programs
 from .background_follow import follow_output
 from .background_records import BackgroundCommand, CommandOutput
 from .command_stream import Event
@@ -43,7 +45,7 @@ from .errors import (
     SandboxError,
     TooManyCommandsError,
 )
-from .exec_deadline import EXEC_MARK, kill_script, new_mark
+from .exec_deadline import EXEC_MARK, kill_argv, new_mark, supervised
 from .hostdir import SandboxDirectory
 from .manager import SandboxManager
 
@@ -51,7 +53,8 @@ LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
 STATE_KEY = "background_commands"
 _COMMAND_ID = re.compile(r"[0-9a-f]{12}")
-# Runs as "sh -c LAUNCH sh LOG CWD ARGV...": output to the log first, so that a cwd the sandbox
+# Runs as "sh -c LAUNCH sh LOG CWD ARGV..." (image_programs.shell: its own commands looked up
+# on read-only directories, the command on the caller's PATH): output to the log first, so that a cwd the sandbox
 # lacks is reported there ("can't cd") rather than lost; then the command, whose exit status
 # the shell writes beside the log (LOG.status). The engine's own record of the exec says it
 # too, but the engine forgets an ended exec after about five minutes (and all of them when it
@@ -60,7 +63,7 @@ _COMMAND_ID = re.compile(r"[0-9a-f]{12}")
 LAUNCH = (
     'mkdir -p "$(dirname "$1")" && exec >>"$1" 2>&1 </dev/null || exit 126; '
     'log=$1; cd "$2" || { echo 127 >"$log.status"; exit 127; }; shift 2; '
-    '"$@"; status=$?; echo "$status" >"$log.status"; exit "$status"'
+    'PATH=$sandbox_path; "$@"; status=$?; echo "$status" >"$log.status"; exit "$status"'
 )
 # Prints the log from byte $2 on, at most $3 bytes of it, after its total size on a line of
 # its own (so the reader knows whether more is there). A missing log: size 0.
@@ -109,7 +112,8 @@ class BackgroundCommands(LoggingConfigurable):
         self._directory(sandbox_id).modify_state(
             lambda state: self._with_place_for(state, sandbox_id, command_id, record)
         )
-        argv = ["sh", "-c", LAUNCH, "sh", _log(command_id), cwd, *request.argv]
+        launch = image_programs.shell(LAUNCH, "sh", _log(command_id), cwd, *request.argv)
+        argv = supervised(launch, mark)
         try:
             spawn_id = await self.manager.backend.spawn(
                 sandbox_id, argv, environment={**request.env, **mark}
@@ -150,9 +154,10 @@ class BackgroundCommands(LoggingConfigurable):
         result = await self.manager.exec(
             owner,
             sandbox_id,
-            ["sh", "-c", READ, "sh", _log(command_id), str(offset + 1), str(limit)],
+            image_programs.shell(READ, "sh", _log(command_id), str(offset + 1), str(limit)),
             timeout=60,
             max_output=limit + 64,
+            supervised=False,
         )
         head, _, data = result.stdout.partition(b"\n")
         size = int(head or 0)
@@ -185,12 +190,10 @@ class BackgroundCommands(LoggingConfigurable):
                 f"sandbox {sandbox_id} is paused: resume it before removing a command"
             )
         if info.running:  # a stopped sandbox's processes are gone already
-            # In a subshell: the kill script ends with exit, and $1 must outlive its "set --".
-            kill = f'({kill_script()}) ; rm -f "$1" "$1.status"'
             mark = f"{EXEC_MARK}={record['mark']}"
-            await self.manager.backend.exec(
-                sandbox_id, ["sh", "-c", kill, mark, _log(command_id)], timeout=30
-            )
+            await self.manager.backend.exec(sandbox_id, kill_argv(mark), timeout=30)
+            forget = image_programs.shell('rm -f "$1" "$1.status"', "sh", _log(command_id))
+            await self.manager.backend.exec(sandbox_id, forget, timeout=30)
 
         self._directory(sandbox_id).modify_state(lambda state: _without(state, command_id))
         self.manager.usage.record(sandbox_id)
@@ -258,7 +261,7 @@ class BackgroundCommands(LoggingConfigurable):
         restarted, or it was killed with its shell) or the file cannot be read now."""
         try:
             result = await self.manager.backend.exec(
-                sandbox_id, ["cat", f"{_log(command_id)}.status"], timeout=30
+                sandbox_id, [image_programs.CAT, f"{_log(command_id)}.status"], timeout=30
             )
         except SandboxError:
             return None

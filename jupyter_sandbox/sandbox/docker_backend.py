@@ -192,6 +192,7 @@ class DockerBackend(SandboxBackend):
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
         output: Output | None = None,
+        supervised: bool = False,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -205,6 +206,7 @@ class DockerBackend(SandboxBackend):
             environment=environment,
             workdir=workdir,
             output=output,
+            supervised=supervised,
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

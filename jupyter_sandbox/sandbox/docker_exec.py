@@ -21,6 +21,7 @@ from typing import Any
 import docker.errors
 from docker.utils.socket import demux_adaptor, frames_iter
 
+from . import image_programs
 from .backend import Output
 from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
 from .engine import DockerEngine
@@ -32,6 +33,7 @@ from .errors import (
     SandboxNotFoundError,
 )
 from .exec_deadline import kill_marked, new_mark
+from .exec_deadline import supervised as supervised_argv
 from .exec_start import exec_result, once_started, started, workdir_error
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
@@ -55,6 +57,7 @@ async def run_exec(
     environment: dict[str, str] | None = None,
     workdir: str | None = None,
     output: Output | None = None,
+    supervised: bool = False,
 ) -> ExecResult:
     """Run ``argv`` in ``container``; stop it after ``timeout`` s; stdout capped at ``max_output``.
 
@@ -63,18 +66,26 @@ async def run_exec(
     (the engine merges them, these winning); ``workdir`` replaces the container's working
     directory: one the command cannot start in raises a SandboxFileError (see workdir_error).
     ``output``, when given, takes the output as it comes, on the engine's executor thread, and
-    the result's stdout and stderr are empty, with no cap (SandboxBackend.exec).
+    the result's stdout and stderr are empty, with no cap (SandboxBackend.exec). ``supervised``:
+    under a supervisor, for a caller's command, so that its kill reaches whatever it started
+    (exec_deadline.py).
     """
     mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
     # The mark last: a caller's variable of the same name must not unmark the command, which
     # would then outlive its time limit (commands.py refuses such a request before it gets here).
     env = {**(environment or {}), **mark}
+    started_argv = supervised_argv(argv, mark) if supervised else argv
 
     def run() -> ExecResult:
         api = engine.client.api
         exec_id = api.exec_create(
-            container, argv, user=user, stdin=stdin is not None, environment=env, workdir=workdir
+            container,
+            started_argv,
+            user=user,
+            stdin=stdin is not None,
+            environment=env,
+            workdir=workdir,
         )["Id"]
         sock = api.exec_start(exec_id, socket=True)
         sockets.append(sock)
@@ -219,7 +230,7 @@ async def put_tar(
     result = await run_exec(
         engine,
         container,
-        ["tar", "-x", "-C", path, "--no-same-owner", "--no-same-permissions"],
+        image_programs.tar("-x", "-C", path, "--no-same-owner", "--no-same-permissions"),
         stdin=data,
         inspect=inspect,
         timeout=timeout,
@@ -239,7 +250,7 @@ async def get_tar(
         result = await run_exec(
             engine,
             container,
-            ["tar", "-c", "-C", path, "."],
+            image_programs.tar("-c", "-C", path, "."),
             inspect=inspect,
             timeout=timeout,
             max_output=max_bytes,

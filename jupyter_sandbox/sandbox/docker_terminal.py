@@ -14,9 +14,10 @@ for one. The engine's calls (create, start, resize, inspect, the kill) go throug
 written on the event loop, which never blocks on it. Its buffer is bounded (READ_AHEAD): a
 reader that falls behind stops the reading, the engine's buffers fill, and the shell waits.
 
-Closing kills the shell and everything it started, by the exec mark every command carries
-(exec_deadline.py): background jobs (``sleep 1000 &``), ``nohup`` and ``setsid`` daemons
-included, unless they emptied their environment. The engine does not always end an exec whose
+Closing kills the shell and everything it started (exec_deadline.py): the shell runs under a
+supervisor whose subtree holds background jobs (``sleep 1000 &``), ``nohup`` and ``setsid``
+daemons, whatever they do to their environment; what the shell left when it exited is reached
+by the exec mark it inherited. The engine does not always end an exec whose
 sandbox died (seen after gVisor's OOM kill), so a watch asks for the sandbox's state every
 WATCH_SECONDS and ends the output when it is gone.
 """
@@ -32,15 +33,16 @@ from typing import Any
 
 import docker.errors
 
+from . import image_programs
 from .backend import WORKSPACE_DIR, Terminal
 from .docker_exec import Inspect, raw_socket
 from .engine import DockerEngine
 from .errors import EngineUnavailableError, SandboxError, SandboxNotFoundError
-from .exec_deadline import kill_marked, new_mark
+from .exec_deadline import kill_marked, new_mark, supervised
 
 log = logging.getLogger(__name__)
 
-SHELL = ["/bin/bash", "-i"]
+SHELL = [image_programs.BASH, "-i"]
 TERM = "xterm-256color"
 # Bytes of output read ahead of the reader: asyncio stops reading the socket at twice this.
 READ_AHEAD = 64 * 1024
@@ -66,7 +68,7 @@ async def open_docker_terminal(
         api = engine.client.api
         exec_id = api.exec_create(
             container,
-            SHELL,
+            supervised(SHELL, mark),
             user=user,
             stdin=True,
             tty=True,

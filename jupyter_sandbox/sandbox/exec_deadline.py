@@ -1,4 +1,5 @@
-"""Stopping a command that an engine exec started, once its time is up.
+"""Stopping a command that an engine exec started, with everything it started, once its time
+is up or its wait is given up.
 
 Docker has no call to signal an exec's process, and under gVisor the exec's host-side process
 is runsc's, not the command's. Wrapping every command in coreutils' ``timeout`` stopped it from
@@ -7,23 +8,30 @@ takes 95 ms through an exec and ``timeout 10 true`` 130 ms (runc: 76 and 79 ms),
 snapshot, restore and attestation.
 
 So each exec's environment carries a random mark (``JUPYTER_SANDBOX_EXEC=<token>``), which
-every process the command starts inherits. When the time is up, a second exec as the same user
-kills every process in the sandbox whose environment holds the mark, and the process group the
-command leads, in rounds until none is left (a process may fork while its siblings are being
-killed). That reaches what ``timeout`` reached (the group) and children that left the group,
-which it missed. A process that both leaves the group and empties its environment escapes; the
-commands run this way are the project's own (tar, the attestation probe) and the manager's
-``exec`` for callers, and code in a sandbox can leave processes running anyway (its kernel runs
-whatever it is given). The sandbox's init reaps what is killed.
+every process the command starts inherits, and a command a caller gave (a command, a background
+command, a terminal's shell: ``supervised``) runs under a supervisor (supervisor_program.py),
+the subreaper of everything it starts, with the same token on its command line. When the time
+is up, a second exec as the same user (kill_program.py) stops the supervisor, kills its
+descendants and the marked processes in rounds until none is left, then the supervisor: a
+process that leaves its session and group and empties its environment (``setsid env -i``) is
+still the supervisor's descendant. The project's own programs (tar, the files and attestation
+programs, named so that the sandbox cannot swap them: image_programs.py) start nothing that
+hides, and run without a supervisor: its Python start would cost every file operation. Code in
+a sandbox can leave processes running anyway (its kernel runs whatever it is given), and a
+process that kills its own supervisor (same user) and empties its environment escapes; what a
+command leaves once its own process ended is the sandbox's (supervisor_program.py). The
+sandbox's init reaps what is killed.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+from pathlib import Path
 
 import docker.errors
 
+from . import image_programs, kill_program, supervisor_program
 from .engine import DockerEngine
 from .errors import SandboxError
 
@@ -32,33 +40,22 @@ log = logging.getLogger(__name__)
 EXEC_MARK = "JUPYTER_SANDBOX_EXEC"
 KILL_SECONDS = 10.0  # at most this long for the killing exec itself (a frozen sandbox)
 
-# $0 is the whole environment entry to match. grep reads each process's environment as
-# NUL-separated entries (-z) and names the files holding the exact entry (-x, -l); a process
-# that ended meanwhile is an unreadable file, hence 2>/dev/null (and no reliance on grep's
-# status, which is 2 when any file was unreadable). A marked process that leads its process
-# group (the exec's command does: the engine starts it in a session of its own) has its whole
-# group killed, which also reaches a child that emptied its environment; the group of a process
-# that is not its leader may be the sandbox's init's, so it is left alone. The third field after
-# the ")" closing the command name in /proc/PID/stat is the process group; "kill -KILL -PGID"
-# without "--", which dash's kill refuses. Exits 1 if marked processes outlive 5 rounds.
-_KILL_MARKED = (
-    "for round in 1 2 3 4 5; do "
-    'found=$(grep -lzx -- "$0" /proc/[0-9]*/environ 2>/dev/null); '
-    '[ -n "$found" ] || exit 0; '
-    "for f in $found; do "
-    "p=${f#/proc/}; p=${p%/environ}; "
-    'stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue; '
-    "set -- ${stat##*) }; "
-    '[ "$3" = "$p" ] && kill -KILL "-$p" 2>/dev/null; '
-    'kill -KILL "$p" 2>/dev/null; '
-    "done; done; exit 1"
-)
+# Sent as source, as the files program is (file_program.py).
+SUPERVISOR = Path(supervisor_program.__file__).read_text()
+KILLER = Path(kill_program.__file__).read_text()
 
 
-def kill_script() -> str:
-    """The shell script that kills every process marked with its ``$0`` (``NAME=TOKEN``), for
-    callers that run it through an exec of their own (a background command's removal)."""
-    return _KILL_MARKED
+def supervised(argv: list[str], mark: dict[str, str]) -> list[str]:
+    """``argv`` under a supervisor that ``kill_marked`` with the same ``mark`` finds."""
+    ((_name, token),) = mark.items()
+    return image_programs.python(SUPERVISOR, token, *argv)
+
+
+def kill_argv(entry: str) -> list[str]:
+    """The program that kills every process of the exec marked ``entry`` (``NAME=TOKEN``) and
+    its supervisor's descendants, for callers that run it through an exec of their own (a
+    background command's removal). Exit status 0: none is left."""
+    return image_programs.python(KILLER, entry)
 
 
 def new_mark() -> dict[str, str]:
@@ -77,8 +74,7 @@ async def kill_marked(
 
     def kill() -> int:
         api = engine.client.api
-        argv = ["sh", "-c", _KILL_MARKED, f"{name}={token}"]
-        exec_id = api.exec_create(container, argv, user=user)["Id"]
+        exec_id = api.exec_create(container, kill_argv(f"{name}={token}"), user=user)["Id"]
         api.exec_start(exec_id)
         code = api.exec_inspect(exec_id).get("ExitCode")
         return int(code) if code is not None else -1

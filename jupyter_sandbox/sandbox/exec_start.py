@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import image_programs
 from .backend import Output
 from .backend_records import ExecResult
 from .engine import DockerEngine
@@ -80,7 +81,7 @@ def workdir_error(
     nor is such a directory blamed when the start failed, since it is not why.
     """
     api = engine.client.api
-    check = api.exec_create(container, ["/bin/sh", "-c", _CHECK_WORKDIR, workdir], user=user)
+    check = api.exec_create(container, image_programs.shell(_CHECK_WORKDIR, workdir), user=user)
     api.exec_start(check["Id"])
     status = api.exec_inspect(check["Id"]).get("ExitCode")
     if status == 3:

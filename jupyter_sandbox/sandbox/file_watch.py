@@ -35,7 +35,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import watch_program
+from . import image_programs, watch_program
 from .command_stream import Channel, Event
 from .errors import (
     SandboxDiedError,
@@ -141,7 +141,7 @@ async def watch_directory(
     files.watches.take(owner)
     channel = Channel(asyncio.get_running_loop())
     arguments = [path, "1" if recursive else "0", str(files.watch_max_entries)]
-    argv = ["python3", "-I", "-S", "-c", PROGRAM, *arguments, repr(files.watch_interval)]
+    argv = image_programs.python(PROGRAM, *arguments, repr(files.watch_interval))
     run = asyncio.ensure_future(
         manager.backend.exec_stream(
             sandbox_id,

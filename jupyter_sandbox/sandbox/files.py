@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
-from . import file_program
+from . import file_program, image_programs
 from .backend import WORKSPACE_DIR, Feed, Writable
 from .errors import (
     FileTooLargeError,
@@ -238,7 +238,7 @@ class SandboxFiles(LoggingConfigurable):
             if max_output and len(received) > max_output:
                 raise FileTooLargeError(too_much or f"{operation} of {path} answered too much")
 
-        argv = ["python3", "-I", "-S", "-c", PROGRAM, operation, path, *arguments]
+        argv = image_programs.python(PROGRAM, operation, path, *arguments)
         with self.manager.usage.using(sandbox_id):  # activity, for the idle culler
             result = await self.manager.backend.exec_stream(
                 sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink

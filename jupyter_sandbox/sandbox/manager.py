@@ -248,12 +248,15 @@ class SandboxManager(SandboxStarter):
         environment: dict[str, str] | None = None,
         workdir: str | None = None,
         output: Output | None = None,
+        supervised: bool = True,
     ) -> ExecResult:
         """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
         ``environment`` added to the sandbox's, in ``workdir``; with ``output``, its output goes
         there as it comes, on the engine's executor thread, uncapped and not kept (see
         SandboxBackend.exec). SandboxConflictError names the fix when it is not running.
-        While it runs, the sandbox is in use: not idle to the culler (usage.py)."""
+        While it runs, the sandbox is in use: not idle to the culler (usage.py). A caller's
+        command runs ``supervised`` (killed with all it started: exec_deadline.py); the
+        project's own programs need not."""
         await self.running(owner, sandbox_id)
         with self.usage.using(sandbox_id):
             return await self.backend.exec(
@@ -265,6 +268,7 @@ class SandboxManager(SandboxStarter):
                 environment=environment,
                 workdir=workdir,
                 output=output,
+                supervised=supervised,
             )
 
     async def attestation(

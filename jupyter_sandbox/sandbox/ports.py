@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
-from . import port_program
+from . import image_programs, port_program
 from .backend import SANDBOX_IO_DIR
 from .errors import (
     InvalidRequestError,
@@ -129,7 +129,11 @@ class SandboxPorts(LoggingConfigurable):
         machinery is left out: the network forwarder, and the pipe ipykernel opens on an
         ephemeral port for the output of processes it forks."""
         result = await self.manager.exec(
-            owner, sandbox_id, ["python", "-c", PROGRAM, "--list"], timeout=30.0
+            owner,
+            sandbox_id,
+            image_programs.python(PROGRAM, "--list"),
+            timeout=30.0,
+            supervised=False,
         )
         if result.exit_code != 0:
             raise PortOpenerError(
@@ -163,7 +167,7 @@ class SandboxPorts(LoggingConfigurable):
             await start_listener(
                 self.manager.backend,
                 sandbox_id,
-                ["python", "-c", PROGRAM, f"{SANDBOX_IO_DIR}/{name}"],
+                image_programs.python(PROGRAM, f"{SANDBOX_IO_DIR}/{name}"),
                 directory.io / name,
                 what="port opener",
                 error=PortOpenerError,

@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import image_programs
 from .backend import SandboxBackend
 from .backend_records import EngineStats
 from .container_spec import now_iso
@@ -112,7 +113,10 @@ async def measure_inside(backend: SandboxBackend, sandbox_id: str) -> dict[str, 
     """The in-sandbox measurement, or ``{"error": ...}``."""
     try:
         result = await backend.exec(
-            sandbox_id, ["python3", "-I", "-"], timeout=INSIDE_TIMEOUT, stdin=INSIDE_SCRIPT.encode()
+            sandbox_id,
+            image_programs.python_reading_stdin(),
+            timeout=INSIDE_TIMEOUT,
+            stdin=INSIDE_SCRIPT.encode(),
         )
     except SandboxError as exc:
         return {"error": exc.message}

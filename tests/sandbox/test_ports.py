@@ -101,7 +101,7 @@ async def test_an_ipv6_server_is_reached_and_a_killed_opener_is_started_again(
         manager,
         sandbox_id,
         "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline | head -c 80 | "
-        f"grep -q '^python -c {PROGRAM_NAME}' && kill ${{p#/proc/}} && echo killed; done; true",
+        f"grep -q -- '-S -c {PROGRAM_NAME}' && kill ${{p#/proc/}} && echo killed; done; true",
     )
     assert killed.split() == ["killed"]
     assert b"200" in await http_get(await manager.ports.connect(OWNER, sandbox_id, 9000), "/")

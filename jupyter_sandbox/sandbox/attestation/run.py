@@ -29,6 +29,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import image_programs
 from ..backend import SandboxBackend
 from ..backend_records import EngineStats, SandboxInfo
 from ..errors import SandboxError
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROBE_ARGV = ["python3", "-I", "-"]
+PROBE_ARGV = image_programs.python_reading_stdin()
 # The probe script's parts, joined in this order into the one script the sandbox runs (probe.py,
 # last, runs every measurement).
 PROBE_PARTS = ("probe_boundaries.py", "probe.py")

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import image_programs
 from ..backend import SANDBOX_IO_DIR, SandboxBackend
 from ..errors import NetworkSetupError
 from ..host_python import module_command
@@ -97,7 +98,7 @@ async def start_forwarder(
     await start_listener(
         backend,
         sandbox_id,
-        ["python", "-c", forwarder_source()],
+        image_programs.python(forwarder_source()),
         socket_path,
         what="network forwarder",
         error=NetworkSetupError,

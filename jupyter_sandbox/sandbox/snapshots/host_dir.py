@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from .. import image_programs
 from ..backend import SANDBOX_IO_DIR, SandboxBackend, Writable
 from ..backend_records import ExecResult
 from ..host_caps import release_bytes
@@ -82,7 +83,7 @@ async def archive_to_host_dir(
     )
     try:
         try:
-            result = await backend.exec(sandbox_id, ["sh", "-c", script], timeout=timeout)
+            result = await backend.exec(sandbox_id, image_programs.shell(script), timeout=timeout)
         finally:
             finished.set()
         if result.exit_code == FILE_TOO_LARGE:

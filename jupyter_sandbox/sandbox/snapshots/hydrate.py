@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO
 
+from .. import image_programs
 from ..backend import WORKSPACE_DIR, SandboxBackend, Writable
 from ..backend_records import ExecResult
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive, write_clean_archive
@@ -51,8 +52,7 @@ from .host_dir import HostDirInput, has_room_for
 log = logging.getLogger(__name__)
 
 # Read in records of 1 MiB (see persist.py's RECORD_BLOCKS for why); reading needs no padding.
-UNPACK_COMMAND = [
-    "tar",
+UNPACK_COMMAND = image_programs.tar(
     "-x",
     "-b",
     "2048",
@@ -63,7 +63,7 @@ UNPACK_COMMAND = [
     "--no-same-owner",
     "--no-same-permissions",
     "--no-overwrite-dir",
-]
+)
 
 TARGET_PLANTED = 3  # TARGET_CHECK's exit status when it found a link or file in the way
 # Reads NUL-separated relative directory paths (from the file argv[1], or standard input);
@@ -99,7 +99,7 @@ if len(sys.argv) > 2:
     sys.stdout.flush()
     os.execvp(sys.argv[2], sys.argv[2:])
 """
-CHECK_TARGET_COMMAND = ["python3", "-I", "-S", "-c", TARGET_CHECK]
+CHECK_TARGET_COMMAND = image_programs.python(TARGET_CHECK)
 
 
 async def hydrate_workspace(

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from .. import image_programs
 from ..backend import WORKSPACE_DIR, SandboxBackend
 from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
 from .errors import SnapshotFailedError, SnapshotTooLargeError
@@ -33,18 +34,9 @@ HASH_QUEUE_CHUNKS = 16  # chunks (of up to 1 MiB) waiting to be hashed, at most
 # sandbox is a round trip to the host, and 200 MiB archived 3-4x faster so (0.25 s against
 # 0.93 s, benchmarks/snapshots.py). The cost: the archive ends padded to a whole record.
 RECORD_BLOCKS = "512"
-PERSIST_COMMAND = [
-    "tar",
-    "-c",
-    "-b",
-    RECORD_BLOCKS,
-    "-f",
-    "-",
-    "--numeric-owner",
-    "-C",
-    WORKSPACE_DIR,
-    ".",
-]
+PERSIST_COMMAND = image_programs.tar(
+    "-c", "-b", RECORD_BLOCKS, "-f", "-", "--numeric-owner", "-C", WORKSPACE_DIR, "."
+)
 
 
 async def archive_workspace(
