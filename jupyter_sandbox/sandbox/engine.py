@@ -128,8 +128,11 @@ class DockerEngine:
         long: bool = False,
         **kwargs: Any,
     ) -> T:
-        """Run ``fn(*args, **kwargs)`` on an executor, within ``timeout`` seconds (the wait for
-        a thread included): the long calls' with ``long``, else the short calls'.
+        """Run ``fn(*args, **kwargs)`` on an executor, within ``timeout`` seconds from its
+        start: the long calls' with ``long``, else the short calls'. The wait for a thread is
+        not counted: it lasts only while the owner's share is taken by their own calls, each
+        within its own limit, and a limit spent queueing behind them would fail the owner's
+        kills of their own commands (many ended at once) for no fault of the engine's.
 
         ``what`` names the operation in errors and logs ("start sandbox 1a2b…"). docker-py's
         ``NotFound`` passes through untouched so that callers can decide what was not found.
@@ -137,7 +140,7 @@ class DockerEngine:
         call = functools.partial(fn, *args, **kwargs)
         limit = self.timeout if timeout is None else timeout
         try:
-            return await within(self._on_thread(call, long), limit)
+            return await self._on_thread(call, long, limit)
         except (asyncio.TimeoutError, requests.exceptions.Timeout):
             raise EngineTimeoutError(
                 f"the container engine did not finish '{what}' within {limit:g}s; it may be "
@@ -155,8 +158,9 @@ class DockerEngine:
                 raise SandboxConflictError(message) from None
             raise SandboxError(message) from None
 
-    async def _on_thread(self, call: Callable[[], T], long: bool) -> T:
-        """``call()`` on a thread of its lane once the current owner's share has one free.
+    async def _on_thread(self, call: Callable[[], T], long: bool, limit: float) -> T:
+        """``call()`` on a thread of its lane once the current owner's share has one free,
+        within ``limit`` seconds once there (else asyncio.TimeoutError).
 
         The slot is given back when the thread is done with the call, not when its caller
         stops waiting (a call past its time limit still holds its thread): else an owner
@@ -177,7 +181,7 @@ class DockerEngine:
                 loop.call_soon_threadsafe(share.release, owner)
 
         running.add_done_callback(done)
-        return await asyncio.wrap_future(running)
+        return await within(asyncio.wrap_future(running), limit)
 
     def close(self) -> None:
         with self._lock:

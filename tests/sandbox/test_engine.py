@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_sandbox.sandbox.docker_backend import DockerBackend
 from jupyter_sandbox.sandbox.engine import DockerEngine
-from jupyter_sandbox.sandbox.errors import EngineUnavailableError
+from jupyter_sandbox.sandbox.errors import EngineTimeoutError, EngineUnavailableError
 from jupyter_sandbox.sandbox.fair_share import current_owner
 
 
@@ -66,3 +66,20 @@ async def test_one_owners_long_calls_never_hold_up_anothers_short_ones() -> None
         await asyncio.gather(*held)
         engine.close()
     assert engine.long_share.in_use == 0
+
+
+async def test_a_calls_time_limit_counts_from_its_start_not_its_wait_for_a_thread() -> None:
+    """An owner's many kills at once (forty commands left by their client) queue on the
+    owner's share; each must still get its whole limit once it runs, or it fails as if the
+    engine were stuck and the command outlives its kill."""
+    engine = DockerEngine(timeout=5, max_workers=4, max_workers_per_owner=1)
+    try:
+        current_owner.set("alice")
+        calls = [engine.run("a kill", time.sleep, 0.3, timeout=0.6) for _ in range(4)]
+        started = time.monotonic()
+        await asyncio.gather(*calls)  # one at a time: the last waited 0.9 s, then ran 0.3 s
+        assert time.monotonic() - started >= 1.2
+        with pytest.raises(EngineTimeoutError, match=r"did not finish 'stuck' within 0\.1s"):
+            await engine.run("stuck", time.sleep, 0.5, timeout=0.1)
+    finally:
+        engine.close()
