@@ -75,7 +75,7 @@ class WireMessage:
     @property
     def header_dict(self) -> dict[str, Any]:
         if self._header is None:
-            decoded = json.loads(as_bytes(self.header))
+            decoded = _loads(as_bytes(self.header))
             if not isinstance(decoded, dict):
                 raise MalformedMessage("header is not a JSON object")
             self._header = decoded
@@ -96,15 +96,24 @@ class WireMessage:
 
     def parent_msg_id(self) -> str:
         raw = as_bytes(self.parent)
-        parent = json.loads(raw) if raw else {}
+        parent = _loads(raw) if raw else {}
         return str(parent.get("msg_id", "")) if isinstance(parent, dict) else ""
 
     def content_dict(self) -> dict[str, Any]:
-        decoded = json.loads(as_bytes(self.content))
+        decoded = _loads(as_bytes(self.content))
         return decoded if isinstance(decoded, dict) else {}
 
     def ident_bytes(self) -> list[bytes]:
         return [as_bytes(ident) for ident in self.idents]
+
+
+def _loads(raw: bytes) -> Any:
+    """A JSON frame decoded; MalformedMessage for one nested past the interpreter's stack (a
+    RecursionError, which callers that drop malformed messages would not expect)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise MalformedMessage("a JSON frame nested too deeply") from None
 
 
 def parse(frames: list[Part]) -> WireMessage:

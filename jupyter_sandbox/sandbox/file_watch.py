@@ -90,7 +90,7 @@ def parsed(line: bytes) -> Event | None:
     """The event one line of the program's stands for, or None if it is not one."""
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("path"), str):
         value = {}

@@ -268,7 +268,7 @@ def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
     """The program's JSON report (which code in the sandbox could have tampered with)."""
     try:
         decoded = json.loads(report)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
         decoded = None
     if not isinstance(decoded, dict):
         raise SandboxFileError(f"sandbox {sandbox_id} answered something unreadable")
@@ -281,7 +281,7 @@ def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
     try:
         report = json.loads(stderr)
         code, message = str(report["error"]), str(report["message"])[:1000]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         code, message = "", stderr.decode(errors="replace").strip()[:500]
     message = f"sandbox {sandbox_id}: {message}"
     if code == "not_found":

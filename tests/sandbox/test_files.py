@@ -17,7 +17,7 @@ from jupyter_sandbox.sandbox.errors import (
     SandboxFileNotFoundError,
     SandboxNotFoundError,
 )
-from jupyter_sandbox.sandbox.files import check_path
+from jupyter_sandbox.sandbox.files import _decoded, check_path, reported_error
 
 from .snapshots.workspace_files import OWNER, sh
 
@@ -190,3 +190,16 @@ async def test_files_of_a_copy_on_write_workspace_stay_in_the_sandbox(
     assert await files.read(OWNER, sandbox_id, "data.csv") == b"changed"
     assert (tmp_path / "data.csv").read_text() == "a,b\n1,2\n"
     assert os.listdir(tmp_path) == ["data.csv"]
+
+
+@pytest.mark.parametrize(
+    "report", [b"[" * 60_000, b'{"a": ' * 30_000, b"not json", b"[1]", b'"text"', b""]
+)
+def test_a_report_the_host_cannot_read_is_a_file_error(report: bytes) -> None:
+    """The program's reports are the sandbox's to write: JSON nested past the stack raised
+    RecursionError (a 500), where anything unreadable is a SandboxFileError."""
+    with pytest.raises(SandboxFileError, match="answered something unreadable"):
+        _decoded(report, "0123456789ab")
+    error = reported_error(report, "0123456789ab")
+    assert type(error) is SandboxFileError
+    assert len(error.message) < 600
