@@ -142,8 +142,8 @@ def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
     kinds = sorted({m["msg_type"] for m in received})
     observe(
         f"{3 * HOLE_MB} MB sent as tracebacks, comm messages and stream under forged parents; "
-        f"{size >> 10} KiB reached the frontend ({', '.join(kinds)}), with the notice; an "
-        f"exception of {HOLE_MB} MB: {error_size >> 10} KiB on iopub and a reply of "
+        f"{size} bytes reached the frontend ({', '.join(kinds)}), with the notice; an "
+        f"exception of {HOLE_MB} MB: {error_size} bytes on iopub and a reply of "
         f"{reply_size} bytes; the cells finished and the kernel answered",
         cases=4,
     )
