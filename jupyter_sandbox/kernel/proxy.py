@@ -57,7 +57,6 @@ UNAVAILABLE_SECONDS = 600.0  # how long a kernel without a sandbox keeps explain
 # How long an unnamed kernel's next process waits for its context while the process before it,
 # or that process's lifeline removing the sandbox, still holds it (lifeline.py).
 TAKE_OVER_SECONDS = 30.0
-SWEEP_WAIT_SECONDS = 10.0  # how long an ending kernel lets its start's sweep finish
 
 
 class SandboxKernel:
@@ -116,13 +115,11 @@ class SandboxKernel:
             if self.client is not None:
                 loop.remove_reader(self.client)
                 os.close(self.client)
-            if watcher is not None:
-                watcher.cancel()
-            if sweep is not None:
-                # A removal cut short would leave a directory for the next sweep; a sweep
-                # that hangs on the engine must not keep the kernel from ending.
-                await asyncio.wait({sweep}, timeout=SWEEP_WAIT_SECONDS)
-                sweep.cancel()
+            # Not waited for: a kernel's end (a restart) must not wait on the engine. A removal
+            # cut short leaves its host directory to the next sweep.
+            for task in (watcher, sweep):
+                if task is not None:
+                    task.cancel()
             if self.activity is not None:
                 self.activity.close()
             await self._close()

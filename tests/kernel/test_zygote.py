@@ -119,6 +119,10 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+
+
 def wait_gone(pid: int, timeout: float = 10) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -197,7 +201,11 @@ def test_without_a_zygote_the_launcher_becomes_the_proxy(env: Path) -> None:
     process, connection_file = launch(env, **{ZYGOTE_ENV: missing})
     kc = client(connection_file, process)
     try:
-        assert children_of(process.pid) == []  # exec'd in place: the same pid is the proxy
+        # exec'd in place: the same pid is the proxy, whose one child is its lifeline
+        children = children_of(process.pid)
+        assert [b"jupyter_sandbox.sandbox.lifeline" in command_line(pid) for pid in children] == [
+            True
+        ]
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
         assert b"jupyter_sandbox.kernel" in cmdline
         assert value_of(kc, "6 * 7") == "42"
