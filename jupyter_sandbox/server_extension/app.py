@@ -134,11 +134,29 @@ class SandboxExtension(ExtensionApp):
         turn goes to the owner running fewest.""",
     )
 
+    max_uploads = Integer(
+        16,
+        min=1,
+        config=True,
+        help="""Most file uploads (a count: PUT .../files/content) this server writes into
+        sandboxes at once, all owners together; more wait their turn.""",
+    )
+    max_uploads_per_owner = Integer(
+        4,
+        min=1,
+        config=True,
+        help="""Most of max_uploads (a count) one owner's uploads take at once; a free turn
+        goes to the owner writing fewest, so one owner's many uploads do not slow another's
+        requests more than a few would.""",
+    )
+
     def initialize_settings(self) -> None:
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
         # Turns of the snapshot requests that move or scan archives (snapshot_handlers.py).
         self.archive_jobs = FairShare(self.max_archive_jobs, self.max_archive_jobs_per_owner)
+        # Turns of the file uploads into sandboxes (file_handlers.py).
+        self.uploads = FairShare(self.max_uploads, self.max_uploads_per_owner)
         # Event streams open now, by owner (event_stream.py).
         self.event_streams = OwnerCap(
             "event streams",

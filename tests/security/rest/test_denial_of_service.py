@@ -243,7 +243,8 @@ async def test_one_owners_streams_watches_and_commands_do_not_hold_up_another(
     for name, seconds in flooded.items():
         assert seconds < BOUND, f"bob's {name} took {seconds:.1f} s under alice's flood"
     # The flood ends: her sandbox removed (ending every command, stream and watch in it).
-    status, _ = await api(jp_fetch, "DELETE", alices, **ALICE)
+    # (Ending some fifty commands and streams at once takes the engine a while when loaded.)
+    status, _ = await api(jp_fetch, "DELETE", alices, request_timeout=180, **ALICE)
     assert status == 204
     observe(
         f"alice held {accepted} event streams ({refused} more refused with 429: her own cap), "
@@ -268,7 +269,7 @@ def archive(size: int) -> bytes:
     scenario="denial of service: owner A floods one server with archive uploads to "
     "/api/snapshots and file uploads to its sandbox, many at once",
     expected=f"owner B's list, file read, execute of 1+1 and watch each answer within {BOUND:g} "
-    "s; A's archive scans take turns with A's own",
+    "s; A's archive scans and file uploads take turns with A's own",
 )
 async def test_one_owners_uploads_and_archive_scans_do_not_hold_up_another(
     jp_fetch: Fetch,
@@ -305,14 +306,16 @@ async def test_one_owners_uploads_and_archive_scans_do_not_hold_up_another(
 
     flood = [asyncio.ensure_future(upload_archives()) for _ in range(6)]
     flood += [asyncio.ensure_future(upload_files(n)) for n in range(6)]
-    jobs = extension.archive_jobs
-    most_held = 0
+    jobs, uploads = extension.archive_jobs, extension.uploads
     try:
         deadline = time.monotonic() + 30
-        while jobs.held.get("alice", 0) < jobs.per_owner or not jobs.waiting():
-            assert time.monotonic() < deadline, f"alice's uploads did not start: {jobs.held}"
+        # Both kinds under way, and more of hers waiting their turn.
+        while (jobs.held.get("alice", 0), uploads.held.get("alice", 0)) != (
+            jobs.per_owner,
+            uploads.per_owner,
+        ) or not (jobs.waiting() and uploads.waiting()):
+            assert time.monotonic() < deadline, f"alice's uploads: {jobs.held}, {uploads.held}"
             await asyncio.sleep(0.05)
-        most_held = jobs.held["alice"]
         flooded = worst([await bobs_requests(jp_fetch, server_url, bobs_sandbox) for _ in range(2)])
     finally:
         stop.set()
@@ -322,11 +325,10 @@ async def test_one_owners_uploads_and_archive_scans_do_not_hold_up_another(
         task.result()  # none of alice's uploads failed: they were slowed, not refused
     for name, seconds in flooded.items():
         assert seconds < BOUND, f"bob's {name} took {seconds:.1f} s under alice's uploads"
-    assert most_held == jobs.per_owner
     observe(
         f"alice uploaded {done['archive uploads']} archives of 4 MiB (6 at a time, "
         f"{jobs.per_owner} scanned at once) and {done['file uploads']} files of 4 MiB (6 at a "
-        f"time) meanwhile; bob, quiet: {figures(quiet)}; under the flood: {figures(flooded)} "
+        f"time, {uploads.per_owner} written at once) meanwhile; bob, quiet: {figures(quiet)}; under the flood: {figures(flooded)} "
         "(the worst of 2 rounds each)",
         cases=sum(done.values()),
     )
