@@ -109,7 +109,9 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
     @authorized
     async def put(self, sandbox_id: str) -> None:
         path = self.path_argument()
-        entry = await self.manager.files.write(self.owner, sandbox_id, path, self.request.body)
+        # One owner's uploads take turns with each other, not with another owner's.
+        async with self.extension.uploads.slot(self.owner):
+            entry = await self.manager.files.write(self.owner, sandbox_id, path, self.request.body)
         self.write_json(entry)
 
 
