@@ -76,7 +76,9 @@ class SnapshotSettings(LoggingConfigurable):
     timeout = Float(
         600.0,
         config=True,
-        help="Seconds one persist or restore (the tar inside the sandbox) may take.",
+        help="""Seconds one persist or restore (the tar inside the sandbox) may take; also
+        the most one reading of an archive on the host (its scan, or scan and clean copy) may
+        take, whatever its headers say.""",
     )
 
     @default("snapshot_dir")
@@ -94,4 +96,5 @@ class SnapshotSettings(LoggingConfigurable):
             max_members=self.max_members,
             max_expanded_bytes=self.max_expanded_bytes,
             allow_external_links=self.allow_external_symlinks,
+            max_seconds=self.timeout,
         )
