@@ -51,13 +51,14 @@ def test_requested_limits_are_refused_above_the_administrators_maximums() -> Non
     """Issue 31: pids 4,194,304 and tmp_size 100t were accepted; every limit a request names
     now has a maximum, and the error names it and its setting."""
     settings = SandboxSettings()
-    for asked, setting in [
+    tried: list[tuple[dict[str, object], str]] = [
         ({"pids": 4_194_304}, "max_pids_limit"),
         ({"tmp_size": "100t"}, "max_tmp_size"),
         ({"workspace_size": "100t"}, "max_workspace_size"),
         ({"memory": "100t"}, "max_memory_limit"),
         ({"nofile": 1 << 20}, "max_nofile_limit"),
-    ]:
+    ]
+    for asked, setting in tried:
         with pytest.raises(InvalidSettingError, match=rf"c\.SandboxSettings\.{setting}"):
             settings.requested_limits(asked)
     small = SandboxSettings(cpus=0.5, max_cpus=0.5, max_pids_limit=300)
