@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     hold = ProcessLock(context_lock)
     if not hold.try_acquire(note=f"lifeline {os.getpid()}"):
         return 0  # a new kernel process took it this very moment
+    log.info("kernel of context %s ended and nothing took the context over", args.context)
     import asyncio  # only now: the waiting process stays small
 
     try:
