@@ -198,13 +198,15 @@ async def test_one_owners_streams_watches_and_commands_do_not_hold_up_another(
     base = f"api/sandboxes/{alices}"
     files = extension.manager.files
 
-    # Event streams: streamed commands, watches and followed output, more than her caps allow.
-    streams = [
-        ("POST", f"{base}/commands", {"command": f"echo go; sleep {HELD}", "stream": True})
-        for _ in range(10)
-    ] + [
-        ("GET", f"{base}/files/watch?path=.", None) for _ in range(files.max_watches_per_owner + 2)
-    ]
+    # Event streams, more than her caps allow: first watches, past her own cap of watches
+    # (eight watches of one user's once refused every other user's), then streamed commands
+    # and followed output, past her cap of event streams.
+    watches = files.max_watches_per_owner
+    streams: list[tuple[str, str, Any]] = [("GET", f"{base}/files/watch?path=.", None)] * (
+        watches + 2
+    )
+    command = {"command": f"echo go; sleep {HELD}", "stream": True}
+    more: list[tuple[str, str, Any]] = [("POST", f"{base}/commands", command)] * 10
     for _ in range(4):
         status, started = await api(
             jp_fetch,
@@ -215,15 +217,29 @@ async def test_one_owners_streams_watches_and_commands_do_not_hold_up_another(
             **ALICE,
         )
         assert status == 201, started
-        streams.append(("GET", f"{base}/commands/{started['id']}/output?follow=true", None))
-    for method, path, body in streams:
-        held.append(await HeldRequest.open(server_url, method, path, "alice", body))
-    answered = await asyncio.gather(*(request.read_until(b"\r\n\r\n", 60) for request in held))
-    assert all(answered)
-    refused = sum(request.status == 429 for request in held)
+        more.append(("GET", f"{base}/commands/{started['id']}/output?follow=true", None))
+    for batch in (streams, more):
+        opened = [
+            await HeldRequest.open(server_url, method, path, "alice", body)
+            for method, path, body in batch
+        ]
+        held.extend(opened)
+        assert all(
+            await asyncio.gather(*(request.read_until(b"\r\n\r\n", 60) for request in opened))
+        )
+    refusals = [request for request in held if request.status == 429]
     accepted = sum(request.status == 200 for request in held)
+    # (In any order: the server takes the requests concurrently.)
+    assert sorted(request.status for request in held[: watches + 2]) == [200] * watches + [429] * 2
+    for request in refusals:
+        assert await request.read_until(b'"code": "too_many_', 10), request.seen
+    codes = {
+        code: sum(b"too_many_" + code in r.seen for r in refusals)
+        for code in (b"watches", b"streams")
+    }
+    assert codes[b"watches"] == 2  # her watch cap, not the server's: bob's watch works below
     assert accepted == extension.max_event_streams_per_owner, [r.status for r in held]
-    assert refused == len(held) - accepted
+    assert len(refusals) == len(held) - accepted
     # Commands run to their end, and code runs, each held by its own request: more than her
     # share of the engine's threads for long calls.
     for _ in range(24):
@@ -247,7 +263,8 @@ async def test_one_owners_streams_watches_and_commands_do_not_hold_up_another(
     status, _ = await api(jp_fetch, "DELETE", alices, request_timeout=180, **ALICE)
     assert status == 204
     observe(
-        f"alice held {accepted} event streams ({refused} more refused with 429: her own cap), "
+        f"alice held {accepted} event streams, {watches} of them watches ({codes[b'watches']} "
+        f"more watches and {codes[b'streams']} more streams refused with 429: her own caps), "
         f"{long_share.per_owner} long engine calls ({waiting} more of hers waiting) and 12 "
         f"execute requests; bob, quiet: {figures(quiet)}; under the flood: {figures(flooded)} "
         "(the worst of 2 rounds each)",
