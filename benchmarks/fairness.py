@@ -279,6 +279,18 @@ def measure(runtime: str, args: argparse.Namespace) -> None:
                 process.wait(60)
 
 
+async def create(server: Server, user: str) -> str:
+    """A new sandbox of ``user``'s; asked again while the engine is too busy (504: the last
+    flood's sandbox may still be going)."""
+    for _ in range(5):
+        response = await server.call(user, "POST", "api/sandboxes", {})
+        if response.code == 201:
+            return str(json.loads(response.body)["id"])
+        print(f"  (creating {user}'s sandbox: {response.code}, again)", file=sys.stderr)
+        await asyncio.sleep(5)
+    raise RuntimeError(f"could not create a sandbox for {user}: {response.body[:300]!r}")
+
+
 async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> None:
     deadline = time.monotonic() + 180  # a loaded 2-core machine takes a while to start it
     while True:
@@ -289,16 +301,14 @@ async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> 
             if time.monotonic() > deadline:
                 raise
         await asyncio.sleep(0.5)
-    made = json.loads((await server.call("bob", "POST", "api/sandboxes", {})).body)
-    bobs = made["id"]
+    bobs = await create(server, "bob")
     put = await server.call("bob", "PUT", f"api/sandboxes/{bobs}/files/content?path=mine.txt", b"x")
     assert put.code in (200, 201, 204), put.body
     alices = None
     try:
         for kind in ("quiet", "streams", "commands", "uploads"):
             if kind != "quiet":
-                made = json.loads((await server.call("alice", "POST", "api/sandboxes", {})).body)
-                alices = made["id"]
+                alices = await create(server, "alice")
             stop = asyncio.Event()
             held, tasks, note = await flood(server, kind, alices or "", args, stop)
             runs = [await bobs_requests(server, bobs) for _ in range(args.runs)]
@@ -307,7 +317,7 @@ async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> 
             for request in held:
                 request.close()
             if alices:
-                await server.call("alice", "DELETE", f"api/sandboxes/{alices}")
+                await server.call("alice", "DELETE", f"api/sandboxes/{alices}", timeout=300)
                 alices = None
             print(f"{runtime} {kind}: {note}")
             for name in runs[0]:
