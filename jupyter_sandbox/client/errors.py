@@ -47,6 +47,7 @@ from ..sandbox.errors import (
     SandboxStartTimeoutError,
     SocketReplacedError,
     TooManyCommandsError,
+    TooManyStreamsError,
     TooManyTerminalsError,
     TooManyWatchesError,
 )
@@ -172,6 +173,7 @@ __all__ = [
     "SnapshotTooLargeError",
     "SocketReplacedError",
     "TooManyCommandsError",
+    "TooManyStreamsError",
     "TooManyTerminalsError",
     "TooManyWatchesError",
     "UnsafeArchiveError",
