@@ -255,7 +255,37 @@ class SandboxAttestationHandler(SandboxAPIHandler):
         self.write_json(report.as_dict())
 
 
+class SandboxFeaturesHandler(SandboxAPIHandler):
+    """``/api/sandbox-features``: the optional routes this server has, by name, so that a
+    client learns them with one 200 instead of probing each route (a probe of a missing route,
+    or of the terminal's WebSocket by plain GET, is a red error in the browser's console)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json({"features": list(server_features(default_handlers))})
+
+
+#: The features a client may find missing on an older server (labextension/src/features.ts).
+OPTIONAL_FEATURES = ("snapshots", "network", "files", "terminal", "commands", "ports")
+
+
+def server_features(handlers: list[tuple[str, type[web.RequestHandler]]]) -> tuple[str, ...]:
+    """The optional features whose routes are among ``handlers``: read off the routes
+    themselves, so the answer cannot claim a route the server was built without."""
+    patterns = [pattern for pattern, _ in handlers]
+    return tuple(
+        name
+        for name in OPTIONAL_FEATURES
+        if any(
+            pattern.startswith((f"/api/{name}", f"/api/sandboxes/{_ID}/{name}"))
+            for pattern in patterns
+        )
+    )
+
+
 default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
+    (r"/api/sandbox-features/?", SandboxFeaturesHandler),
     (r"/api/sandboxes/?", SandboxesHandler),
     (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
     (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
