@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz docs docs-env
+.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz fuzz-api docs docs-env
 
 test: image browser labextension hub-proxy docs-env
 	$(BIN)/pytest
@@ -89,6 +89,15 @@ benchmark: image
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+
+# The REST API fuzzed longer than `make test` does (150 s): schemathesis against
+# a real server (tests/server_extension/test_api_fuzz.py) for FUZZ_API_SECONDS;
+# FUZZ_API_SEED=N tries other requests. Its log and JUnit report stay in pytest's tmp_path.
+FUZZ_API_SECONDS ?= 900
+FUZZ_API_SEED ?= 31
+
+fuzz-api: image
+	JUPYTER_SANDBOX_FUZZ_SECONDS=$(FUZZ_API_SECONDS) JUPYTER_SANDBOX_FUZZ_SEED=$(FUZZ_API_SEED) $(BIN)/pytest tests/server_extension/test_api_fuzz.py
 
 # The documentation site (docs/: Sphinx, MyST, pydata-sphinx-theme) into docs/_build/html, with
 # warnings as errors and nitpicky cross-references. It has its own virtualenv: the package's

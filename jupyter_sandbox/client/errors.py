@@ -42,6 +42,8 @@ from ..sandbox.errors import (
     SandboxFileError,
     SandboxFileExistsError,
     SandboxFileNotFoundError,
+    SandboxFilePermissionError,
+    SandboxFileTypeError,
     SandboxNotFoundError,
     SandboxStartError,
     SandboxStartTimeoutError,
@@ -54,6 +56,7 @@ from ..sandbox.errors import (
 from ..sandbox.snapshots import errors as snapshot_errors
 from ..sandbox.snapshots.errors import (
     ArchiveTooLargeError,
+    MemorySnapshotRefusedError,
     MemorySnapshotUnsupportedError,
     SnapshotFailedError,
     SnapshotIntegrityError,
@@ -148,6 +151,7 @@ __all__ = [
     "ImageNotFoundError",
     "InvalidRequestError",
     "InvalidSettingError",
+    "MemorySnapshotRefusedError",
     "MemorySnapshotUnsupportedError",
     "NetworkSetupError",
     "OutputTooLargeError",
@@ -163,6 +167,8 @@ __all__ = [
     "SandboxFileError",
     "SandboxFileExistsError",
     "SandboxFileNotFoundError",
+    "SandboxFilePermissionError",
+    "SandboxFileTypeError",
     "SandboxNotFoundError",
     "SandboxStartError",
     "SandboxStartTimeoutError",

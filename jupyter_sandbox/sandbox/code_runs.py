@@ -40,6 +40,10 @@ from .kernel_execution import Output, execute
 from .manager import SandboxManager
 
 MAX_CODE = 4 * 1024**2  # characters of code a request may send
+PAUSED_DURING_RUN = (
+    "the sandbox was paused: its code is frozen where it was; resume the sandbox (POST "
+    "/api/sandboxes/<id>/resume) to let it go on, and read what it wrote from its files"
+)
 MAX_OUTPUT = 16 * 1024**2  # bytes of output (text, and display data as JSON) a result holds
 # Bytes of streamed output waiting for a client that reads slower than the code writes: the
 # kernel cannot be held back (its output would be dropped, not delayed), so past this the code
@@ -153,14 +157,17 @@ async def run_code(
             return "the sandbox was removed"
         if not info.alive:
             return f"the sandbox stopped: {info.death_cause()}"
+        if info.status == "paused":  # its kernel is frozen: no answer comes until a resume
+            return PAUSED_DURING_RUN
         if manager.read_state(sandbox_id).get("generation", 0) != generation:
             return "its interpreter was restarted"
         return None
 
     def ended(reason: str) -> SandboxError:
         message = f"the code run in sandbox {sandbox_id} ended without a result: {reason}"
-        restarted = reason.startswith("its interpreter")
-        return SandboxConflictError(message) if restarted else SandboxDiedError(message)
+        # Restarted or paused: the sandbox lives on, in a state the run cannot go on in.
+        conflict = reason.startswith("its interpreter") or reason == PAUSED_DURING_RUN
+        return SandboxConflictError(message) if conflict else SandboxDiedError(message)
 
     with manager.usage.using(sandbox_id):
         try:

@@ -35,6 +35,7 @@ async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
     def remove() -> None:
         engine.client.api.remove_container(name, force=True, v=True)
 
+    await _thaw(engine, sandbox_id, name)
     try:
         await engine.run(f"remove sandbox {sandbox_id}", remove, timeout=engine.timeout / 3)
         return
@@ -56,6 +57,23 @@ async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
             if REMOVAL_IN_PROGRESS not in str(exc) or time.monotonic() > deadline:
                 raise
         await asyncio.sleep(RETRY_SECONDS)
+
+
+async def _thaw(engine: DockerEngine, sandbox_id: str, name: str) -> None:
+    """Unpause a paused container before its removal. runsc does not end a frozen sandbox on
+    ``docker rm -f``: the removal waited out its time limit (10 s) and the runtime's processes
+    were then killed, while the request that asked for it hung; thawed, it goes at once
+    (0.3 s, as under runc). Best effort: whatever fails here, the removal still follows."""
+    try:
+        raw = await engine.run(
+            f"inspect sandbox {sandbox_id}", lambda: engine.client.api.inspect_container(name)
+        )
+        if raw.get("State", {}).get("Paused"):
+            await engine.run(
+                f"unpause sandbox {sandbox_id}", lambda: engine.client.api.unpause(name)
+            )
+    except (docker.errors.NotFound, SandboxError) as exc:
+        log.debug("sandbox %s not thawed before its removal: %s", sandbox_id, exc)
 
 
 async def _kill_runtime_processes(engine: DockerEngine, name: str) -> None:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,10 @@ BOOTSTRAP_HINT = (
     "docker.io and runsc on Debian/Ubuntu and starts dockerd), then check with "
     "'jupyter sandbox doctor'"
 )
+
+
+# The engine's words for an action its container's state forbids, where it answers 500 for it.
+_STATE_REFUSAL = re.compile(r"is (not |already )?(paused|running|restarting)|is not paused", re.I)
 
 
 class DockerEngine:
@@ -154,8 +159,14 @@ class DockerEngine:
             ) from None
         except docker.errors.APIError as exc:
             message = f"the container engine refused '{what}': {_short(exc)}"
-            if exc.status_code == 409:  # the container's state forbids it (paused, stopped)
-                raise SandboxConflictError(message) from None
+            # The container's state forbids it (paused, stopped): a 409 from the engine, or for
+            # some actions a 500 that says so ("is not paused"). The manager checks the state
+            # first (SandboxManager.in_status); this is for a change between its look and now.
+            if exc.status_code == 409 or _STATE_REFUSAL.search(message):
+                raise SandboxConflictError(
+                    f"{message}: its state changed meanwhile; look at it (GET /api/sandboxes/"
+                    "<id>) and retry what fits it"
+                ) from None
             raise SandboxError(message) from None
 
     async def _on_thread(self, call: Callable[[], T], long: bool, limit: float) -> T:

@@ -158,6 +158,19 @@ class SandboxConflictError(SandboxError):
     code = "sandbox_conflict"
     http_status = 409
 
+    @classmethod
+    def of_status(
+        cls, sandbox_id: str, status: str, fix: str | None = None
+    ) -> SandboxConflictError:
+        """The one wording of "the sandbox's status does not allow that", with what to do:
+        whoever finds the status wrong (the manager before asking the engine, the engine
+        refusing: engine.py) says the same. ``fix`` replaces the usual one."""
+        if fix is None:
+            # paused: frozen, thawed by a resume; any other status (created, restarting,
+            # removing, exited, dead): its processes have ended or are ending.
+            fix = "resume it first" if status == "paused" else "start a new one"
+        return cls(f"sandbox {sandbox_id} is {status}: {fix}")
+
 
 class InvalidRequestError(SandboxError):
     """A request body is not what the API takes (not JSON, unknown field, wrong type)."""
@@ -186,6 +199,23 @@ class SandboxFileExistsError(SandboxFileError):
 
     code = "file_exists"
     http_status = 409
+
+
+class SandboxFileTypeError(SandboxFileError):
+    """What is at the path is a directory where a file is needed, or a file where a directory
+    is (a cwd, a parent, a move's target): the request is well formed, what the sandbox holds
+    is in its way; nothing was changed."""
+
+    code = "file_type"
+    http_status = 409
+
+
+class SandboxFilePermissionError(SandboxFileError):
+    """The sandbox's user may not do that to that path (read-only, another user's): the
+    sandbox's own permissions refuse it; nothing was changed."""
+
+    code = "file_permission_denied"
+    http_status = 403
 
 
 class FileTooLargeError(SandboxFileError):

@@ -14,7 +14,7 @@ from . import image_programs
 from .backend import Output
 from .backend_records import ExecResult
 from .engine import DockerEngine
-from .errors import SandboxFileError, SandboxFileNotFoundError
+from .errors import SandboxFileError, SandboxFileNotFoundError, SandboxFileTypeError
 
 # The engine's exit status for a command it could not start (it then never had a process).
 NOT_STARTED = 126
@@ -90,7 +90,7 @@ def workdir_error(
             "an earlier command) or leave cwd out for /workspace"
         )
     if status == 4:
-        return SandboxFileError(
+        return SandboxFileTypeError(
             f"cwd {workdir} is not a directory in the sandbox: name a directory, or leave cwd "
             "out for /workspace"
         )

@@ -211,6 +211,12 @@ def main(argv: list[str]) -> None:
     except PermissionError:
         fail("permission_denied", "the sandbox's user may not do that to " + path)
     except OSError as exc:
+        import errno
+
+        if exc.errno == errno.EROFS:  # the image's root: read-only, as a permission refuses
+            fail(
+                "permission_denied", f"{path}: {exc.strerror}: the sandbox's user may not change it"
+            )
         fail("os_error", f"{path}: {exc.strerror}")
 
 

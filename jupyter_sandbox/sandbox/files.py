@@ -41,6 +41,8 @@ from .errors import (
     SandboxFileError,
     SandboxFileExistsError,
     SandboxFileNotFoundError,
+    SandboxFilePermissionError,
+    SandboxFileTypeError,
 )
 from .fair_share import OwnerCap
 
@@ -288,4 +290,8 @@ def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
         return SandboxFileNotFoundError(message)
     if code == "file_exists":
         return SandboxFileExistsError(message)
+    if code in ("is_a_directory", "not_a_directory", "not_a_file"):
+        return SandboxFileTypeError(message)
+    if code == "permission_denied":
+        return SandboxFilePermissionError(message)
     return SandboxFileError(message)

@@ -21,6 +21,9 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 MIN_MEMORY = 64 * 1024**2
+# A kernel's start takes about 1.5 s of CPU: at 0.01 CPUs it took 59.5 s (runc), a hair under
+# the start timeout; at 0.1, 15 s under runsc. Less is refused rather than left to time out.
+MIN_CPUS = 0.1
 MIN_DISK = 1024**2
 MAX_PIDS = 1 << 22
 # Each limit: the name a request gives it, its SandboxLimits (and LimitMaximums) field, the
@@ -85,9 +88,10 @@ class SandboxLimits:
                 f"{format_size(MIN_MEMORY)}: a Python kernel needs at least that much"
             )
         host_cores = os.cpu_count() or 1
-        if not 0.01 <= self.cpus <= host_cores:
+        if not MIN_CPUS <= self.cpus <= host_cores:
             raise InvalidSettingError(
-                f"cpus must be between 0.01 and this host's {host_cores} cores, not {self.cpus}"
+                f"cpus must be between {MIN_CPUS:g} and this host's {host_cores} cores, not "
+                f"{self.cpus}"
             )
         if not 16 <= self.pids <= MAX_PIDS:
             raise InvalidSettingError(

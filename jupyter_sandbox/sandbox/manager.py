@@ -222,10 +222,19 @@ class SandboxManager(SandboxStarter):
     async def running(self, owner: str, sandbox_id: str) -> SandboxInfo:
         """The owner's sandbox, if it is running: what runs something in it (a command, a
         terminal) needs. SandboxConflictError names the fix when it is not."""
+        return await self.in_status(owner, sandbox_id, "running")
+
+    async def in_status(
+        self, owner: str, sandbox_id: str, status: str, fixes: dict[str, str] | None = None
+    ) -> SandboxInfo:
+        """The owner's sandbox, if its status is ``status``; else SandboxConflictError saying
+        what its status is and what to do (SandboxConflictError.of_status; ``fixes`` gives
+        the fix for some statuses), found before the engine is asked: the engine refuses some
+        actions on a container in the wrong state with a 500 (unpausing a running one)."""
         info = await self.get(owner, sandbox_id)
-        if not info.running:
-            fix = "resume it first" if info.status == "paused" else "start a new one"
-            raise SandboxConflictError(f"sandbox {sandbox_id} is {info.status}: {fix}")
+        if info.status != status:
+            fix = (fixes or {}).get(info.status)
+            raise SandboxConflictError.of_status(sandbox_id, info.status, fix)
         return info
 
     async def open_terminal(
@@ -287,8 +296,9 @@ class SandboxManager(SandboxStarter):
     async def stats(
         self, owner: str, sandbox_id: str, *, wait_for_cpu_percent: bool = False
     ) -> SandboxStats:
-        """Current CPU, memory, pids and workspace use of the sandbox (stats.py)."""
-        await self.get(owner, sandbox_id)
+        """Current CPU, memory, pids and workspace use of the sandbox (stats.py), which is
+        measured inside too: the sandbox must be running."""
+        await self.running(owner, sandbox_id)
         return await measure_stats(
             self.backend, sandbox_id, wait_for_cpu_percent=wait_for_cpu_percent
         )
@@ -319,12 +329,14 @@ class SandboxManager(SandboxStarter):
         return read_audit(SandboxDirectory(self.settings.state_path, sandbox_id).root, limit)
 
     async def pause(self, owner: str, sandbox_id: str) -> None:
-        await self.get(owner, sandbox_id)
+        await self.in_status(owner, sandbox_id, "running", {"paused": "it is paused already"})
         self.kernel_clients.discard(sandbox_id)
         await self.backend.pause(sandbox_id)
 
     async def resume(self, owner: str, sandbox_id: str) -> None:
-        await self.get(owner, sandbox_id)
+        await self.in_status(
+            owner, sandbox_id, "paused", {"running": "only a paused sandbox can be resumed"}
+        )
         await self.backend.resume(sandbox_id)
 
     async def remove(self, owner: str, sandbox_id: str) -> None:

@@ -36,13 +36,27 @@ MOVE = '{"path": "results/final.csv", "overwrite": false}'
 
 class SandboxFileAPIHandler(SandboxAPIHandler):
     def path_argument(self, default: str | None = None) -> str:
-        path = self.get_query_argument("path", default)
-        if path is None:
+        """The query argument path, exactly as sent: tornado's get_query_argument would strip
+        its spaces and turn its control characters into spaces, naming another file than the
+        one asked for (a name may begin with a space). Given once, as UTF-8."""
+        given = self.request.query_arguments.get("path", [])
+        if len(given) > 1:
             raise InvalidRequestError(
-                "the query argument path is required: a path in the sandbox, relative to "
-                "/workspace or absolute, e.g. ?path=results/out.csv"
+                f"the query argument path is given {len(given)} times: give it once"
             )
-        return path
+        if not given:
+            if default is None:
+                raise InvalidRequestError(
+                    "the query argument path is required: a path in the sandbox, relative to "
+                    "/workspace or absolute, e.g. ?path=results/out.csv"
+                )
+            return default
+        try:
+            return given[0].decode()
+        except UnicodeDecodeError:
+            raise InvalidRequestError(
+                "the query argument path is not UTF-8: percent-encode the path's UTF-8 bytes"
+            ) from None
 
 
 class SandboxFilesHandler(SandboxFileAPIHandler):

@@ -81,11 +81,23 @@ class SandboxHandlerBase(JupyterHandler):
         self.finish(json.dumps(data))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if status_code == 405:  # RFC 9110: a 405 names the methods the route has
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, SandboxError):
             self.write_json(exc.to_dict(), exc.http_status)
             return
         super().write_error(status_code, **kwargs)
+
+    def allowed_methods(self) -> list[str]:
+        """The HTTP methods this route's handler defines (tornado's base answers 405 to the
+        others), OPTIONS included: Jupyter's API handlers answer it (CORS preflight)."""
+        return [
+            method
+            for method in self.SUPPORTED_METHODS
+            if getattr(type(self), method.lower(), None)
+            is not getattr(web.RequestHandler, method.lower(), None)
+        ]
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         if isinstance(value, SandboxError):  # expected: the client gets the message

@@ -75,6 +75,10 @@ class SandboxPortsHandler(SandboxAPIHandler):
 class SandboxPortHandler(SandboxPortsHandler):
     """``/api/sandboxes/{id}/ports/{port}``: the link of one port."""
 
+    # Not inherited: revoking is the whole sandbox's (DELETE .../ports); here it is a 405
+    # (inherited, it was called with the port too, and answered 500).
+    delete = SandboxAPIHandler.delete
+
     @web.authenticated
     @authorized
     async def get(self, sandbox_id: str, port: str) -> None:

@@ -155,11 +155,16 @@ def _limits(value: Any) -> dict[str, Any]:
             f'limits must be an object such as {{"memory": "1g"}}, not {_json_type(value)}'
         )
     _no_unknown(value, set(LIMIT_TYPES), "limits")
+    limits = {}
     for name, limit in value.items():
+        # JSON has one number type: 16.0 is the integer 16 (as JSON Schema's integer has it).
+        if isinstance(limit, float) and limit.is_integer() and int in LIMIT_TYPES[name]:
+            limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, LIMIT_TYPES[name]):
             wanted = " or ".join(_type_name(t) for t in LIMIT_TYPES[name])
             raise InvalidRequestError(f"limits.{name} must be {wanted}, not {_json_type(limit)}")
-    return dict(value)
+        limits[name] = limit
+    return limits
 
 
 def _environment(value: Any) -> dict[str, str]:

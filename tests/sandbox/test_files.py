@@ -15,6 +15,8 @@ from jupyter_sandbox.sandbox.errors import (
     SandboxFileError,
     SandboxFileExistsError,
     SandboxFileNotFoundError,
+    SandboxFilePermissionError,
+    SandboxFileTypeError,
     SandboxNotFoundError,
 )
 from jupyter_sandbox.sandbox.files import _decoded, check_path, reported_error
@@ -64,17 +66,17 @@ async def test_failures_name_the_path_and_change_nothing(
     )
     with pytest.raises(SandboxFileNotFoundError, match="/workspace/missing"):
         await files.read(OWNER, sandbox_id, "missing")
-    with pytest.raises(SandboxFileError, match="/workspace/d is not a regular file"):
+    with pytest.raises(SandboxFileTypeError, match="/workspace/d is not a regular file"):
         await files.read(OWNER, sandbox_id, "d")
     with pytest.raises(SandboxFileError, match="/workspace/p is not a regular file"):
         await files.read(OWNER, sandbox_id, "p")  # a FIFO: refused, not waited on
-    with pytest.raises(SandboxFileError, match="not a directory: /workspace/f"):
+    with pytest.raises(SandboxFileTypeError, match="not a directory: /workspace/f"):
         await files.list(OWNER, sandbox_id, "f")
-    with pytest.raises(SandboxFileError, match="/workspace/d is a directory"):
+    with pytest.raises(SandboxFileTypeError, match="/workspace/d is a directory"):
         await files.write(OWNER, sandbox_id, "d", b"x")
     # The image's own files are the sandbox's to read, never to change.
     assert b"root:" in await files.read(OWNER, sandbox_id, "/etc/passwd")
-    with pytest.raises(SandboxFileError, match="/etc/passwd"):
+    with pytest.raises(SandboxFilePermissionError, match="/etc/passwd"):
         await files.write(OWNER, sandbox_id, "/etc/passwd", b"x")
     for root in ("/workspace/", ".", "/workspace/d/..", "/"):
         with pytest.raises(SandboxFileError, match="itself cannot be removed"):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from openapi_schema_validator import OAS30Validator
+from openapi_schema_validator import OAS31Validator
 
 from jupyter_sandbox.server_extension import handlers
 
@@ -66,7 +66,7 @@ def check_response(
         return
     assert content_type in content, f"{method} {path} {status} answered {content_type}"
     if content_type != EVENT_STREAM:
-        OAS30Validator(content[content_type]["schema"]).validate(body)
+        OAS31Validator(content[content_type]["schema"]).validate(body)
         return
     documented = content[content_type]["x-events"]
     assert body, f"{method} {path} {status} sent no event"
@@ -74,7 +74,7 @@ def check_response(
         assert name in documented, f"{method} {path} sent event {name!r}, not in openapi.yaml"
         final = bool(documented[name].get("final"))
         assert final == (index == len(body) - 1), f"{name!r} at {index} of {len(body)} events"
-        OAS30Validator(documented[name]["schema"]).validate(data)
+        OAS31Validator(documented[name]["schema"]).validate(data)
 
 
 def parse_events(text: str) -> list[tuple[str, Any]]:

@@ -51,7 +51,9 @@ def routes() -> set[tuple[str, str]]:
             else [path]
         )
         for method in METHODS:
-            if method in vars(handler):
+            # Inherited too: a handler answers what its bases define (DELETE of one port's
+            # link was SandboxPortsHandler's, called with a port it does not take: a 500).
+            if getattr(handler, method) is not getattr(web.RequestHandler, method):
                 found.update((p, method) for p in paths)
     return found
 

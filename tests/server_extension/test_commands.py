@@ -185,7 +185,7 @@ async def test_env_and_cwd_are_the_commands_own(jp_fetch: Fetch, runtime: str) -
     assert after["stdout"] == before["stdout"]  # no /workspace/missing, no "ran"
     if runtime == "runc":  # runsc starts a command in a file, whose relative paths then fail
         status, error = await command(jp_fetch, sandbox_id, {**missing, "cwd": "/etc/passwd"})
-        assert (status, error["code"]) == (400, "file_error"), error
+        assert (status, error["code"]) == (409, "file_type"), error  # what is there is in the way
         assert "cwd /etc/passwd is not a directory" in error["message"]
 
     # A program missing from a cwd that exists is still the program's fault, as without cwd.

@@ -113,7 +113,7 @@ async def test_snapshot_routes(
     status, error = await api(
         jp_fetch, "POST", source, "snapshots", body={"kind": "memory"}, **ALICE
     )
-    assert (status, error["code"]) == (501, "memory_snapshot_unsupported")
+    assert (status, error["code"]) == (409, "memory_snapshot_refused")  # a runc sandbox
     assert "/workspace" in error["message"]
 
     status, _ = await snap(jp_fetch, "DELETE", snapshot_id, **ALICE)

@@ -92,3 +92,12 @@ class MemorySnapshotUnsupportedError(SandboxError):
 
     code = "memory_snapshot_unsupported"
     http_status = 501
+
+
+class MemorySnapshotRefusedError(MemorySnapshotUnsupportedError):
+    """This sandbox cannot have a memory snapshot, for what the caller chose: its runtime, a
+    sandbox not made for them, its network. The server can (else the 501 above): a conflict
+    with the sandbox, which the message says how to avoid (a new sandbox made for it)."""
+
+    code = "memory_snapshot_refused"
+    http_status = 409

@@ -41,7 +41,12 @@ from ..contexts import kernel_attached
 from ..errors import SandboxConflictError, SandboxError
 from ..hostdir import SandboxDirectory, sandbox_directories
 from ..sandbox_types import Sandbox
-from .errors import MemorySnapshotUnsupportedError, SnapshotFailedError, SnapshotNotFoundError
+from .errors import (
+    MemorySnapshotRefusedError,
+    MemorySnapshotUnsupportedError,
+    SnapshotFailedError,
+    SnapshotNotFoundError,
+)
 from .kernel_bridge import close_bridge, open_bridge
 from .storage import check_snapshot_id, new_snapshot_id
 
@@ -73,22 +78,27 @@ def check_checkpointable(
     def unsupported(why: str) -> MemorySnapshotUnsupportedError:
         return MemorySnapshotUnsupportedError(f"{sandbox}: {why}. {WORKSPACE_HINT}")
 
+    def refused(why: str) -> MemorySnapshotRefusedError:
+        return MemorySnapshotRefusedError(f"{sandbox}: {why}. {WORKSPACE_HINT}")
+
+    # What the sandbox is (its runtime, how it was made, its network) is the caller's choice: 409.
     if info.runtime != "runsc":
-        raise unsupported(
+        raise refused(
             f"the {info.runtime} runtime cannot checkpoint a kernel here (Docker's checkpoint "
             "under runc relies on CRIU, which cannot dump a running ipykernel); use runsc"
         )
     if not state.get("bridged"):
-        raise unsupported(
+        raise refused(
             "it was not made for memory snapshots: set c.SandboxSettings.memory_snapshots = "
             "True and create a new sandbox (its kernel then listens behind a bridge that can "
             "let go of its host sockets)"
         )
     if "network_token" in state:
-        raise unsupported(
+        raise refused(
             "it has had network egress, whose forwarder holds a host socket that gVisor cannot "
             "save; memory snapshots need a sandbox whose network policy was always 'none'"
         )
+    # What the server's engine lacks is not the caller's to change: 501.
     if not facts.experimental:
         raise unsupported(
             "the Docker daemon's experimental mode is off, and Docker's checkpoints need it: "

@@ -127,7 +127,7 @@ async def test_memory_snapshot_is_refused_before_touching_the_sandbox(
     ):
         with pytest.raises(MemorySnapshotUnsupportedError) as refused:
             await attempt
-        assert refused.value.code == "memory_snapshot_unsupported"
+        assert refused.value.code == "memory_snapshot_refused"  # the sandbox's runtime: 409
         assert "runc" in refused.value.message
         assert "/workspace" in refused.value.message
     assert (await manager.get(OWNER, source.sandbox_id)).running
