@@ -6,7 +6,10 @@ so this fixed cost is paid before any byte moves (docs/snapshots.md, "Fixed cost
 runtime, one sandbox; ``--runs`` execs of each command, interleaved, timed from the call to its
 result (the exec's creation, start, output and exit status included):
 
-- ``true``: the engine's and runtime's own cost;
+- ``true``: the engine's and runtime's own cost, with the supervisor that every caller's
+  command runs under (its kill reaches all the command started: sandbox/exec_deadline.py);
+- ``true, unsupervised``: the same without it, as the host's own programs run (tar, the files
+  program);
 - ``tar -c -C /workspace .``: what a persist of an empty workspace starts with;
 - ``python3 -c pass`` through ``run_command``: what agent code pays for a Python one-liner
   run as a command rather than in the kernel (the sandbox's state checked first, the
@@ -38,7 +41,8 @@ PYTHON = CommandRequest(["python3", "-c", "pass"])
 STREAMED = 64 * 1024**2
 FIRST_PIECE = CommandRequest(["/bin/sh", "-c", "echo go; sleep 0.2"], stream=True)
 BULK = CommandRequest(["head", "-c", str(STREAMED), "/dev/zero"], stream=True)
-NAMES = [*COMMANDS, "python3 -c", "first piece", "stream 64M"]
+UNSUPERVISED = "true, unsupervised"
+NAMES = [*COMMANDS, UNSUPERVISED, "python3 -c", "first piece", "stream 64M"]
 
 
 async def streamed(manager: SandboxManager, sandbox_id: str, request: CommandRequest) -> float:
@@ -73,6 +77,13 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
                     samples[name].append(time.perf_counter() - start)
                     if result.exit_code != 0:
                         raise RuntimeError(f"{name} failed: {result.stderr!r}")
+                start = time.perf_counter()
+                result = await manager.exec(
+                    OWNER, sandbox.sandbox_id, ["true"], timeout=60, supervised=False
+                )
+                samples[UNSUPERVISED].append(time.perf_counter() - start)
+                if result.exit_code != 0:
+                    raise RuntimeError(f"unsupervised true failed: {result.stderr!r}")
                 start = time.perf_counter()
                 ran = await run_command(manager, OWNER, sandbox.sandbox_id, PYTHON)
                 samples["python3 -c"].append(time.perf_counter() - start)

@@ -66,10 +66,11 @@ def new_mark() -> dict[str, str]:
 async def kill_marked(
     engine: DockerEngine, container: str, user: str, mark: dict[str, str]
 ) -> None:
-    """Kill every process in ``container`` marked with ``mark``, as ``user`` (who started
-    them, so may signal them): at the command's time limit, or when its wait was given up
-    (docker_exec.ExecWatch). Failures are logged: the caller has given up on the command
-    already, and the engine's own time limit on it still ends the wait."""
+    """Kill every process in ``container`` marked with ``mark``, and every descendant of the
+    supervisor with its token (kill_program.py), as ``user`` (who started them, so may signal
+    them): at the command's time limit, or when its wait was given up (docker_exec.ExecWatch).
+    Failures are logged: the caller has given up on the command already, and the engine's own
+    time limit on it still ends the wait."""
     ((name, token),) = mark.items()
 
     def kill() -> int:
