@@ -8,7 +8,7 @@ as it was), for ``--seconds`` with a fixed ``--seed``; an input that takes longe
 ``--timeout`` seconds or a process above ``--rss-limit-mb`` is a failure too, so slowness and
 memory growth are found as well as exceptions. What fails is written to
 ``fuzz/crashes/<name>/`` (crash-*, timeout-*, oom-*: the input itself), and this script exits
-non-zero. ``--grow`` merges the inputs that reached new code back into the kept corpus.
+non-zero. ``--grow`` copies the inputs that reached new code back into the kept corpus.
 """
 
 from __future__ import annotations
@@ -99,14 +99,17 @@ def run_target(
             f"-artifact_prefix={crashes}/",
             "-print_final_stats=1",
         ]
-        # libFuzzer's own -max_total_time ends the run; the margin covers start and merge.
+        # libFuzzer's own -max_total_time ends the run; the margin covers the start.
         done = _child(name, [*options, str(work)], seconds + 120)
         if done.returncode == 0 and grow:
+            # What the run kept in its copy are the inputs that reached new code (libFuzzer
+            # names each by its SHA-1, so a kept one is not copied twice). Not libFuzzer's
+            # -merge: it re-runs argv[0] as a program, and this child is a script's mode.
             kept = CORPUS / name
             kept.mkdir(parents=True, exist_ok=True)
-            merged = _child(name, ["-merge=1", f"-max_len={max_len}", str(kept), str(work)], 600)
-            if merged.returncode != 0:
-                done = merged
+            for found in work.iterdir():
+                if not (kept / found.name).exists():
+                    shutil.copy(found, kept / found.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log = done.stdout + done.stderr
@@ -168,7 +171,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rss-limit-mb", type=int, default=1024, help="default 1024")
     parser.add_argument("--timeout", type=int, default=5, help="seconds per input (default 5)")
     parser.add_argument(
-        "--grow", action="store_true", help="merge new inputs into fuzz/corpus/<name>/"
+        "--grow",
+        action="store_true",
+        help="copy the inputs that reached new code into fuzz/corpus/<name>/",
     )
     args = parser.parse_args(argv)
     names = args.targets or target_names()

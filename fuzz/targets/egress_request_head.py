@@ -1,5 +1,6 @@
 """The egress proxy's reading of a sandbox's request head: CONNECT and absolute-form HTTP
-(sandbox/network/request_head.py).
+(sandbox/network/request_head.py), and of the first bytes through a CONNECT when they are TLS
+(the ClientHello's server name, sni.py: ValueError or Incomplete when it cannot be read).
 
 BadRequest is the expected answer to anything malformed (the proxy answers it with a 400). A
 head that parses must keep the proxy's promises to the upstream server: every line of the
@@ -12,11 +13,19 @@ from __future__ import annotations
 import ipaddress
 
 from jupyter_sandbox.sandbox.network.request_head import MAX_HEAD, BadRequest, parse_head
+from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, server_name
 
 MAX_LEN = 4096
 
 
 def fuzz_one_input(data: bytes) -> None:
+    if is_tls(data):
+        try:
+            name = server_name(data)
+        except (ValueError, Incomplete):
+            return
+        assert name is None or isinstance(name, str)
+        return
     try:
         request = parse_head(data)
     except BadRequest:
