@@ -68,7 +68,7 @@ $(HUB_PROXY): | $(STAMP)
 hub-proxy: $(HUB_PROXY)
 
 # Long coverage-guided runs of every fuzz target (fuzz/README.md); the inputs that reach new code
-# are merged into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.
+# are copied into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?=
 fuzz: install
