@@ -45,6 +45,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPResponse
 
 PURPOSE = "benchmark:fairness"
 HELD = 300
+FLOODS = ("quiet", "streams", "commands", "uploads")
 # Seconds a request of bob's is waited for before it counts as unanswered ("inf").
 BOBS_PATIENCE = 60.0
 # The server's configuration: tokens naming their users, for this run only.
@@ -306,7 +307,7 @@ async def run_floods(server: Server, runtime: str, args: argparse.Namespace) -> 
     assert put.code in (200, 201, 204), put.body
     alices = None
     try:
-        for kind in ("quiet", "streams", "commands", "uploads"):
+        for kind in args.flood or FLOODS:
             if kind != "quiet":
                 alices = await create(server, "alice")
             stop = asyncio.Event()
@@ -341,6 +342,7 @@ def main() -> None:
     parser.add_argument("--watches", type=int, default=10)
     parser.add_argument("--commands", type=int, default=40)
     parser.add_argument("--no-shares", action="store_true")
+    parser.add_argument("--flood", action="append", choices=FLOODS, help="default: all")
     args = parser.parse_args()
     for runtime in args.runtime or ["runc", "runsc"]:
         measure(runtime, args)

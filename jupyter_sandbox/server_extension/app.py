@@ -142,7 +142,7 @@ class SandboxExtension(ExtensionApp):
         sandboxes at once, all owners together; more wait their turn.""",
     )
     max_uploads_per_owner = Integer(
-        4,
+        2,
         min=1,
         config=True,
         help="""Most of max_uploads (a count) one owner's uploads take at once; a free turn
