@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     context_lock = lock_path(args.state_dir, args.owner, check_context(args.context))
     if wait_for_kernel_end(sys.stdin.fileno()):
         return 0
+    log.info("kernel of context %s ended without removing its sandbox", args.context)
     if taken_over(context_lock, args.connection_file, GRACE_SECONDS):
         return 0
     if not args.state_dir.is_dir():
