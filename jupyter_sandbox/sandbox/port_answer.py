@@ -21,24 +21,22 @@ from http import HTTPStatus
 from urllib.parse import urljoin, urlsplit
 
 from .errors import SandboxError
+from .http_head import head_lines, header_fields
 
 MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers, at most
 MAX_HEADERS = 100  # header lines of an answer, at most
-# RFC 9110/9112 in ASCII only (a str pattern's [0-9] is ASCII, \d would not be).
-_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?: [\t\x20-\x7e\x80-\xff]*)?")
-_HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*([\t\x20-\x7e\x80-\xff]*?)[ \t]*")
 # Headers two copies of which a browser and the relay could read differently.
 _ONCE = frozenset(
     {
-        "content-length",
-        "content-type",
-        "location",
-        "transfer-encoding",
-        "upgrade",
-        "sec-websocket-accept",
-        "sec-websocket-protocol",
-        "content-security-policy",
+        b"content-length",
+        b"content-type",
+        b"location",
+        b"transfer-encoding",
+        b"upgrade",
+        b"sec-websocket-accept",
+        b"sec-websocket-protocol",
+        b"content-security-policy",
     }
 )
 # What the browser may get of a sandbox's answer: headers that act on this one answer or page
@@ -125,31 +123,15 @@ def parse_answer_head(head: bytes) -> AnswerHead:
     MalformedAnswer saying what is wrong otherwise."""
     if len(head) > MAX_HEAD:
         raise MalformedAnswer(f"the sandbox's server sent a head over {MAX_HEAD} bytes")
-    if not head.endswith(b"\r\n\r\n"):
-        raise MalformedAnswer("the sandbox's server sent a head that does not end in CRLF CRLF")
-    lines = head[:-4].split(b"\r\n")
-    if any(b"\r" in line or b"\n" in line for line in lines):
-        raise MalformedAnswer("the sandbox's server sent a bare CR or LF in its answer's head")
-    if len(lines) - 1 > MAX_HEADERS:
-        raise MalformedAnswer(f"the sandbox's server sent over {MAX_HEADERS} header lines")
+    try:
+        lines = head_lines(head, MAX_HEADERS)
+        fields = header_fields(lines[1:], _ONCE)
+    except ValueError as exc:
+        raise MalformedAnswer(f"the sandbox's server sent {exc}") from None
     status = _STATUS_LINE.fullmatch(lines[0])
     if status is None:
         raise MalformedAnswer("the sandbox's server sent a malformed status line")
-    headers: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for line in lines[1:]:
-        match = _HEADER_LINE.fullmatch(line)
-        if match is None:
-            raise MalformedAnswer("the sandbox's server sent a malformed header line")
-        name, value = match[1].decode("ascii"), match[2].decode("latin-1")
-        lower = name.lower()
-        if lower in _ONCE:
-            if lower in seen:
-                raise MalformedAnswer(f"the sandbox's server sent {name} twice")
-            seen.add(lower)
-        headers.append((name, value))
-    if "transfer-encoding" in seen and "content-length" in seen:
-        raise MalformedAnswer("the sandbox's server sent both Transfer-Encoding and Content-Length")
+    headers = [(name.decode("ascii"), value.decode("latin-1")) for name, value in fields]
     return AnswerHead(int(status[1]), headers)
 
 

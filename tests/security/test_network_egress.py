@@ -484,38 +484,7 @@ async def test_tls_to_another_server_name_through_connect_is_closed(
     observe(f"the tunnel was closed ({outcome}); the audit names both names")
 
 
-async def test_a_killed_host_proxy_is_told_and_setting_the_policy_again_restarts_it(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
-) -> None:
-    """The forwarder says the proxy is gone instead of hanging; a PUT of the policy recovers."""
-    await set_policy(net_manager, box, "allowed.test")
-    directory = SandboxDirectory(net_manager.settings.state_path, box.sandbox_id)
-    pid = int(ProcessLock(directory.root / PROXY_LOCK).note_of_holder())
-    os.kill(pid, signal.SIGKILL)
-    url = f"http://allowed.test:{server.port}/"
-    status, said = await run(box, f"fetch({url!r})")
-    assert status == 403
-    assert said == "network policy is none or its host proxy is not running"
-    assert not proxy_running(directory)
-    await set_policy(net_manager, box, "allowed.test")
-    assert (await run(box, f"fetch({url!r})"))[0] == 200
-
-
-async def test_the_policy_outlives_a_kernel_restart(
-    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
-) -> None:
-    """Restarting the interpreter (last in the module: the box's kernel changes) keeps the
-    sandbox's forwarder and policy."""
-    await set_policy(net_manager, box, "allowed.test")
-    restarted = await net_manager.restart_kernel(OWNER, box.sandbox_id)
-    output, reply = await execute(restarted.connection_info, HELPERS)
-    assert reply["status"] == "ok", output
-    assert await run(restarted, f"fetch('http://allowed.test:{server.port}/')") == [
-        200,
-        "hello from the test server\n",
-    ]
-
-
+# Rows 55 and 56 before the two tests below, which stop the host proxy and restart the kernel.
 @pytest.mark.checklist(
     row=55,
     attack="raw proxy requests: a bare LF in an absolute-form request line before a second "
@@ -580,3 +549,35 @@ async def test_every_ipv6_form_embedding_a_denied_ipv4_is_refused(
         assert "embeds 127.0.0.2: loopback" in rule, rule
     assert rebind_target.connections == before
     observe("403 naming the embedded 127.0.0.2 for each form; the server saw none", len(names))
+
+
+async def test_a_killed_host_proxy_is_told_and_setting_the_policy_again_restarts_it(
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+) -> None:
+    """The forwarder says the proxy is gone instead of hanging; a PUT of the policy recovers."""
+    await set_policy(net_manager, box, "allowed.test")
+    directory = SandboxDirectory(net_manager.settings.state_path, box.sandbox_id)
+    pid = int(ProcessLock(directory.root / PROXY_LOCK).note_of_holder())
+    os.kill(pid, signal.SIGKILL)
+    url = f"http://allowed.test:{server.port}/"
+    status, said = await run(box, f"fetch({url!r})")
+    assert status == 403
+    assert said == "network policy is none or its host proxy is not running"
+    assert not proxy_running(directory)
+    await set_policy(net_manager, box, "allowed.test")
+    assert (await run(box, f"fetch({url!r})"))[0] == 200
+
+
+async def test_the_policy_outlives_a_kernel_restart(
+    net_manager: SandboxManager, box: Sandbox, server: RecordingServer
+) -> None:
+    """Restarting the interpreter (last in the module: the box's kernel changes) keeps the
+    sandbox's forwarder and policy."""
+    await set_policy(net_manager, box, "allowed.test")
+    restarted = await net_manager.restart_kernel(OWNER, box.sandbox_id)
+    output, reply = await execute(restarted.connection_info, HELPERS)
+    assert reply["status"] == "ok", output
+    assert await run(restarted, f"fetch('http://allowed.test:{server.port}/')") == [
+        200,
+        "hello from the test server\n",
+    ]

@@ -76,9 +76,10 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
 
 
-async def start_server(extension: SandboxExtension, sandbox_id: str) -> None:
+async def start_server(extension: SandboxExtension, sandbox_id: str, program: str = SERVER) -> None:
+    """``program`` (Python source taking the port) started in the sandbox and listening."""
     manager = extension.manager
-    await manager.backend.spawn(sandbox_id, ["python", "-c", SERVER, str(PORT)], environment={})
+    await manager.backend.spawn(sandbox_id, ["python", "-c", program, str(PORT)], environment={})
     for _ in range(300):
         listed = await manager.ports.listening(default_owner(), sandbox_id)
         if PORT in [found.port for found in listed]:

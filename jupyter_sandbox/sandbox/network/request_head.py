@@ -19,6 +19,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..http_head import TOKEN, head_lines, header_fields
 from ..timeouts import within
 from .policy import normalize_host
 
@@ -27,11 +28,8 @@ MAX_HEADERS = 100  # header lines a request head may have
 HEAD_TIMEOUT = 30.0  # seconds from a request's first byte to the end of its head
 BUFFER = 256 * 1024  # bytes asked for per read
 _HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})$")
-_DROPPED = {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "host"}
-# RFC 9110/9112, in ASCII only (re's [0-9] and \d would take other scripts' digits in str).
-_TOKEN = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-_REQUEST_LINE = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e]+) (HTTP/1\.[01])")
-_HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*([\x20-\x7e\x80-\xff\t]*?)[ \t]*")
+_DROPPED = {b"proxy-authorization", b"proxy-connection", b"connection", b"keep-alive", b"host"}
+_REQUEST_LINE = re.compile(rb"(" + TOKEN + rb") ([\x21-\x7e]+) (HTTP/1\.[01])")
 # host:port, the host a name or a bracketed IPv6 literal, the port 1 to 5 ASCII digits.
 _AUTHORITY = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/?#]+)(?::([0-9]{1,5}))?")
 _ABSOLUTE = re.compile(rb"[hH][tT][tT][pP]://([^/?#]*)([/?][^#]*)?(#.*)?")
@@ -60,20 +58,17 @@ def parse_head(head: bytes) -> ProxyRequest:
     the proxy): lines end in CRLF only, the request line and each header line are exactly their
     grammar (ASCII tokens, ASCII digits), at most MAX_HEADERS headers, one Host, one
     Content-Length and no Transfer-Encoding beside it. Everything else is BadRequest."""
-    if not head.endswith(b"\r\n\r\n"):
-        raise BadRequest("the request head must end with an empty line (CRLF CRLF)")
-    lines = head[:-4].split(b"\r\n")
-    if any(b"\r" in line or b"\n" in line for line in lines):
-        raise BadRequest("malformed request: lines must end with CRLF (a bare CR or LF found)")
-    if len(lines) - 1 > MAX_HEADERS:
-        raise BadRequest(f"more than {MAX_HEADERS} header lines")
+    try:
+        lines = head_lines(head, MAX_HEADERS)
+        headers = header_fields(lines[1:], _ONCE)
+    except ValueError as exc:
+        raise BadRequest(f"malformed request head: {exc}") from None
     request_line = _REQUEST_LINE.fullmatch(lines[0])
     if request_line is None:
         raise BadRequest(
             "malformed request line: send METHOD target HTTP/1.1, the target in printable ASCII"
         )
     method, version = request_line[1].decode("ascii"), request_line[3].decode("ascii")
-    headers = _header_lines(lines[1:])
     if method == "CONNECT":
         authority = _AUTHORITY.fullmatch(request_line[2])
         if authority is None or authority[2] is None:
@@ -99,29 +94,9 @@ def parse_head(head: bytes) -> ProxyRequest:
     if port != 80:
         host_header += f":{port}"
     out = [f"{method} {path} {version}".encode("ascii"), b"Host: " + host_header.encode("ascii")]
-    out += [line for name, line in headers if name not in _DROPPED]
+    out += [name + b": " + value for name, value in headers if name.lower() not in _DROPPED]
     out.append(b"Connection: close")
     return ProxyRequest(method, host, port, b"\r\n".join(out) + b"\r\n\r\n")
-
-
-def _header_lines(lines: list[bytes]) -> list[tuple[str, bytes]]:
-    """Each header line with its lowercased name; BadRequest for a malformed line, or for a
-    second copy of a header that must be one."""
-    parsed: list[tuple[str, bytes]] = []
-    seen: set[bytes] = set()
-    for line in lines:
-        match = _HEADER_LINE.fullmatch(line)
-        if match is None:
-            raise BadRequest("malformed header line: send Name: value")
-        name = match[1].lower()
-        if name in _ONCE:
-            if name in seen:
-                raise BadRequest(f"more than one {match[1].decode()} header")
-            seen.add(name)
-        parsed.append((name.decode("ascii"), line))
-    if b"transfer-encoding" in seen and b"content-length" in seen:
-        raise BadRequest("both Transfer-Encoding and Content-Length: send one")
-    return parsed
 
 
 def _check_port(digits: bytes, message: str) -> int:

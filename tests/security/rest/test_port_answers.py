@@ -11,15 +11,13 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension
 
 from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_ports import follow
+from ...server_extension.test_ports import PORT, follow, start_server
 
 pytestmark = pytest.mark.integration
 
-PORT = 8000
 # The sandbox's server (stdlib only), answering raw bytes: a 101 whose status line carries a
 # bare LF and a Set-Cookie after it, a proper 101 (then an echo, upper-cased), a 200 with the
 # same bare LF, and a redirect to whatever ?Location it is asked for.
@@ -68,15 +66,7 @@ async def sandbox_with_server(fetch: Fetch, extension: SandboxExtension, runtime
     status, created = await api(fetch, "POST", body={"runtime": runtime})
     assert status == 201
     sandbox_id = created["id"]
-    manager = extension.manager
-    await manager.backend.spawn(sandbox_id, ["python", "-c", SERVER, str(PORT)], environment={})
-    for _ in range(300):
-        listed = await manager.ports.listening(default_owner(), sandbox_id)
-        if PORT in [found.port for found in listed]:
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError("the sandbox's server did not listen")
+    await start_server(extension, sandbox_id, SERVER)
     status, made = await api(fetch, "GET", sandbox_id, "ports", str(PORT))
     assert status == 200
     return str(made["url"])
