@@ -50,7 +50,8 @@ export function builtinActions(views: ISandboxViews, kernels: Kernel.IManager): 
   ];
 }
 
-async function act(
+/** Pause, resume or restart the sandbox, saying so in a dialog if the server refuses. */
+export async function act(
   store: SandboxStore,
   sandbox: ISandbox,
   action: 'pause' | 'resume' | 'restart',

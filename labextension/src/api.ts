@@ -99,6 +99,15 @@ export class SandboxApi {
     return (await this.call(`api/snapshots/${enc(id)}/download`, {})).blob();
   }
 
+  /** The optional features this server names (`GET /api/sandbox-features`, newer servers). */
+  async serverFeatures(): Promise<string[]> {
+    const answer = await this.json<{ features: unknown }>('api/sandbox-features');
+    if (!Array.isArray(answer.features) || answer.features.some(f => typeof f !== 'string')) {
+      throw new SandboxApiError(0, 'bad_answer', 'the server named its features wrongly');
+    }
+    return answer.features as string[];
+  }
+
   /**
    * Whether this server has the route `path` (GET): false when it answers the 404 of a route it
    * does not know; true for any answer of the route itself, errors included.

@@ -18,6 +18,7 @@ import {
   ISandbox,
   memoryLimit,
   metadataText,
+  detailsTabLabel,
   notebookName,
   runtimeLabel,
   uptime,
@@ -75,6 +76,8 @@ export class SandboxDetails extends Panel {
     if (!this.sectionsShown) {
       this.renderSections(); // the sandbox was not listed yet when this view opened
     }
+    this.title.label = detailsTabLabel(sandbox, sandbox.id);
+    this.title.caption = `Details of sandbox ${sandbox.id}`;
     const stats = this.views.store.stats(sandbox.id);
     const weak = weakenedIsolation(sandbox);
     const limits = sandbox.limits ?? {};
@@ -171,6 +174,15 @@ export class SandboxDetails extends Panel {
         ),
         findings,
         report.error ? el('p', { role: 'alert' }, report.error) : null,
+        this.sandbox?.runtime === 'runsc'
+          ? el(
+              'p',
+              { class: 'jp-Sandbox-note' },
+              "Under gVisor the boundary is gVisor's own kernel: the sandbox's system calls are " +
+                "served by gVisor, not the host's kernel, so a seccomp filter of 0 inside is " +
+                'expected and not a weakness.'
+            )
+          : null,
         table,
         el('p', { class: 'jp-Sandbox-note' }, `Measured ${report.measured_at}`),
         reload

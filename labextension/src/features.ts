@@ -7,7 +7,7 @@
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { SandboxApi } from './api';
+import { SandboxApi, SandboxApiError } from './api';
 
 /** The optional features, each named by its route (a sandbox's own, but for snapshots). */
 const FEATURES = ['snapshots', 'network', 'files', 'terminal', 'commands', 'ports'] as const;
@@ -49,6 +49,9 @@ export class Features {
    * something (which is known now).
    */
   async probe(sandboxId?: string): Promise<boolean> {
+    if (this._listed === null) {
+      return this.askList(sandboxId);
+    }
     const sandbox = sandboxId && `api/sandboxes/${encodeURIComponent(sandboxId)}`;
     const asked = FEATURES.filter(
       name => this[name] === null && !this._asking.has(name) && (name === 'snapshots' || sandbox)
@@ -69,7 +72,43 @@ export class Features {
     return asked.length > 0;
   }
 
+  /**
+   * Ask the server for its list of features first: one request that answers 200. Probing each
+   * route is for an older server without the list; it costs a red error in the browser's
+   * console for each route that is missing (a 404) and for the terminal's (its WebSocket
+   * answers a plain GET with 400).
+   */
+  private async askList(sandboxId?: string): Promise<boolean> {
+    if (!this._listing) {
+      this._listing = this.api.serverFeatures().then(
+        names => {
+          this._listed = true;
+          for (const name of FEATURES) {
+            this[name] = names.includes(name);
+            this.found.emit(name);
+          }
+        },
+        (error: unknown) => {
+          // An older server (no such route): its routes are probed instead. Anything else
+          // (offline, a refusal) is asked again by the next probe.
+          if (error instanceof SandboxApiError && error.missingRoute) {
+            this._listed = false;
+          }
+        }
+      );
+    }
+    try {
+      await this._listing;
+    } finally {
+      this._listing = null;
+    }
+    return this._listed === false ? this.probe(sandboxId) : this._listed === true;
+  }
+
   private readonly _asking = new Set<FeatureName>();
+  /** Whether the server listed its features: true, false (an older server), null: not known. */
+  private _listed: boolean | null = null;
+  private _listing: Promise<void> | null = null;
 }
 
 /**

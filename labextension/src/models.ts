@@ -94,7 +94,10 @@ export function weakenedIsolation(sandbox: ISandbox): string[] {
   }
   const policy = sandbox.network?.policy ?? 'none';
   if (policy === 'open') {
-    reasons.push('network open: the sandbox may reach any public address');
+    // Direct egress stays blocked (the attestation says so); what is open is the host's proxy.
+    reasons.push(
+      'network open: direct egress is blocked, but the host proxy lets the sandbox reach any public address'
+    );
   } else if (policy !== 'none' && policy !== 'allowlist') {
     reasons.push(`network policy '${policy}' is not one this extension knows`);
   }
@@ -237,6 +240,15 @@ export function notebookName(path: string | null | undefined): string {
   return parts[parts.length - 1];
 }
 
+/**
+ * The label of a sandbox's details tab: its notebook's name when a notebook's kernel uses it
+ * (several tabs named by hex ids are hard to tell apart), else its id.
+ */
+export function detailsTabLabel(sandbox: ISandbox | undefined, sandboxId: string): string {
+  const notebook = notebookName(sandbox?.kernel?.notebook);
+  return notebook ? `Sandbox: ${notebook}` : `Sandbox ${sandboxId}`;
+}
+
 /** The status bar's text: "gVisor · net none · 312 MiB / 2.00 GiB (15%)". */
 export function statusText(sandbox: ISandbox, stats?: IStats | null): string {
   const parts = [runtimeLabel(sandbox.runtime), `net ${sandbox.network?.policy ?? 'none'}`];
@@ -290,19 +302,31 @@ export function attestationRows(
 ): { fact: string; value: string; source: string }[] {
   return Object.entries(report.measured ?? {})
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([fact, m]) => ({ fact, value: formatValue(m.value), source: m.source }));
+    .map(([fact, m]) => ({ fact, value: formatValue(m.value, fact), source: m.source }));
 }
 
-/** A measured value as text: lists joined, objects as JSON, null as "—". */
-export function formatValue(value: unknown): string {
+/** Facts whose numbers are sizes in bytes, shown as KiB, MiB, GiB. */
+const BYTE_FACT = /(_bytes|^memory_limit|^memory_swap_limit)$/;
+
+/**
+ * A measured value as text: lists joined, objects as "name: value" pairs (not JSON), sizes in
+ * bytes (`fact` says which) in KiB, MiB, GiB, null as "—".
+ */
+export function formatValue(value: unknown, fact = ''): string {
   if (value === null || value === undefined) {
     return '—';
   }
+  if (typeof value === 'number' && BYTE_FACT.test(fact)) {
+    return formatBytes(value);
+  }
   if (Array.isArray(value)) {
-    return value.length ? value.map(formatValue).join(', ') : '(none)';
+    return value.length ? value.map(v => formatValue(v, fact)).join(', ') : '(none)';
   }
   if (typeof value === 'object') {
-    return JSON.stringify(value);
+    const pairs = Object.entries(value as { [name: string]: unknown });
+    return pairs.length
+      ? pairs.map(([name, v]) => `${name}: ${formatValue(v, name)}`).join('; ')
+      : '(none)';
   }
   return String(value);
 }

@@ -94,7 +94,24 @@ export function policyRequest(mode: NetworkMode, allow: string[], deny: string[]
 
 /** "allowed CONNECT pypi.org:443 (allow pypi.org)" for the audit list. */
 export function auditLine(entry: INetworkAuditEntry): string {
-  const verdict = entry.allowed ? 'allowed' : 'refused';
+  const verdict = auditVerdict(entry);
   const address = entry.address ? ` → ${entry.address}` : '';
   return `${entry.time} ${verdict} ${entry.method} ${entry.host}:${entry.port}${address} (${entry.rule})`;
+}
+
+/**
+ * What became of the request, in the words of the proxy's rule: a host whose lookup failed, or
+ * an allowed connection that failed, was not refused by the policy and is not called so.
+ */
+export function auditVerdict(entry: INetworkAuditEntry): string {
+  if (entry.allowed) {
+    return 'allowed';
+  }
+  if (entry.rule.startsWith('lookup failed')) {
+    return 'DNS lookup failed';
+  }
+  if (entry.rule.startsWith('allowed (')) {
+    return 'connection failed';
+  }
+  return 'refused';
 }

@@ -7,7 +7,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { Features, showIfPresent } from './features';
-import { attempt } from './dialogs';
+import { attempt, confirm } from './dialogs';
 import { button, el } from './dom';
 import { ISandbox } from './models';
 import {
@@ -22,6 +22,12 @@ import { ISandboxViews } from './slots';
 import { SandboxStore } from './store';
 
 const AUDIT_ROWS = 20;
+
+/**
+ * The allowlist last typed for each sandbox, this page's lifetime: the server keeps allow
+ * patterns only in allowlist mode, so a switch to none or open and back would lose them.
+ */
+const typedAllowlists = new Map<string, string>();
 
 export function addNetworkViews(views: ISandboxViews, features: Features): void {
   views.addRowAction({
@@ -74,6 +80,10 @@ class NetworkSection extends Widget {
       state.allow,
       'pypi.org\n*.pythonhosted.org'
     );
+    if (state.mode !== 'allowlist' && typedAllowlists.has(id)) {
+      allow.value = typedAllowlists.get(id)!;
+    }
+    allow.addEventListener('input', () => typedAllowlists.set(id, allow.value));
     const deny = editor(
       `Denied hosts of sandbox ${id}, one a line`,
       state.deny,
@@ -89,13 +99,31 @@ class NetworkSection extends Widget {
         return;
       }
       problem.textContent = '';
-      const body = policyRequest(select.value as NetworkMode, allowed.patterns, denied.patterns);
-      void attempt('Network policy not changed', () => this.store.api.setNetwork(id, body)).then(
-        async () => {
+      typedAllowlists.set(id, allow.value);
+      const mode = select.value as NetworkMode;
+      const body = policyRequest(mode, allowed.patterns, denied.patterns);
+      void (async () => {
+        // Open is the one mode that weakens isolation: it takes a second, deliberate click.
+        if (
+          mode === 'open' &&
+          state.mode !== 'open' &&
+          !(await confirm(
+            `Open the network of sandbox ${id}?`,
+            'Code in the sandbox will reach any public address through the host proxy ' +
+              '(direct egress stays blocked; deny patterns still apply). ' +
+              'An allowlist of the hosts it needs is safer.',
+            'Open network'
+          ))
+        ) {
+          return;
+        }
+        if (
+          await attempt('Network policy not changed', () => this.store.api.setNetwork(id, body))
+        ) {
           await this.store.refresh();
           await this.load();
         }
-      );
+      })();
     });
     this.node.replaceChildren(
       heading,

@@ -8,6 +8,7 @@
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
+import { act } from './actions';
 import { sandboxOfKernel, statusText, statusTitle, weakenedIsolation } from './models';
 import type { SandboxedKernelTest } from './outputTrust';
 import { ISandboxViews } from './slots';
@@ -60,6 +61,8 @@ export class SandboxStatusItem extends Widget {
     const sandbox = sandboxOfKernel(this.views.store.sandboxes, kernel?.id);
     this.shown = sandbox?.id ?? null;
     if (!sandbox) {
+      this.paused = false;
+      this.toggleClass('jp-mod-paused', false);
       this.toggleClass('jp-mod-weak', false);
       const error = this.views.store.error;
       const sandboxed = kernel ? this.isSandboxed(kernel.name) : false;
@@ -80,6 +83,19 @@ export class SandboxStatusItem extends Widget {
       }
       return;
     }
+    this.paused = sandbox.status === 'paused';
+    if (this.paused) {
+      // A cell run now waits at [*] while Lab's own indicators say Idle: say why, and offer
+      // the way out on the same button.
+      this.node.textContent = '⏸ Sandbox paused · Resume';
+      this.node.title = `Sandbox ${sandbox.id} is paused: cells wait until it resumes. Click to resume it`;
+      this.node.setAttribute('aria-label', `Sandbox ${sandbox.id} is paused. Resume it`);
+      this.toggleClass('jp-mod-weak', false);
+      this.toggleClass('jp-mod-paused', true);
+      this.show();
+      return;
+    }
+    this.toggleClass('jp-mod-paused', false);
     const stats = this.views.store.stats(sandbox.id);
     const weak = weakenedIsolation(sandbox).length > 0;
     const text = statusText(sandbox, stats);
@@ -104,11 +120,15 @@ export class SandboxStatusItem extends Widget {
   }
 
   private openDetails(): void {
-    if (this.shown) {
+    const sandbox = this.views.store.sandboxes.find(s => s.id === this.shown);
+    if (sandbox && this.paused) {
+      void act(this.views.store, sandbox, 'resume', 'Resume failed');
+    } else if (this.shown) {
       this.views.openDetails(this.shown);
     }
   }
 
   private watched: NotebookPanel | null = null;
   private shown: string | null = null;
+  private paused = false;
 }

@@ -3,7 +3,13 @@ import { describe, it } from 'node:test';
 
 import { SandboxApi, SandboxApiError } from '../src/api';
 import { Features } from '../src/features';
-import { auditLine, isDomainPattern, parsePatterns, policyRequest } from '../src/network';
+import {
+  auditLine,
+  auditVerdict,
+  isDomainPattern,
+  parsePatterns,
+  policyRequest
+} from '../src/network';
 import { ISnapshot, snapshotsOf, sortSnapshots } from '../src/snapshots';
 import { SandboxStore } from '../src/store';
 import { apiError, json } from './answers';
@@ -392,6 +398,29 @@ describe('network policy model', () => {
     });
     assert.equal(line, 't refused CONNECT pypi.org:443 → 10.0.0.1 (private address)');
   });
+
+  it('says a failed lookup or connection failed, not that the policy refused it', () => {
+    const entry = {
+      time: 't',
+      sandbox: 's',
+      host: 'no-such-host.example',
+      port: 443,
+      method: 'CONNECT',
+      allowed: false,
+      rule: 'lookup failed: [Errno -2] Name or service not known'
+    };
+    assert.equal(auditVerdict(entry), 'DNS lookup failed');
+    assert.match(
+      auditLine(entry),
+      /^t DNS lookup failed CONNECT no-such-host\.example:443 \(lookup/
+    );
+    assert.equal(
+      auditVerdict({ ...entry, rule: "allowed (open) but the connection failed: OSError('x')" }),
+      'connection failed'
+    );
+    assert.equal(auditVerdict({ ...entry, rule: 'not in allowlist' }), 'refused');
+    assert.equal(auditVerdict({ ...entry, allowed: true, rule: 'open' }), 'allowed');
+  });
 });
 
 describe('snapshot model', () => {
@@ -427,6 +456,40 @@ describe('snapshot model', () => {
 });
 
 describe('Features', () => {
+  it("learns every feature from the server's list in one request, probing no route", async () => {
+    const { api, calls } = server({
+      'GET api/sandbox-features': () => json({ features: ['network', 'files', 'terminal'] })
+    });
+    const features = new Features(api);
+    const found: string[] = [];
+    features.found.connect((_, name) => found.push(name));
+    assert.equal(await features.probe(), true);
+    assert.deepEqual(
+      calls.map(c => c.path),
+      ['api/sandbox-features']
+    );
+    assert.equal(features.unknown, false, 'known without a sandbox to ask');
+    assert.equal(features.network, true);
+    assert.equal(features.terminal, true);
+    assert.equal(features.snapshots, false);
+    assert.equal(features.ports, false);
+    assert.equal(found.length, 6);
+    assert.equal(await features.probe('s1'), false);
+    assert.equal(calls.length, 1, 'nothing asked again');
+  });
+
+  it('asks for the list again after a failure that is not a missing route', async () => {
+    let answer = () => json({ code: 'forbidden', message: 'no' }, 403);
+    const { api, calls } = server({ 'GET api/sandbox-features': () => answer() });
+    const features = new Features(api);
+    assert.equal(await features.probe('s1'), false);
+    assert.equal(features.unknown, true);
+    assert.equal(calls.length, 1, 'no route probed on a refusal');
+    answer = () => json({ features: ['ports'] });
+    assert.equal(await features.probe('s1'), true);
+    assert.equal(features.ports, true);
+  });
+
   it("knows a route by any answer of its own, and a missing one by the server's 404", async () => {
     const { api } = server({
       'GET api/sandboxes/s1/network': () =>
@@ -471,6 +534,11 @@ describe('Features', () => {
     const api = new SandboxApi(
       path =>
         new Promise<Response>(resolve => {
+          if (path === 'api/sandbox-features') {
+            // An older server: no list, so each route is probed.
+            resolve(new Response('<html>404: Not Found</html>', { status: 404 }));
+            return;
+          }
           asked.push(path);
           answers.set(path, () => resolve(json({})));
         })

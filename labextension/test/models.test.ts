@@ -4,12 +4,14 @@ import { describe, it } from 'node:test';
 import {
   allowedActions,
   attestationRows,
+  detailsTabLabel,
   errorMessage,
   expiresIn,
   formatBytes,
   formatCpu,
   formatDuration,
   formatMemory,
+  formatValue,
   ISandbox,
   IStats,
   memoryLimit,
@@ -263,5 +265,33 @@ describe('attestationRows', () => {
       ]
     );
     assert.equal(rows[3].source, 'os.getuid()');
+  });
+});
+
+describe('details and attestation wording', () => {
+  it("names a details tab by its notebook when a notebook's kernel uses the sandbox", () => {
+    assert.equal(detailsTabLabel(sandbox(), 'a1b2c3d4e5f6'), 'Sandbox: analysis.ipynb');
+    const unattached = sandbox({
+      kernel: { attached: false, id: null, notebook: null, since: null }
+    });
+    assert.equal(detailsTabLabel(unattached, 'a1b2c3d4e5f6'), 'Sandbox a1b2c3d4e5f6');
+    assert.equal(detailsTabLabel(undefined, 'a1b2c3d4e5f6'), 'Sandbox a1b2c3d4e5f6');
+  });
+
+  it('shows measured sizes in MiB and objects as name: value pairs, not JSON', () => {
+    assert.equal(formatValue(2 * GIB, 'memory_limit'), '2.00 GiB');
+    assert.equal(formatValue(512, 'uid'), '512');
+    assert.equal(
+      formatValue({ used_bytes: 1024 * 1024, mode: 'rw' }, 'workspace'),
+      'used_bytes: 1.00 MiB; mode: rw'
+    );
+    assert.doesNotMatch(formatValue({ a: { b: 1 } }), /[{}"]/);
+    assert.equal(formatValue({}), '(none)');
+  });
+
+  it('words open network so that it agrees with an attested "egress blocked"', () => {
+    const [reason] = weakenedIsolation(sandbox({ network: { policy: 'open' } }));
+    assert.match(reason, /direct egress is blocked/);
+    assert.match(reason, /host proxy/);
   });
 });

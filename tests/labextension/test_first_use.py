@@ -1,0 +1,145 @@
+"""The JupyterLab extension in a real browser, as a first-time user meets it (issue 36): a page
+load with no errors in the console (the features are learned from one 200, not from probes of
+routes), Sandboxed Python's own logo in the launcher, a paused sandbox that says so in the
+notebook and offers Resume, a details tab named by its notebook, and a network policy whose
+`open` asks first and whose typed allowlist survives a switch of modes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .conftest import open_details, open_lab, shot, start_sandbox
+from .lab_server import LabServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
+
+
+def launcher_card(page: Page, name: str) -> object:
+    return page.locator(".jp-LauncherCard[data-category='Notebook']", has_text=name)
+
+
+def test_a_page_load_logs_no_errors_and_the_launcher_shows_its_own_logo(
+    server: LabServer, page: object
+) -> None:
+    from playwright.sync_api import ConsoleMessage, Page, Response, expect
+
+    assert isinstance(page, Page)
+    start_sandbox(server)  # a sandbox listed: its own routes were what the probes asked
+    errors: list[str] = []
+    failed: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    def response(answer: Response) -> None:
+        if "/api/" in answer.url and answer.status >= 400:
+            failed.append(f"{answer.status} {answer.request.method} {answer.url}")
+
+    page.on("console", console)
+    page.on("response", response)
+    with page.expect_response(re.compile(r"/api/sandbox-features")) as features:
+        open_lab(page, server)
+    assert features.value.status == 200
+    card = launcher_card(page, "Sandboxed Python")
+    expect(card).to_be_visible()
+    # The features are known: the sandbox's row offers the actions they bring.
+    page.locator(".jp-SideBar .lm-TabBar-tab[data-id='jupyter-sandbox-panel']").click()
+    expect(page.locator("#jupyter-sandbox-panel .jp-Sandbox-card")).to_have_count(1)
+    page.wait_for_timeout(3000)  # what a late probe would log, it logs by now
+    assert failed == [], failed
+    assert errors == [], errors
+
+    # Its own logo, not Python 3's: the kernelspec's SVG, which Lab prefers.
+    logo = card.locator("img")
+    expect(logo).to_have_attribute("src", re.compile(r"sandboxed-python/logo-svg\.svg"))
+    python3 = launcher_card(page, "Python 3").locator("img")
+    assert logo.get_attribute("src") != python3.get_attribute("src")
+    shot(page, "first-use-launcher")
+
+
+def test_a_paused_sandbox_says_so_in_the_notebook_and_resumes_from_there(
+    server: LabServer, page: object
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    open_lab(page, server)
+    launcher_card(page, "Sandboxed Python").click()
+    status = page.locator("#jupyter-sandbox-status")
+    expect(status).to_contain_text("Docker runc")
+    code, sandboxes = server.api("GET", "api/sandboxes")
+    assert code == 200, sandboxes
+    assert len(sandboxes) == 1, sandboxes
+    sandbox_id = sandboxes[0]["id"]
+
+    code, paused = server.api("POST", f"api/sandboxes/{sandbox_id}/pause")
+    assert code == 200, paused
+    expect(status).to_contain_text("Sandbox paused", timeout=30_000)
+    expect(status).to_have_attribute("aria-label", re.compile("paused. Resume it"))
+    shot(page, "first-use-paused")
+    status.click()
+    expect(status).to_contain_text("Docker runc", timeout=30_000)
+    assert server.api("GET", f"api/sandboxes/{sandbox_id}")[1]["status"] == "running"
+
+    # Now the button opens the details, in a tab named by the notebook, not by the hex id.
+    status.click()
+    tab = page.locator(
+        ".lm-TabBar-tab", has=page.locator(".lm-TabBar-tabLabel", has_text="Sandbox: Untitled")
+    )
+    expect(tab).to_have_count(1)
+    expect(page.locator(f"#jupyter-sandbox-details-{sandbox_id}")).to_be_visible()
+
+
+def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
+    server: LabServer, page: object
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    sandbox_id = start_sandbox(server)
+    details = open_details(page, server, sandbox_id)
+    section = details.locator(".jp-SandboxNetwork")
+    mode = section.get_by_role("combobox", name=f"Network policy of sandbox {sandbox_id}")
+    allow = section.get_by_role(
+        "textbox", name=f"Allowed hosts of sandbox {sandbox_id}, one a line"
+    )
+    apply = section.get_by_role("button", name=f"Apply the network policy of sandbox {sandbox_id}")
+    network = f"api/sandboxes/{sandbox_id}/network"
+
+    mode.select_option("allowlist")
+    allow.fill("pypi.org\nfiles.pythonhosted.org")
+    apply.click()
+    expect(mode).to_have_value("allowlist")
+    assert server.api("GET", network)[1]["allow"] == ["pypi.org", "files.pythonhosted.org"]
+
+    # Open asks; Cancel leaves the policy as it was.
+    dialog = page.locator(".jp-Dialog")
+    mode.select_option("open")
+    apply.click()
+    expect(dialog).to_contain_text(f"Open the network of sandbox {sandbox_id}?")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    assert server.api("GET", network)[1]["mode"] == "allowlist"
+
+    # Accepted, it opens; the warning and the attestation agree on what is blocked.
+    apply.click()
+    dialog.get_by_role("button", name="Open network").click()
+    expect(mode).to_have_value("open")
+    assert server.api("GET", network)[1]["mode"] == "open"
+    weak = details.get_by_role("note", name="Weakened isolation")
+    expect(weak).to_contain_text("direct egress is blocked, but the host proxy")
+    # The server keeps no allowlist under open; the editor keeps what was typed.
+    expect(allow).to_have_value("pypi.org\nfiles.pythonhosted.org")
+    mode.select_option("allowlist")
+    apply.click()
+    expect(mode).to_have_value("allowlist")
+    assert server.api("GET", network)[1]["allow"] == ["pypi.org", "files.pythonhosted.org"]
+    shot(page, "first-use-network")
