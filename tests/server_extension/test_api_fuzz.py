@@ -123,8 +123,8 @@ seed = {SEED}
 max-time = {FUZZ_SECONDS:g}
 workers = 1
 request-timeout = {REQUEST_TIMEOUT:g}
-# A watch streams until the client leaves: its first event (ready) is enough to check.
-max-stream-events = 3
+# Events of one answer read at most (a stream of a command or a run ends by itself sooner).
+max-stream-events = 20
 continue-on-failure = true
 base-url = "{server.base}"
 hooks = "tests.server_extension.api_fuzz_hooks"
@@ -176,6 +176,12 @@ request-timeout = 90
 [[operations]]
 include-path = "/api/sandboxes/{{sandbox_id}}/timeout"
 parameters = {{ sandbox_id = "{timed_id}" }}
+
+# A watch streams until the client leaves, with a ping every 15 s: its first event (ready)
+# is the one to check.
+[[operations]]
+include-path = "/api/sandboxes/{{sandbox_id}}/files/watch"
+max-stream-events = 1
 
 # A WebSocket: what it takes is a handshake, which schemathesis does not make (the route's
 # refusal of a plain GET, its auth and its messages: test_terminals.py, test_auth_and_spec.py).
