@@ -89,6 +89,7 @@ benchmark: image
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+	$(BIN)/python benchmarks/fairness.py --runtime runc --runtime runsc --runs 3
 
 # The REST API fuzzed longer than `make test` does (150 s): schemathesis against
 # a real server (tests/server_extension/test_api_fuzz.py) for FUZZ_API_SECONDS;
