@@ -74,3 +74,8 @@ export function saveBlob(blob: Blob, name: string): void {
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
+
+/** "read 14:02:07, again every 15 s": how old a live view's content is, and when it renews. */
+export function readAt(when: Date, everySeconds: number): string {
+  return `read ${when.toLocaleTimeString([], { hour12: false })}, again every ${everySeconds} s`;
+}

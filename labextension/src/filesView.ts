@@ -173,7 +173,8 @@ class FilesSection extends Widget {
           'Delete',
           `Delete ${entry.path} from sandbox ${id}`,
           () => void this.remove(entry),
-          'jp-mod-warn'
+          // Quiet on every row (it asks before it deletes); red only under the pointer.
+          'jp-SandboxFiles-delete'
         )
       );
       return el(

@@ -8,7 +8,7 @@ import { Widget } from '@lumino/widgets';
 
 import { Features, showIfPresent } from './features';
 import { attempt, confirm } from './dialogs';
-import { button, el } from './dom';
+import { button, el, readAt } from './dom';
 import { ISandbox } from './models';
 import {
   auditLine,
@@ -22,6 +22,8 @@ import { ISandboxViews } from './slots';
 import { SandboxStore } from './store';
 
 const AUDIT_ROWS = 20;
+/** How often a shown audit log is read again (a host-side read: the sandbox does nothing). */
+export const AUDIT_EVERY_S = 5;
 
 /**
  * The allowlist last typed for each sandbox, this page's lifetime: the server keeps allow
@@ -53,7 +55,31 @@ class NetworkSection extends Widget {
   ) {
     super();
     this.addClass('jp-SandboxNetwork');
+    this.timer = setInterval(() => void this.renewAudit(), AUDIT_EVERY_S * 1000);
     void this.load();
+  }
+
+  dispose(): void {
+    clearInterval(this.timer);
+    super.dispose();
+  }
+
+  /** The audit log read again in place, while it is on screen (the editors are left alone). */
+  private async renewAudit(): Promise<void> {
+    const shown = this.auditNode;
+    if (!shown || this.renewing || !this.isVisible) {
+      return;
+    }
+    this.renewing = true;
+    try {
+      const fresh = await this.audit();
+      if (!this.isDisposed && this.auditNode === shown) {
+        shown.replaceWith(fresh);
+        this.auditNode = fresh;
+      }
+    } finally {
+      this.renewing = false;
+    }
   }
 
   private async load(): Promise<void> {
@@ -133,7 +159,7 @@ class NetworkSection extends Widget {
       el('label', { class: 'jp-SandboxNetwork-label' }, 'Denied (wins in every mode)', deny),
       problem,
       apply,
-      await this.audit()
+      (this.auditNode = await this.audit())
     );
   }
 
@@ -150,6 +176,11 @@ class NetworkSection extends Widget {
       {},
       el('h4', {}, `Egress decisions (latest ${recent.length})`),
       el(
+        'p',
+        { class: 'jp-Sandbox-note jp-SandboxNetwork-readAt' },
+        readAt(new Date(), AUDIT_EVERY_S)
+      ),
+      el(
         'ul',
         { 'aria-label': `Egress decisions of sandbox ${this.sandbox.id}` },
         ...recent.map(e =>
@@ -158,6 +189,11 @@ class NetworkSection extends Widget {
       )
     );
   }
+
+  private readonly timer: ReturnType<typeof setInterval>;
+  /** The audit log on show, replaced in place by each read. */
+  private auditNode: HTMLElement | null = null;
+  private renewing = false;
 }
 
 function editor(label: string, patterns: string[], placeholder: string): HTMLTextAreaElement {

@@ -29,6 +29,11 @@ export class PortsList {
     return this._loaded;
   }
 
+  /** Whether a read is on its way (a periodic read then waits for the next turn). */
+  get reading(): boolean {
+    return this._reading;
+  }
+
   /** Empty the list (a sandbox that is not running serves no port); a read on its way is dropped. */
   clear(): void {
     this.loads += 1;
@@ -47,6 +52,7 @@ export class PortsList {
       this.node.replaceChildren(el('p', { class: 'jp-Sandbox-note' }, 'Looking for servers…'));
     }
     let ports: IListeningPort[];
+    this._reading = true;
     try {
       ports = sortPorts(await this.api.listPorts(this.sandboxId));
     } catch (error) {
@@ -56,6 +62,7 @@ export class PortsList {
       return;
     } finally {
       this._loaded = true;
+      this._reading = false;
     }
     if (ticket === this.loads) {
       this.render(ports);
@@ -107,5 +114,6 @@ export class PortsList {
   }
 
   private _loaded = false;
+  private _reading = false;
   private loads = 0;
 }

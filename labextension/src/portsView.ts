@@ -3,15 +3,16 @@
  * (port, command; portsList.ts) with a Refresh button, opens one in a JupyterLab tab or a new
  * browser tab, opens a port by number (one that listens later, or one the list does not show),
  * and revokes every link of the sandbox's ports (asked first; any sandbox, running or not). The
- * tabs it opens are portTabs.ts's. The list is read when the section is shown and on demand only
- * (each read is one command in the sandbox). Registered only when the server has the ports routes
+ * tabs it opens are portTabs.ts's. The list is read when the section is shown, on demand, and every
+ * PORTS_EVERY_S seconds while it is on screen (each read is one command in the sandbox), and
+ * says when it was read. Registered only when the server has the ports routes
  * (features.ts).
  */
 
 import { Widget } from '@lumino/widgets';
 
 import { confirm } from './dialogs';
-import { button, el } from './dom';
+import { button, el, readAt } from './dom';
 import { Features, showIfPresent } from './features';
 import { ISandbox } from './models';
 import { IListeningPort, parsePort, portProblem } from './ports';
@@ -24,6 +25,9 @@ import { SandboxStore } from './store';
 export const REVOKE_QUESTION =
   "Revoke every link to this sandbox's ports? Anyone holding one — a browser tab, a shared URL — " +
   'loses access; new links are made when asked for. Open connections are not cut.';
+
+/** How often a shown list of ports is read again (a server started since shows up by itself). */
+export const PORTS_EVERY_S = 15;
 
 export function addPortsViews(views: ISandboxViews, features: Features, ports: SandboxPorts): void {
   views.addDetailSection({
@@ -75,6 +79,13 @@ class PortsSection extends Widget {
     );
     this.problem = el('p', { class: 'jp-SandboxPanel-error', role: 'alert' });
     this.note = el('p', { class: 'jp-Sandbox-note' });
+    this.readStamp = el('p', { class: 'jp-Sandbox-note jp-SandboxPorts-readAt' });
+    this.timer = setInterval(() => {
+      // Only what is on screen is read again: a hidden tab costs the sandbox nothing.
+      if (this.present && this.running && this.isVisible && !this.list.reading) {
+        void this.refresh();
+      }
+    }, PORTS_EVERY_S * 1000);
     this.list = new PortsList(id, store.api, (listening, browserTab) =>
       this.openListed(listening, browserTab)
     );
@@ -86,6 +97,7 @@ class PortsSection extends Widget {
     this.node.replaceChildren(
       el('h3', {}, 'Ports'),
       this.list.node,
+      this.readStamp,
       el(
         'div',
         {
@@ -116,6 +128,7 @@ class PortsSection extends Widget {
     if (this.isDisposed) {
       return;
     }
+    clearInterval(this.timer);
     this.list.dispose(); // answers still on their way are dropped
     this.store.changed.disconnect(this.sandboxChanged, this);
     super.dispose();
@@ -221,8 +234,12 @@ class PortsSection extends Widget {
     this.updateForm();
     if (this.running) {
       await this.list.load();
+      if (this.present) {
+        this.readStamp.textContent = `Listening servers ${readAt(new Date(), PORTS_EVERY_S)}`;
+      }
     } else {
       this.list.clear();
+      this.readStamp.textContent = '';
     }
   }
 
@@ -272,6 +289,8 @@ class PortsSection extends Widget {
   private readonly revokeButton: HTMLButtonElement;
   private readonly problem: HTMLParagraphElement;
   private readonly note: HTMLParagraphElement;
+  private readonly readStamp: HTMLParagraphElement;
+  private readonly timer: ReturnType<typeof setInterval>;
   private readonly list: PortsList;
   private status: string;
   private opening = false;

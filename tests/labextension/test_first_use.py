@@ -143,3 +143,47 @@ def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
     expect(mode).to_have_value("allowlist")
     assert server.api("GET", network)[1]["allow"] == ["pypi.org", "files.pythonhosted.org"]
     shot(page, "first-use-network")
+
+
+def test_details_ports_and_egress_audit_renew_themselves(server: LabServer, page: object) -> None:
+    """A server started after the details opened shows in Ports without Refresh, and a request
+    the policy refuses shows in the egress audit without reopening the tab; each says when it
+    was read. (The request goes to the sandbox's own proxy, which refuses it before any lookup:
+    nothing leaves the host.)"""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    sandbox_id = start_sandbox(server)
+    code, policy = server.api(
+        "PUT", f"api/sandboxes/{sandbox_id}/network", {"mode": "allowlist", "allow": ["pypi.org"]}
+    )
+    assert code == 200, policy
+    details = open_details(page, server, sandbox_id)
+    ports = details.locator(".jp-SandboxPorts")
+    expect(ports.locator(".jp-SandboxPorts-readAt")).to_contain_text(re.compile(r"read \d"))
+    audit = details.get_by_role("list", name=f"Egress decisions of sandbox {sandbox_id}")
+    expect(audit).to_be_attached()
+    expect(details.locator(".jp-SandboxNetwork-readAt")).to_contain_text("again every 5 s")
+    expect(audit).not_to_contain_text("not-allowed.example")
+
+    commands = f"api/sandboxes/{sandbox_id}/commands"
+    code, refused = server.api(
+        "POST",
+        commands,
+        {
+            "command": "python -c \"import urllib.request as u; u.urlopen('http://not-allowed.example/', timeout=10)\""
+        },
+    )
+    assert code == 200, refused
+    assert refused["exit_code"] != 0, refused  # the proxy's 403
+    code, started = server.api(
+        "POST",
+        commands,
+        {"command": "python -m http.server 8000 --directory /workspace", "background": True},
+    )
+    assert code in (200, 201), started
+
+    # No click, no reopening: both show up by themselves.
+    expect(audit).to_contain_text("refused GET not-allowed.example:80", timeout=30_000)
+    expect(ports.locator("tr", has_text="8000")).to_have_count(1, timeout=60_000)
+    shot(page, "first-use-live-details")
