@@ -85,7 +85,7 @@ async def test_what_cannot_be_watched_is_an_error_answer(jp_fetch: Fetch) -> Non
     await files(jp_fetch, "PUT", sandbox_id, "content", params={"path": "f"}, body="x")
     for params, who, status, code in [
         ({"path": "missing"}, ALICE, 404, "file_not_found"),
-        ({"path": "f"}, ALICE, 400, "file_error"),
+        ({"path": "f"}, ALICE, 409, "file_type"),  # a file is in the way of a directory
         ({"recursive": "yes"}, ALICE, 400, "invalid_request"),
         ({}, BOB, 404, "sandbox_not_found"),
     ]:

@@ -153,3 +153,36 @@ async def test_make_a_directory_look_up_and_move(jp_fetch: Fetch) -> None:
         jp_fetch, "GET", sandbox_id, "files", "info", params={"path": "final"}, **BOB
     )
     assert status == 404
+
+
+async def test_the_path_is_taken_exactly_as_sent(jp_fetch: Fetch) -> None:
+    """A name may begin with a space, or hold one at its end: the query argument is not
+    stripped (as tornado's get_query_argument would, naming another file); given twice, it
+    is refused rather than one of them picked."""
+    status, made = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+    status, entry = await api(
+        jp_fetch,
+        "PUT",
+        sandbox_id,
+        "files",
+        "content",
+        body=b"spaced",
+        params={"path": " name "},
+        **ALICE,
+    )
+    assert (status, entry["path"]) == (200, "/workspace/ name "), entry
+    status, error = await content(jp_fetch, sandbox_id, "name", **ALICE)
+    assert (status, error["code"]) == (404, "file_not_found")
+    status, error = await api(
+        jp_fetch,
+        "GET",
+        sandbox_id,
+        "files",
+        "info",
+        params=[("path", " name "), ("path", "other")],
+        **ALICE,
+    )
+    assert (status, error["code"]) == (400, "invalid_request"), error
+    assert "given 2 times" in error["message"]
