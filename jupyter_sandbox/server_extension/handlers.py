@@ -115,6 +115,16 @@ class SandboxAPIHandler(SandboxHandlerBase, APIHandler):
         info = await self.manager.get(self.owner, sandbox_id)
         return self.model_of(info)
 
+    def finish(self, *args: Any, **kwargs: Any) -> Any:
+        """APIHandler's finish, but an answer that set its own Content-Type keeps it: that
+        finish sets application/json on every answer, which made a file's bytes (and an empty
+        snapshot archive) JSON to the client. tornado's own default (text/html, set by clear)
+        is no choice of ours: it still becomes JSON."""
+        chosen = self._headers.get("Content-Type", "")
+        if "set_content_type" not in kwargs and chosen and not chosen.startswith("text/html"):
+            kwargs["set_content_type"] = chosen
+        return super().finish(*args, **kwargs)
+
     def model_of(self, info: SandboxInfo, state: dict[str, Any] | None = None) -> dict[str, Any]:
         return sandbox_model(self.manager, self.extension.culler, info, state)
 

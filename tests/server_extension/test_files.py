@@ -173,6 +173,8 @@ async def test_the_path_is_taken_exactly_as_sent(jp_fetch: Fetch) -> None:
         **ALICE,
     )
     assert (status, entry["path"]) == (200, "/workspace/ name "), entry
+    # Its bytes, as application/octet-stream (APIHandler's finish made every answer JSON).
+    assert await content(jp_fetch, sandbox_id, " name ", **ALICE) == (200, b"spaced")
     status, error = await content(jp_fetch, sandbox_id, "name", **ALICE)
     assert (status, error["code"]) == (404, "file_not_found")
     status, error = await api(
