@@ -21,9 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKLIST_ROWS = range(1, 40)
+# Rows 1-39 are the original checklist; 40-69 came from round two of the security work (an
+# outside attack review and an API fuzzer), each row's attack and expectation in its marker.
+CHECKLIST_ROWS = range(1, 70)
 # Rows whose subject is not built yet or cannot apply; each reason says which.
-NOT_COVERED: dict[int, str] = {}
+NOT_COVERED: dict[int, str] = {
+    43: "not built yet: a sandbox's code can still forge the bytes of its own snapshot "
+    "(docs/explanation/host-hardening.md says what holds and what does not)",
+}
 
 
 @dataclass
@@ -142,7 +147,8 @@ def render(all_results: list[Result]) -> str:
         )
         + ", run on runc and on runsc (gVisor) where a sandbox is involved. Every attack "
         "asserts the expected behaviour and that the host and a neighbouring sandbox of another "
-        "user are unaffected.",
+        "user are unaffected. How the host around the sandbox holds, row by row, is explained in "
+        "[How the host holds](explanation/host-hardening.md).",
         "",
         "## Headline",
         "",
@@ -224,8 +230,14 @@ def render(all_results: list[Result]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "security.md")
+    parser.add_argument(
+        "--from-junit",
+        type=Path,
+        help="render from the JUnit XML of a run that already happened (e.g. the whole suite's, "
+        "with PYTEST_ADDOPTS=--junitxml=PATH) instead of running the battery again",
+    )
     args, pytest_args = parser.parse_known_args()
-    results = run_battery(pytest_args)
+    results = parse_junit(args.from_junit) if args.from_junit else run_battery(pytest_args)
     if not results:
         print("no checklist test ran: is the engine up ('make engine') and the image built?")
         return 1
