@@ -238,6 +238,7 @@ class CommandsSection extends Widget {
   private render(commands: IBackgroundCommand[]): void {
     const id = this.sandbox.id;
     this.updateForm();
+    this.followAgain(commands);
     const parts: Node[] = [];
     if (this.listError) {
       parts.push(el('p', { role: 'alert' }, this.listError));
@@ -388,7 +389,7 @@ class CommandsSection extends Widget {
     this.outputState = el('span', { class: 'jp-SandboxCommands-state' });
     this.outputNote = el('p', { class: 'jp-Sandbox-note' });
     this.outputNote.hidden = true;
-    this.outputError = el('p', { role: 'alert' });
+    this.outputError = el('p', { class: 'jp-SandboxCommands-outputError', role: 'alert' });
     this.pre = el('pre', {
       class: 'jp-SandboxCommands-pre',
       role: 'log',
@@ -421,6 +422,30 @@ class CommandsSection extends Widget {
     this.followed = null;
     this.outputBox.replaceChildren();
     this.outputBox.hidden = true;
+  }
+
+  /**
+   * A read that failed while the sandbox was paused (or the server was away) stopped the
+   * following with its error on show; once the sandbox runs and the command is listed running
+   * again, the error goes and the following goes on from where it stopped.
+   */
+  private followAgain(commands: IBackgroundCommand[]): void {
+    const followed = this.followed;
+    if (
+      !followed ||
+      followed.following ||
+      !this.outputError.textContent ||
+      this.current.status !== 'running' ||
+      !commands.some(c => c.id === followed.commandId && c.running)
+    ) {
+      return;
+    }
+    this.outputError.textContent = '';
+    followed.following = true;
+    this.updateOutputState();
+    this.stopFollowing();
+    const ticket = ++this.follows;
+    void this.read(ticket);
   }
 
   private stopFollowing(): void {

@@ -34,6 +34,7 @@ export class SandboxStatusItem extends Widget {
       this.views.store.changed.disconnect(this.render, this);
       this.tracker.currentChanged.disconnect(this.watch, this);
       this.watched?.sessionContext.kernelChanged.disconnect(this.kernelChanged, this);
+      this.watched?.sessionContext.statusChanged.disconnect(this.statusChanged, this);
     }
     super.dispose();
   }
@@ -45,8 +46,10 @@ export class SandboxStatusItem extends Widget {
 
   private watch(): void {
     this.watched?.sessionContext.kernelChanged.disconnect(this.kernelChanged, this);
+    this.watched?.sessionContext.statusChanged.disconnect(this.statusChanged, this);
     this.watched = this.tracker.currentWidget;
     this.watched?.sessionContext.kernelChanged.connect(this.kernelChanged, this);
+    this.watched?.sessionContext.statusChanged.connect(this.statusChanged, this);
     this.render();
   }
 
@@ -54,6 +57,17 @@ export class SandboxStatusItem extends Widget {
     this.render();
     // A new kernel's sandbox shows up in the list once the kernel has attached.
     void this.views.store.refresh();
+  }
+
+  /**
+   * A kernel that turns idle with its sandbox not listed (after a restart, which attaches the
+   * kernel anew) has it attached by now: the list is read at once, not at the next poll, so
+   * "starting…" does not outlast the kernel's own start.
+   */
+  private statusChanged(_: unknown, status: string): void {
+    if (status === 'idle' && this.shown === null) {
+      void this.views.store.refresh();
+    }
   }
 
   private render(): void {

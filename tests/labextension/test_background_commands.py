@@ -38,8 +38,13 @@ def test_background_commands_in_the_details(server: LabServer, page: object) -> 
     command_input = section.get_by_role(
         "textbox", name=f"Command to start in the background in sandbox {sandbox_id}"
     )
-    # The extension asks which routes the server has one after another, ports last: held, it
-    # leaves the details open with the commands section on show and the ports one to come.
+    # An older server, without the list of its features: the extension asks which routes it
+    # has one after another, ports last: held, it leaves the details open with the commands
+    # section on show and the ports one to come.
+    page.route(
+        re.compile(r"/api/sandbox-features/?$"),
+        lambda route: route.fulfill(status=404, body="<html>404: Not Found</html>"),
+    )
     ports_route = re.compile(rf"/api/sandboxes/{sandbox_id}/ports(\?.*)?$")
     with held_gets(page, ports_route, "the ports feature", then=lambda: open_lab(page, server)):
         open_panel(page)

@@ -187,3 +187,38 @@ def test_details_ports_and_egress_audit_renew_themselves(server: LabServer, page
     expect(audit).to_contain_text("refused GET not-allowed.example:80", timeout=30_000)
     expect(ports.locator("tr", has_text="8000")).to_have_count(1, timeout=60_000)
     shot(page, "first-use-live-details")
+
+
+def test_a_followed_command_is_followed_again_after_pause_and_resume(
+    server: LabServer, page: object
+) -> None:
+    """A background command's output followed in the details: a pause stops the reads with
+    the server's refusal on show; after resume the refusal goes and new output comes in."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    sandbox_id = start_sandbox(server)
+    details = open_details(page, server, sandbox_id)
+    section = details.locator(".jp-SandboxCommands")
+    command_input = section.get_by_role(
+        "textbox", name=f"Command to start in the background in sandbox {sandbox_id}"
+    )
+    command_input.fill("i=0; while true; do i=$((i+1)); echo tick $i; sleep 1; done")
+    command_input.press("Enter")
+    row = section.locator("tbody tr").first
+    expect(row).to_have_count(1)
+    command_id = row.get_attribute("data-command-id") or ""
+    output = section.get_by_role(
+        "log", name=f"Output of command {command_id} in sandbox {sandbox_id}"
+    )
+    expect(output).to_contain_text("tick 2")
+
+    assert server.api("POST", f"api/sandboxes/{sandbox_id}/pause")[0] == 200
+    problem = section.locator(".jp-SandboxCommands-outputError")
+    expect(problem).to_contain_text("paused", timeout=30_000)
+    last = max(int(n) for n in re.findall(r"tick (\d+)", output.inner_text()))
+
+    assert server.api("POST", f"api/sandboxes/{sandbox_id}/resume")[0] == 200
+    expect(problem).to_have_text("", timeout=60_000)
+    expect(output).to_contain_text(f"tick {last + 3}", timeout=60_000)
+    shot(page, "first-use-follow-after-resume")
