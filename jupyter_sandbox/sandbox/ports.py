@@ -25,7 +25,7 @@ Usage (agent code)::
 from __future__ import annotations
 
 import asyncio
-import json
+import reprlib
 import secrets
 import socket
 import weakref
@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
-from . import image_programs, port_program
+from . import image_programs, port_program, sandbox_json
 from .backend import SANDBOX_IO_DIR
 from .errors import (
     InvalidRequestError,
+    OutputTooLargeError,
     PortNotListeningError,
     PortOpenerError,
     SocketReplacedError,
@@ -67,6 +68,9 @@ PROGRAM = (
 FORWARDER_MARK = str(forwarder.__doc__).split("\n", 1)[0]
 STATE_KEY = "port_opener"  # the state file's name of the opener's socket (host-only)
 MAX_ANSWER = 512  # bytes of the opener's answer line, at most
+# Bytes of the port list, at most: the program cuts each command line at 200 characters, so
+# this holds some 4000 listening ports, more than any sandbox's user runs servers.
+MAX_LIST_BYTES = 1024**2
 
 
 class _OpenerGone(Exception):
@@ -128,29 +132,26 @@ class SandboxPorts(LoggingConfigurable):
         its loopback), smallest first, with the command that listens. The sandbox's own
         machinery is left out: the network forwarder, and the pipe ipykernel opens on an
         ephemeral port for the output of processes it forks."""
-        result = await self.manager.exec(
-            owner,
-            sandbox_id,
-            image_programs.python(PROGRAM, "--list"),
-            timeout=30.0,
-            supervised=False,
-        )
+        try:
+            result = await self.manager.exec(
+                owner,
+                sandbox_id,
+                image_programs.python(PROGRAM, "--list"),
+                timeout=30.0,
+                max_output=MAX_LIST_BYTES,
+                supervised=False,
+            )
+        except OutputTooLargeError:
+            raise PortOpenerError(
+                f"the port list of sandbox {sandbox_id} is longer than {MAX_LIST_BYTES} bytes: "
+                "stop some of the servers in it"
+            ) from None
         if result.exit_code != 0:
             raise PortOpenerError(
                 f"listing the ports of sandbox {sandbox_id} failed: "
                 f"{result.stderr.decode(errors='replace').strip()[-300:]}"
             )
-        try:
-            report = json.loads(result.stdout)
-            ephemeral_from = int(report["ephemeral_from"])
-            found = {
-                ListeningPort(int(port), str(command)) for port, command in report["listening"]
-            }
-        except (ValueError, TypeError, KeyError) as exc:  # the sandbox's to write: not trusted
-            raise PortOpenerError(
-                f"the port list of sandbox {sandbox_id} is unreadable: {exc!r}"
-            ) from None
-        return sorted(port for port in found if not port.machinery(ephemeral_from))
+        return listed_ports(result.stdout, sandbox_id)
 
     async def _opener(self, directory: SandboxDirectory, *, gone: str | None = None) -> str:
         """The file name of the opener's socket in the sandbox's io directory, starting the
@@ -219,6 +220,49 @@ class SandboxPorts(LoggingConfigurable):
                 break
             line += chunk
         return line.decode(errors="replace").strip()
+
+
+def listed_ports(report: bytes, sandbox_id: str) -> list[ListeningPort]:
+    """The user's listening ports in the port program's ``--list`` report, smallest first;
+    PortOpenerError when the report is not exactly what the program prints (the sandbox's code
+    can print anything in its place)."""
+    try:
+        decoded = sandbox_json.loads(report, max_bytes=MAX_LIST_BYTES)
+    except sandbox_json.MalformedJSONError as exc:
+        raise PortOpenerError(
+            f"the port list of sandbox {sandbox_id} is unreadable: {exc.message}"
+        ) from None
+    if not isinstance(decoded, dict) or set(decoded) != {"listening", "ephemeral_from"}:
+        raise PortOpenerError(
+            f"the port list of sandbox {sandbox_id} is not an object of listening and "
+            "ephemeral_from"
+        )
+    ephemeral_from = decoded["ephemeral_from"]
+    listening = decoded["listening"]
+    if not _is_port(ephemeral_from) or not isinstance(listening, list):
+        raise PortOpenerError(
+            f"the port list of sandbox {sandbox_id} has no port number as ephemeral_from or no "
+            "list as listening"
+        )
+    found = set()
+    for entry in listening:
+        # Exactly [port, command]: int() would take "80", 80.9 and true as ports.
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and _is_port(entry[0])
+            and isinstance(entry[1], str)
+        ):
+            raise PortOpenerError(
+                f"the port list of sandbox {sandbox_id} has an entry that is not "
+                f"[port, command]: {reprlib.repr(entry)}"
+            )
+        found.add(ListeningPort(entry[0], entry[1]))
+    return sorted(port for port in found if not port.machinery(ephemeral_from))
+
+
+def _is_port(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 
 @dataclass(frozen=True, order=True)

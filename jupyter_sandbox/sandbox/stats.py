@@ -14,13 +14,12 @@ Two sources, each named in the result:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import image_programs
+from . import image_programs, sandbox_json
 from .backend import SandboxBackend
 from .backend_records import EngineStats
 from .container_spec import now_iso
@@ -32,6 +31,11 @@ log = logging.getLogger(__name__)
 INSIDE_TIMEOUT = 5.0
 WALK_SECONDS = 2.0
 ENGINE = "engine stats (host cgroup)"
+# Bytes the in-sandbox measurement may print: it prints about 200.
+MAX_INSIDE_BYTES = 64 * 1024
+# The keys it prints always, and those it prints when /workspace is a directory.
+_INSIDE_KEYS = frozenset({"workspace_fstype", "processes", "meminfo"})
+_WORKSPACE_KEYS = frozenset({"workspace_bytes", "workspace_complete"})
 
 INSIDE_SCRIPT = f"""
 import json, os, time
@@ -117,18 +121,52 @@ async def measure_inside(backend: SandboxBackend, sandbox_id: str) -> dict[str, 
             image_programs.python_reading_stdin(),
             timeout=INSIDE_TIMEOUT,
             stdin=INSIDE_SCRIPT.encode(),
+            max_output=MAX_INSIDE_BYTES,
         )
-    except SandboxError as exc:
+    except SandboxError as exc:  # OutputTooLargeError too
         return {"error": exc.message}
     if result.exit_code != 0:
         return {
             "error": f"exit {result.exit_code}: {result.stderr.decode(errors='replace')[-200:]}"
         }
+    return inside_report(result.stdout)
+
+
+def inside_report(stdout: bytes) -> dict[str, Any]:
+    """What INSIDE_SCRIPT printed, checked key by key and type by type, or ``{"error": why}``
+    (the sandbox's code can print anything in its place, an ``error`` of its own too)."""
     try:
-        data = json.loads(result.stdout)
-    except ValueError:
-        return {"error": "output is not JSON"}
-    return data if isinstance(data, dict) else {"error": "output is not an object"}
+        data = sandbox_json.loads(stdout, max_bytes=MAX_INSIDE_BYTES)
+    except sandbox_json.MalformedJSONError as exc:
+        return {"error": f"output is unreadable: {exc.message}"}
+    if not isinstance(data, dict):
+        return {"error": "output is not an object"}
+    keys = set(data)
+    if not (
+        keys >= _INSIDE_KEYS
+        and keys <= _INSIDE_KEYS | _WORKSPACE_KEYS
+        and (keys >= _WORKSPACE_KEYS or not keys & _WORKSPACE_KEYS)
+    ):
+        return {"error": f"output has other keys than expected: {sorted(keys)[:10]!r}"}
+    fstype, meminfo = data["workspace_fstype"], data["meminfo"]
+    if not (
+        (fstype is None or (isinstance(fstype, str) and len(fstype) <= 64))
+        and _is_count(data["processes"])
+        and isinstance(meminfo, dict)
+        and set(meminfo) <= {"MemTotal", "MemAvailable"}
+        and all(_is_count(value) for value in meminfo.values())
+        and (
+            "workspace_bytes" not in data
+            or (_is_count(data["workspace_bytes"]) and type(data["workspace_complete"]) is bool)
+        )
+    ):
+        return {"error": "output has a value of the wrong type or out of range"}
+    return data
+
+
+def _is_count(value: object) -> bool:
+    """A whole number of bytes or processes: not a bool, a float, negative, or past 2**63."""
+    return type(value) is int and 0 <= value < 2**63
 
 
 def cpu_percent(first: EngineStats, second: EngineStats, wall: float) -> float | None:

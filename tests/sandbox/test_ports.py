@@ -24,6 +24,7 @@ from jupyter_sandbox.sandbox.ports import (
     STATE_KEY,
     ListeningPort,
     check_port,
+    listed_ports,
 )
 
 from .snapshots.workspace_files import OWNER, sh
@@ -160,3 +161,42 @@ def test_port_numbers_are_checked_and_the_sandboxs_machinery_is_told_apart() -> 
     assert not ListeningPort(3128, "python -m http.server 3128").machinery(32768)
     assert not ListeningPort(8050, kernel).machinery(16000)
     assert not ListeningPort(36265, "python -m http.server 0").machinery(32768)
+
+
+def test_a_port_list_is_read_as_the_program_prints_it() -> None:
+    report = b'{"listening": [[8000, "python -m http.server"], [80, "nginx"]], "ephemeral_from": 1}'
+    assert listed_ports(report, "0123456789ab") == [
+        ListeningPort(80, "nginx"),
+        ListeningPort(8000, "python -m http.server"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("report", "why"),
+    [
+        # json.loads raised RecursionError, int(inf) OverflowError: both escaped as a 500.
+        (b"[" * 60_000, "nested too deeply"),
+        (b'{"listening": [[Infinity, "x"]], "ephemeral_from": 1}', "Infinity is not"),
+        (b'{"listening": [], "ephemeral_from": 1e999}', "too large"),
+        (b'{"listening": [], "ephemeral_from": NaN}', "NaN is not"),
+        (b" " * (1024**2 + 1), "more than"),
+        # int() and str() took these as ports and commands.
+        (b'{"listening": [["80", "x"]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": [[80.5, "x"]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": [[true, "x"]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": [[70000, "x"]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": [[80, ["x"]]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": [[80, "x", 1]], "ephemeral_from": 1}', r"not \[port, command\]"),
+        (b'{"listening": "80", "ephemeral_from": 1}', "no list as listening"),
+        (b'{"listening": [], "ephemeral_from": "1"}', "no port number"),
+        (b'{"listening": [], "ephemeral_from": 1, "more": 1}', "not an object of"),
+        (b"[]", "not an object of"),
+    ],
+)
+def test_a_port_list_other_than_the_programs_is_a_port_opener_error(
+    report: bytes, why: str
+) -> None:
+    with pytest.raises(PortOpenerError, match=why) as refused:
+        listed_ports(report, "0123456789ab")
+    assert "port list of sandbox 0123456789ab" in refused.value.message
+    assert len(refused.value.message) < 300

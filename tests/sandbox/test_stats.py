@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jupyter_sandbox.sandbox import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.backend_records import EngineStats
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
-from jupyter_sandbox.sandbox.stats import cpu_percent
+from jupyter_sandbox.sandbox.stats import cpu_percent, inside_report
 
 MIB = 1024**2
 
@@ -44,3 +46,51 @@ async def test_stats_of_a_real_sandbox(manager: SandboxManager, sandbox: Sandbox
 
     with pytest.raises(SandboxNotFoundError):
         await manager.stats("bob", sandbox_id)
+
+
+INSIDE = {
+    "workspace_fstype": "tmpfs",
+    "workspace_bytes": 4096,
+    "workspace_complete": True,
+    "processes": 2,
+    "meminfo": {"MemTotal": 2 * MIB, "MemAvailable": MIB},
+}
+
+
+def test_the_inside_measurement_is_read_as_the_script_prints_it() -> None:
+    assert inside_report(json.dumps(INSIDE).encode()) == INSIDE
+    no_workspace = {"workspace_fstype": None, "processes": 0, "meminfo": {}}
+    assert inside_report(json.dumps(no_workspace).encode()) == no_workspace
+
+
+@pytest.mark.parametrize(
+    ("printed", "why"),
+    [
+        # json.loads raised RecursionError (a 500 from GET .../stats) and took Infinity and
+        # 1e999 as floats, which the answer's JSON cannot carry.
+        (b"[" * 60_000, "nested too deeply"),
+        (b'{"processes": Infinity}', "Infinity is not"),
+        (json.dumps(INSIDE).replace("4096", "1e999").encode(), "too large"),
+        (b" " * (64 * 1024 + 1), "more than"),
+        (b"[1]", "not an object"),
+        # The sandbox's code must not write the host's notes or counts of other types.
+        (b'{"error": "all is well"}', "other keys"),
+        (json.dumps({**INSIDE, "extra": 1}).encode(), "other keys"),
+        (json.dumps({**INSIDE, "processes": "2"}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "processes": True}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "processes": -1}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "workspace_bytes": 2**64}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "workspace_bytes": 1.5}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "workspace_complete": 1}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "meminfo": [["MemTotal", 1]]}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "meminfo": {"Swap": 1}}).encode(), "wrong type"),
+        (json.dumps({**INSIDE, "workspace_fstype": 7}).encode(), "wrong type"),
+    ],
+)
+def test_a_measurement_other_than_the_scripts_is_a_note_not_a_crash(
+    printed: bytes, why: str
+) -> None:
+    report = inside_report(printed)
+    assert list(report) == ["error"]
+    assert why in report["error"]
+    assert len(report["error"]) < 300
