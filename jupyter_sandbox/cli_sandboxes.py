@@ -27,6 +27,8 @@ from .sandbox.commands import (
 )
 from .sandbox.contexts import kernel_attached
 from .sandbox.errors import InvalidRequestError, SandboxConflictError, SandboxNotFoundError
+from .sandbox.exec_deadline import new_mark
+from .sandbox.exec_watcher import ExecWatcher
 
 TIMED_OUT = 124  # the exit status of a command killed at its time limit, as timeout(1) has it
 BROKEN_PIPE = 141  # the exit status when the output's reader left, as a shell has it (SIGPIPE)
@@ -169,13 +171,22 @@ class ExecApp(CommandOptions, OwnerCommand):
         request = self.command_request(argv, timeout=self.timeout)
         if self.stdin:
             request = replace(request, stdin=_standard_input())
+        # If this process is killed (SIGKILL) the engine runs the command on: the watcher,
+        # another process, kills it then. It stands down once the command ended or was killed.
+        mark = new_mark()
+        watcher = ExecWatcher.start(sandbox_id, "", mark)
         try:
-            result = await run_command(manager, owner, sandbox_id, request, output=_print_output)
+            result = await run_command(
+                manager, owner, sandbox_id, request, output=_print_output, mark=mark
+            )
         except BrokenPipeError:
             # What reads this process's output stopped (``| head``): so does the command (its
             # next write fails), and this process, quietly, as a program killed by SIGPIPE.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return BROKEN_PIPE
+        finally:
+            # The wait ended (the command did, or the wait's own kill ran: ExecWatch).
+            watcher.release()
         if result.timed_out:
             print(
                 f"error: the command ran past its {self.timeout:g}s and was killed (--timeout "

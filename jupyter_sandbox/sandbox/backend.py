@@ -190,6 +190,7 @@ class SandboxBackend(abc.ABC):
         workdir: str | None = None,
         output: Output | None = None,
         supervised: bool = False,
+        mark: dict[str, str] | None = None,
     ) -> ExecResult:
         """Run ``argv`` inside a running sandbox; it is killed after ``timeout`` seconds.
 
@@ -211,7 +212,9 @@ class SandboxBackend(abc.ABC):
 
         ``supervised``: a caller's command, which may start processes that leave its session,
         group and environment; the kill reaches them all (exec_deadline.py). The project's own
-        programs do not, and save the supervisor's start.
+        programs do not, and save the supervisor's start. ``mark``: the exec's mark
+        (exec_deadline.new_mark), for a caller that must be able to kill the command from
+        another process (exec_watcher.py); a new one by default.
         """
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

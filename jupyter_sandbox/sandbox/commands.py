@@ -113,12 +113,14 @@ async def run_command(
     sandbox_id: str,
     request: CommandRequest,
     output: Output | None = None,
+    mark: dict[str, str] | None = None,
 ) -> CommandResult:
     """Run ``request`` in the owner's sandbox, which must be running (SandboxManager.exec).
 
     With ``output``, the command's output goes to it as it comes ("stdout" or "stderr", the
     bytes of one piece), called on the engine's executor thread, uncapped; the result's
-    stdout and stderr are then empty.
+    stdout and stderr are then empty. ``mark``: the exec's mark, for a caller that can kill
+    the command from another process too (exec_watcher.py).
     """
     started = time.monotonic()
     try:
@@ -132,6 +134,7 @@ async def run_command(
             environment=request.env,
             workdir=request.cwd,
             output=output,
+            mark=mark,
         )
     except OutputTooLargeError:
         raise OutputTooLargeError(

@@ -193,6 +193,7 @@ class DockerBackend(SandboxBackend):
         workdir: str | None = None,
         output: Output | None = None,
         supervised: bool = False,
+        mark: dict[str, str] | None = None,
     ) -> ExecResult:
         return await run_exec(
             self.engine,
@@ -207,6 +208,7 @@ class DockerBackend(SandboxBackend):
             workdir=workdir,
             output=output,
             supervised=supervised,
+            mark=mark,
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:

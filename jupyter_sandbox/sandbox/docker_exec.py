@@ -58,6 +58,7 @@ async def run_exec(
     workdir: str | None = None,
     output: Output | None = None,
     supervised: bool = False,
+    mark: dict[str, str] | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``container``; stop it after ``timeout`` s; stdout capped at ``max_output``.
 
@@ -68,9 +69,11 @@ async def run_exec(
     ``output``, when given, takes the output as it comes, on the engine's executor thread, and
     the result's stdout and stderr are empty, with no cap (SandboxBackend.exec). ``supervised``:
     under a supervisor, for a caller's command, so that its kill reaches whatever it started
-    (exec_deadline.py).
+    (exec_deadline.py). ``mark``: the exec's mark, when the caller must be able to kill the
+    command from elsewhere too (exec_watcher.py); a new one by default.
     """
-    mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
+    if mark is None:
+        mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
     sockets: list[Any] = []
     # The mark last: a caller's variable of the same name must not unmark the command, which
     # would then outlive its time limit (commands.py refuses such a request before it gets here).

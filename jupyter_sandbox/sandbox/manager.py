@@ -258,6 +258,7 @@ class SandboxManager(SandboxStarter):
         workdir: str | None = None,
         output: Output | None = None,
         supervised: bool = True,
+        mark: dict[str, str] | None = None,
     ) -> ExecResult:
         """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
         ``environment`` added to the sandbox's, in ``workdir``; with ``output``, its output goes
@@ -265,7 +266,8 @@ class SandboxManager(SandboxStarter):
         SandboxBackend.exec). SandboxConflictError names the fix when it is not running.
         While it runs, the sandbox is in use: not idle to the culler (usage.py). A caller's
         command runs ``supervised`` (killed with all it started: exec_deadline.py); the
-        project's own programs need not."""
+        project's own programs need not. ``mark``: the exec's mark, for a caller that can kill
+        the command from another process too (exec_watcher.py)."""
         await self.running(owner, sandbox_id)
         with self.usage.using(sandbox_id):
             return await self.backend.exec(
@@ -278,6 +280,7 @@ class SandboxManager(SandboxStarter):
                 workdir=workdir,
                 output=output,
                 supervised=supervised,
+                mark=mark,
             )
 
     async def attestation(
