@@ -81,3 +81,33 @@ async def test_a_killed_exec_leaves_no_process(
     observe(f"the command was gone {time.monotonic() - killed:.1f}s after the CLI's SIGKILL")
     # The sandbox was not the CLI's to remove: it stays, and runs the next command.
     assert (await manager.exec("alice", sandbox_id, ["true"], timeout=30)).exit_code == 0
+
+
+def watchers_of(sandbox_id: str) -> list[int]:
+    """The host's exec watcher processes (sandbox/exec_watcher.py) of ``sandbox_id``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or ended meanwhile
+            continue
+        if b"jupyter_sandbox.sandbox.exec_watcher" in argv and sandbox_id.encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_an_exec_that_ends_stands_its_watcher_down(
+    manager: SandboxManager, state_dir: Path, runtime: str, purpose: str
+) -> None:
+    sandbox_id = (await manager.create("alice", runtime=runtime, purpose=purpose)).sandbox_id
+    command = [
+        *(sys.executable, "-m", "jupyter_sandbox.cli", "exec"),
+        *(f"--SandboxSettings.state_dir={state_dir}", "--owner=alice", sandbox_id, "--", "true"),
+    ]
+    ran = await asyncio.to_thread(
+        subprocess.run, command, stdin=subprocess.DEVNULL, capture_output=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    # Its stderr is the CLI's: the read above ended only once the watcher had exited too.
+    assert watchers_of(sandbox_id) == []
+    assert ran.stderr == b""
