@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import reprlib
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -147,7 +148,8 @@ def inside_report(stdout: bytes) -> dict[str, Any]:
         and keys <= _INSIDE_KEYS | _WORKSPACE_KEYS
         and (keys >= _WORKSPACE_KEYS or not keys & _WORKSPACE_KEYS)
     ):
-        return {"error": f"output has other keys than expected: {sorted(keys)[:10]!r}"}
+        # reprlib: the keys are the sandbox's, of any length and number; a note stays short.
+        return {"error": f"output has other keys than expected: {reprlib.repr(sorted(keys))}"}
     fstype, meminfo = data["workspace_fstype"], data["meminfo"]
     if not (
         (fstype is None or (isinstance(fstype, str) and len(fstype) <= 64))

@@ -76,6 +76,8 @@ def test_the_inside_measurement_is_read_as_the_script_prints_it() -> None:
         # The sandbox's code must not write the host's notes or counts of other types.
         (b'{"error": "all is well"}', "other keys"),
         (json.dumps({**INSIDE, "extra": 1}).encode(), "other keys"),
+        # The fuzzer's find: the note listed the keys whole, of any length.
+        (json.dumps({**INSIDE, "k" * 10_000: 1}).encode(), "other keys"),
         (json.dumps({**INSIDE, "processes": "2"}).encode(), "wrong type"),
         (json.dumps({**INSIDE, "processes": True}).encode(), "wrong type"),
         (json.dumps({**INSIDE, "processes": -1}).encode(), "wrong type"),
