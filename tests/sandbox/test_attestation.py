@@ -19,6 +19,7 @@ from jupyter_sandbox.sandbox.attestation import (
     expected_from_state,
     request_engine_sample,
 )
+from jupyter_sandbox.sandbox.attestation.run import _parse_probe_output
 from jupyter_sandbox.sandbox.backend_records import EngineFacts, EngineStats
 from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
@@ -303,3 +304,23 @@ def test_expected_reads_the_configured_limits() -> None:
         None,
     )
     assert expected_from_state(Manager(), {}) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [
+        # json.loads raised RecursionError, which left attest (it promises not to raise), and
+        # took NaN as a float the report's JSON cannot carry.
+        (b"[" * 60_000, "nested too deeply"),
+        (b'{"fields": {"uid": NaN}}', "NaN is not a JSON number"),
+        (b'{"fields": {"memory": 1e999}}', "too large"),
+        (b'{"fields": {}, "fields": {"uid": 0}}', "names a key twice"),
+    ],
+)
+def test_a_probe_output_the_host_cannot_read_strictly_is_an_error_entry(
+    output: bytes, why: str
+) -> None:
+    parsed = _parse_probe_output(output)
+    assert list(parsed) == ["error"]
+    assert parsed["error"].startswith("the probe's output is not JSON")
+    assert why in parsed["error"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import json
 import logging
 import os
 import time
@@ -29,7 +28,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import image_programs
+from .. import image_programs, sandbox_json
 from ..backend import SandboxBackend
 from ..backend_records import EngineStats, SandboxInfo
 from ..errors import SandboxError
@@ -137,10 +136,10 @@ def _parse_probe_output(stdout: bytes) -> dict[str, Any]:
     """The probe's JSON object, or ``{"error": ...}`` saying what is wrong with it."""
     if len(stdout) > BOOT_RESULT_MAX_BYTES:
         return {"error": "the probe's output is too large"}
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return {"error": "the probe's output is not JSON"}
+    try:  # the sandbox's to write: nesting past the stack and NaN are refused too
+        data = sandbox_json.loads(stdout, max_bytes=BOOT_RESULT_MAX_BYTES)
+    except sandbox_json.MalformedJSONError as exc:
+        return {"error": f"the probe's output is not JSON: {exc.message}"}
     if not isinstance(data, dict):
         return {"error": "the probe's output is not a JSON object"}
     if "error" in data and not isinstance(data.get("fields"), dict):

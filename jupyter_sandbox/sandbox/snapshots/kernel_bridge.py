@@ -20,6 +20,7 @@ import secrets
 import time
 from typing import Any
 
+from .. import sandbox_json
 from ..hostdir import SandboxDirectory
 from .errors import SnapshotFailedError
 
@@ -61,10 +62,12 @@ async def _ask(directory: SandboxDirectory, request: dict[str, Any]) -> None:
 
 def _read_answer(directory: SandboxDirectory) -> dict[str, Any]:
     path = directory.io / "bridge-state"
+    # The sandbox can write anything there: MalformedJSONError (a ValueError) covers JSON nested
+    # past the stack, which json.loads raised as RecursionError, and NaN or Infinity.
     with contextlib.suppress(OSError, ValueError):
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
-            answer = json.loads(f.read(MAX_ANSWER_BYTES))
+            answer = sandbox_json.loads(f.read(MAX_ANSWER_BYTES + 1), max_bytes=MAX_ANSWER_BYTES)
         if isinstance(answer, dict):
             return answer
     return {}
