@@ -42,7 +42,7 @@ def test_background_commands_in_the_details(server: LabServer, page: object) -> 
     # has one after another, ports last: held, it leaves the details open with the commands
     # section on show and the ports one to come.
     page.route(
-        re.compile(r"/api/sandbox-features/?$"),
+        re.compile(r"/api/sandbox-features/?(\?.*)?$"),
         lambda route: route.fulfill(status=404, body="<html>404: Not Found</html>"),
     )
     ports_route = re.compile(rf"/api/sandboxes/{sandbox_id}/ports(\?.*)?$")
