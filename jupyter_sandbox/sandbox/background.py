@@ -51,6 +51,7 @@ from .manager import SandboxManager
 
 LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
+STATUS_MAX_BYTES = 16  # bytes of a command's status file the host reads: "255\n" is 4
 STATE_KEY = "background_commands"
 _COMMAND_ID = re.compile(r"[0-9a-f]{12}")
 # Runs as "sh -c LAUNCH sh LOG CWD ARGV..." (image_programs.shell: its own commands looked up
@@ -259,14 +260,23 @@ class BackgroundCommands(LoggingConfigurable):
     async def _status_file(self, sandbox_id: str, command_id: str) -> int | None:
         """The exit status the command's shell wrote; None if it wrote none (its sandbox
         restarted, or it was killed with its shell) or the file cannot be read now."""
+        # The file is the sandbox's to overwrite: a status is at most 3 ASCII digits (0 to 255),
+        # and a longer file is refused before it is read whole (int() raised ValueError on
+        # 5000 digits, a 500 from the commands API).
         try:
             result = await self.manager.backend.exec(
-                sandbox_id, [image_programs.CAT, f"{_log(command_id)}.status"], timeout=30
+                sandbox_id,
+                [image_programs.CAT, f"{_log(command_id)}.status"],
+                timeout=30,
+                max_output=STATUS_MAX_BYTES,
             )
-        except SandboxError:
+        except SandboxError:  # OutputTooLargeError too
             return None
         text = result.stdout.strip()
-        return int(text) if result.exit_code == 0 and text.isdigit() else None
+        if result.exit_code != 0 or not (text.isdigit() and len(text) <= 3):  # bytes: ASCII only
+            return None
+        status = int(text)
+        return status if status <= 255 else None
 
 
 def _with_fields(state: dict[str, Any], command_id: str, **fields: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from jupyter_sandbox.sandbox.background import BackgroundCommand
+from jupyter_sandbox.sandbox.background import LOG_DIR, BackgroundCommand
 from jupyter_sandbox.sandbox.commands import CommandRequest
 from jupyter_sandbox.sandbox.errors import (
     CommandNotFoundError,
@@ -194,6 +194,25 @@ async def test_how_a_command_ended_is_known_after_the_engine_forgets_its_exec(
     assert (found.running, found.exit_code) == (False, 5)
     listed = {c.command_id: c.exit_code for c in await background.list("alice", sandbox_id)}
     assert listed == {seen: 4, unseen: 5}
+
+
+# Python expressions of what the sandbox writes there (a MiB does not fit in argv).
+@pytest.mark.parametrize("status", ["'9' * 5000", "'9' * 2**20", "'300'", "'\\u0665'", "'x'"])
+async def test_a_status_file_the_sandbox_overwrote_is_no_exit_status(
+    manager: SandboxManager, runc_sandbox: Sandbox, status: str
+) -> None:
+    """The status file, read when the engine forgot the command's exec, is the sandbox's to
+    write: 5000 digits made int() raise ValueError (a 500 from the commands API), and a long
+    file was read whole onto the host."""
+    sandbox_id = runc_sandbox.sandbox_id
+    command_id = await start(manager, runc_sandbox, "exit 5")
+    assert (await ended(manager, runc_sandbox, command_id)).exit_code == 5
+    assert await manager.background._status_file(sandbox_id, command_id) == 5
+    status_file = f"{LOG_DIR}/{command_id}.log.status"
+    write = f"open({status_file!r}, 'w').write({status})"
+    result = await manager.exec("alice", sandbox_id, ["python3", "-c", write], timeout=30)
+    assert result.exit_code == 0, result.stderr
+    assert await manager.background._status_file(sandbox_id, command_id) is None
 
 
 async def test_two_starts_at_once_cannot_both_pass_the_cap(
