@@ -125,12 +125,14 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
     # the notebook (its cell run, the status bar) beside the Sandboxes panel. Then the details
     # come back to the front for the steps below.
     tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
-    tabs.filter(has_text="Untitled.ipynb").click()
+    page.get_by_role("tab", name="Untitled.ipynb", exact=True).click()
     expect(output).to_be_visible()
     expect(card).to_be_visible()
     DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS_SCREENSHOT))
-    tabs.filter(has_text=f"Sandbox {sandbox_id}").click()
+    details_tab = tabs.filter(has_text="Sandbox: Untitled.ipynb")  # named by its notebook
+    expect(details_tab).to_have_attribute("title", f"Details of sandbox {sandbox_id}")
+    details_tab.click()
     expect(details).to_be_visible()
 
     # The details' Files section lists the file the cell wrote in the sandbox's /workspace,
@@ -230,6 +232,7 @@ def test_notebook_status_bar_panel_and_stop(server: LabServer, page: object) -> 
         "open"
     )
     network.get_by_role("button", name=f"Apply the network policy of sandbox {sandbox_id}").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Open network").click()  # it asks
     expect(status).to_contain_text("net open")
     expect(details.locator(".jp-Sandbox-weakBox").first).to_contain_text("network open")
     assert server.api("GET", f"api/sandboxes/{sandbox_id}/network")[1]["mode"] == "open"
