@@ -29,13 +29,12 @@ not, and the watch then ends with ``error``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import image_programs, watch_program
+from . import image_programs, sandbox_json, watch_program
 from .command_stream import Channel, Event
 from .errors import (
     SandboxDiedError,
@@ -89,8 +88,8 @@ class LineSplitter:
 def parsed(line: bytes) -> Event | None:
     """The event one line of the program's stands for, or None if it is not one."""
     try:
-        value = json.loads(line)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
+        value = sandbox_json.loads(line, max_bytes=MAX_LINE + 1)  # its newline too
+    except sandbox_json.MalformedJSONError:
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("path"), str):
         value = {}

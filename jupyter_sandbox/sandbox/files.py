@@ -24,7 +24,6 @@ Usage (agent code)::
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
-from . import file_program, image_programs
+from . import file_program, image_programs, sandbox_json
 from .backend import WORKSPACE_DIR, Feed, Writable
 from .errors import (
     FileTooLargeError,
@@ -53,6 +52,7 @@ MAX_PATH_BYTES = 4096
 # Most bytes of a listing or of a write's report: the program's output is the sandbox's to
 # write, and is held in the server's memory (a directory of ~100,000 entries fits).
 MAX_REPORT_BYTES = 32 * 1024**2
+MAX_ERROR_REPORT_BYTES = 64 * 1024  # the program's error report: a code and a message
 
 # The program each operation runs in the sandbox, sent as source (file_program.py says why).
 PROGRAM = Path(file_program.__file__).read_text()
@@ -269,8 +269,8 @@ class SandboxFiles(LoggingConfigurable):
 def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
     """The program's JSON report (which code in the sandbox could have tampered with)."""
     try:
-        decoded = json.loads(report)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
+        decoded = sandbox_json.loads(report, max_bytes=MAX_REPORT_BYTES)
+    except sandbox_json.MalformedJSONError:
         decoded = None
     if not isinstance(decoded, dict):
         raise SandboxFileError(f"sandbox {sandbox_id} answered something unreadable")
@@ -280,10 +280,10 @@ def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
 def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
     """The error the program in the sandbox reported (its stderr is the sandbox's to write, so
     it is only ever shown as text, never trusted for more than picking the error class)."""
-    try:
-        report = json.loads(stderr)
+    try:  # MalformedJSONError is a ValueError
+        report = sandbox_json.loads(stderr, max_bytes=MAX_ERROR_REPORT_BYTES)
         code, message = str(report["error"]), str(report["message"])[:1000]
-    except (ValueError, KeyError, TypeError, RecursionError):
+    except (ValueError, KeyError, TypeError):
         code, message = "", stderr.decode(errors="replace").strip()[:500]
     message = f"sandbox {sandbox_id}: {message}"
     if code == "not_found":

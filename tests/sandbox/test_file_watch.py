@@ -168,6 +168,7 @@ def test_the_sandboxs_lines_are_checked() -> None:
         good.replace(b'"size": 1', b'"size": true'),
         good.replace(b'"type": "file"', b'"type": "fifo"'),
         b"[" * 60_000,  # nested past the stack: json raised RecursionError, not ValueError
+        b'{"type": "ready", "path": "/w", "path": "/x"}',  # json.loads kept the last
     ]:
         assert parsed(bad) is None, bad[:80]
     lines = LineSplitter()

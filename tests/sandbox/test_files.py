@@ -195,7 +195,19 @@ async def test_files_of_a_copy_on_write_workspace_stay_in_the_sandbox(
 
 
 @pytest.mark.parametrize(
-    "report", [b"[" * 60_000, b'{"a": ' * 30_000, b"not json", b"[1]", b'"text"', b""]
+    "report",
+    [
+        b"[" * 60_000,
+        b'{"a": ' * 30_000,
+        b"not json",
+        b"[1]",
+        b'"text"',
+        b"",
+        # Read as floats the API's JSON answer cannot carry (sandbox_json.loads refuses them).
+        b'{"size": NaN}',
+        b'{"size": 1e999}',
+        b'{"entries": [], "entries": [{"name": "planted"}]}',
+    ],
 )
 def test_a_report_the_host_cannot_read_is_a_file_error(report: bytes) -> None:
     """The program's reports are the sandbox's to write: JSON nested past the stack raised
