@@ -101,7 +101,7 @@ def test_a_paused_sandbox_says_so_in_the_notebook_and_resumes_from_there(
 def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
     server: LabServer, page: object
 ) -> None:
-    from playwright.sync_api import Page, expect
+    from playwright.sync_api import Page, Response, expect
 
     assert isinstance(page, Page)
     sandbox_id = start_sandbox(server)
@@ -114,9 +114,13 @@ def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
     apply = section.get_by_role("button", name=f"Apply the network policy of sandbox {sandbox_id}")
     network = f"api/sandboxes/{sandbox_id}/network"
 
+    def put_answered(response: Response) -> bool:
+        return response.request.method == "PUT" and response.url.split("?")[0].endswith(network)
+
     mode.select_option("allowlist")
     allow.fill("pypi.org\nfiles.pythonhosted.org")
-    apply.click()
+    with page.expect_response(put_answered):
+        apply.click()
     expect(mode).to_have_value("allowlist")
     assert server.api("GET", network)[1]["allow"] == ["pypi.org", "files.pythonhosted.org"]
 
@@ -131,7 +135,8 @@ def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
 
     # Accepted, it opens; the warning and the attestation agree on what is blocked.
     apply.click()
-    dialog.get_by_role("button", name="Open network").click()
+    with page.expect_response(put_answered):
+        dialog.get_by_role("button", name="Open network").click()
     expect(mode).to_have_value("open")
     assert server.api("GET", network)[1]["mode"] == "open"
     weak = details.get_by_role("note", name="Weakened isolation")
@@ -139,7 +144,8 @@ def test_network_open_asks_first_and_a_typed_allowlist_survives_a_switch(
     # The server keeps no allowlist under open; the editor keeps what was typed.
     expect(allow).to_have_value("pypi.org\nfiles.pythonhosted.org")
     mode.select_option("allowlist")
-    apply.click()
+    with page.expect_response(put_answered):
+        apply.click()
     expect(mode).to_have_value("allowlist")
     assert server.api("GET", network)[1]["allow"] == ["pypi.org", "files.pythonhosted.org"]
     shot(page, "first-use-network")
