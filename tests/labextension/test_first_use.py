@@ -16,12 +16,12 @@ from .conftest import open_details, open_lab, shot, start_sandbox
 from .lab_server import LabServer
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Locator, Page
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 
 
-def launcher_card(page: Page, name: str) -> object:
+def launcher_card(page: Page, name: str) -> Locator:
     return page.locator(".jp-LauncherCard[data-category='Notebook']", has_text=name)
 
 
