@@ -213,6 +213,8 @@ async def test_the_api_answers_every_generated_request_as_documented(
                 "c.WarmPool.size = 0\n"
                 f"c.SandboxQuotas.max_sandboxes = {SANDBOXES}\n"
                 "c.SandboxCuller.interval = 3600.0\n"
+                # The run's snapshots go with its tmp_path, not to the user's data directory.
+                f"c.SnapshotSettings.snapshot_dir = {str(tmp_path / 'snapshots')!r}\n"
             )
         server = start_server(notebook_dir(state_dir), tmp_path)
         try:
