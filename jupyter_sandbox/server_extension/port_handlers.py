@@ -133,14 +133,14 @@ class PortProxyHandler(web.RequestHandler):
     async def _relay(self, sock: socket.socket, target: str, prefix: str) -> None:
         try:
             await relay_http(self, sock, target, prefix, MAX_BODY)
-        except Exception as exc:  # the sandbox's server misbehaved or went away
-            log.debug("relay to a sandbox's port failed: %r", exc)
-            if not self._headers_written:
-                self._plain(502, "the sandbox's server closed the connection without an answer")
         except MalformedAnswer as exc:  # nothing of it reached the browser
             log.debug("a sandbox's port answered with a malformed head: %s", exc.message)
             if not self._headers_written:
                 self._plain(exc.http_status, exc.message)
+        except Exception as exc:  # the sandbox's server misbehaved or went away
+            log.debug("relay to a sandbox's port failed: %r", exc)
+            if not self._headers_written:
+                self._plain(502, "the sandbox's server closed the connection without an answer")
 
     def _owner_if_valid(self, sandbox_id: str, port: int, token: str) -> str:
         """The sandbox's owner when ``token`` is the link's; SandboxNotFoundError otherwise."""
