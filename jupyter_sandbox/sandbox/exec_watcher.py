@@ -31,16 +31,11 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
-from .host_python import module_command
-
-if TYPE_CHECKING:
-    import subprocess
+from .watcher_pipe import DONE, WatcherPipe
 
 log = logging.getLogger(__name__)
 
-DONE = b"d"  # written by a CLI whose command ended, or that killed it itself
 NAME_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 MAX_MARK = 256  # bytes of the mark's line: NAME=TOKEN and a newline, well under this
 # An exec the engine was asked to start just before the CLI died may start after the first
@@ -48,48 +43,20 @@ MAX_MARK = 256  # bytes of the mark's line: NAME=TOKEN and a newline, well under
 SECOND_KILL_SECONDS = 1.0
 
 
-class ExecWatcher:
-    """The CLI's end: the write end of the pipe whose read end the watcher process waits on."""
-
-    def __init__(self, write_fd: int, process: subprocess.Popen[bytes]) -> None:
-        self._write_fd: int | None = write_fd
-        self.process = process
+class ExecWatcher(WatcherPipe):
+    """The CLI's end of the pipe whose read end the watcher process waits on."""
 
     @classmethod
     def start(cls, sandbox_id: str, user: str, mark: dict[str, str]) -> ExecWatcher:
         """Start the watcher of the command marked ``mark`` that this process is about to run
         in ``sandbox_id`` as ``user`` ("" for the sandbox's own user)."""
-        import subprocess  # the watcher process itself needs none of it
-
         ((name, token),) = mark.items()
-        read_fd, write_fd = os.pipe()  # both close-on-exec: no other child of the CLI holds it
-        try:
-            # Into the pipe's buffer before the start: the watcher reads it whenever it is up.
-            os.write(write_fd, f"{name}={token}\n".encode())
-            process = subprocess.Popen(
-                module_command("jupyter_sandbox.sandbox.exec_watcher", sandbox_id, user),
-                stdin=read_fd,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,  # not ended by a signal to the CLI's process group
-            )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-        return cls(write_fd, process)
-
-    def release(self) -> None:
-        """The command ended, or this process killed it: the watcher exits without a kill."""
-        if self._write_fd is None:
-            return
-        try:
-            os.write(self._write_fd, DONE)
-        except OSError:  # the watcher is gone already
-            pass
-        finally:
-            os.close(self._write_fd)
-            self._write_fd = None
+        return cls.spawn(
+            "jupyter_sandbox.sandbox.exec_watcher",
+            sandbox_id,
+            user,
+            first=f"{name}={token}\n".encode(),
+        )
 
 
 def read_mark(stdin_fd: int) -> dict[str, str]:

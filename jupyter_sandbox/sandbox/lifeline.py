@@ -30,15 +30,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .contexts import check_context, lock_path
 from .errors import SandboxError
-from .host_python import module_command
 from .process_lock import ProcessLock
-
-if TYPE_CHECKING:
-    import subprocess
+from .watcher_pipe import DONE, WatcherPipe
 
 log = logging.getLogger(__name__)
 
@@ -48,54 +45,22 @@ log = logging.getLogger(__name__)
 # anything else, but a loaded host can take seconds to start a Python process.
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.1
-DONE = b"d"  # written by a kernel that ended in order: nothing is left for the lifeline to do
 
 
-class Lifeline:
-    """The kernel's end: the write end of the pipe whose read end the lifeline process waits on."""
-
-    def __init__(self, write_fd: int, process: subprocess.Popen[bytes]) -> None:
-        self._write_fd: int | None = write_fd
-        self.process = process
+class Lifeline(WatcherPipe):
+    """The kernel's end of the pipe whose read end the lifeline process waits on."""
 
     @classmethod
     def start(cls, state_dir: Path, owner: str, context: str, connection_file: Path) -> Lifeline:
         """Start the lifeline of ``owner``'s unnamed ``context``, whose lock the caller holds,
         of the kernel whose connection file is ``connection_file``."""
-        import subprocess  # the lifeline process itself needs none of it
-
-        read_fd, write_fd = os.pipe()  # both close-on-exec: no other child of the kernel holds it
-        try:
-            process = subprocess.Popen(
-                module_command(
-                    "jupyter_sandbox.sandbox.lifeline",
-                    str(state_dir),
-                    owner,
-                    context,
-                    str(connection_file),
-                ),
-                stdin=read_fd,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,  # not ended by a signal to the kernel's process group
-            )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-        return cls(write_fd, process)
-
-    def release(self) -> None:
-        """The kernel dealt with its sandbox itself: the lifeline exits without touching it."""
-        if self._write_fd is None:
-            return
-        try:
-            os.write(self._write_fd, DONE)
-        except OSError:  # the lifeline is gone already
-            pass
-        finally:
-            os.close(self._write_fd)
-            self._write_fd = None
+        return cls.spawn(
+            "jupyter_sandbox.sandbox.lifeline",
+            str(state_dir),
+            owner,
+            context,
+            str(connection_file),
+        )
 
 
 def wait_for_kernel_end(stdin_fd: int) -> bool:

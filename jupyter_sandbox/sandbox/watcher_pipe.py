@@ -1,0 +1,68 @@
+"""The pipe between a host process and the watcher it leaves behind to act once it is gone.
+
+The kernel's lifeline (lifeline.py) and the CLI's exec watcher (exec_watcher.py) are both
+small host processes that must act when the process that started them ends, however it ends
+(SIGKILL included), and do nothing when it ended in order. Both are started the same way: in a
+session of their own, so that a signal to the starter's process group does not reach them, with
+the read end of a pipe as their standard input, whose write end only the starter holds (both
+ends are close-on-exec, so no other child inherits it). The operating system closes that end
+when the starter ends; the watcher then reads end of file, unless the starter wrote
+:data:`DONE` first.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, TypeVar
+
+from .host_python import module_command
+
+if TYPE_CHECKING:
+    import subprocess
+
+DONE = b"d"  # written by a starter that ended in order: nothing is left for the watcher to do
+
+_Pipe = TypeVar("_Pipe", bound="WatcherPipe")
+
+
+class WatcherPipe:
+    """The starter's end: the write end of the pipe whose read end the watcher waits on."""
+
+    def __init__(self, write_fd: int, process: subprocess.Popen[bytes]) -> None:
+        self._write_fd: int | None = write_fd
+        self.process = process
+
+    @classmethod
+    def spawn(cls: type[_Pipe], module: str, *args: str, first: bytes = b"") -> _Pipe:
+        """Start ``python -m module args...`` as the watcher; ``first`` goes into the pipe
+        before it starts (it reads it whenever it is up), so it is never on a command line."""
+        import subprocess  # the watcher process itself needs none of it
+
+        read_fd, write_fd = os.pipe()
+        try:
+            if first:
+                os.write(write_fd, first)
+            process = subprocess.Popen(
+                module_command(module, *args),
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # not ended by a signal to the starter's process group
+            )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        return cls(write_fd, process)
+
+    def release(self) -> None:
+        """The starter dealt with what the watcher guards: the watcher exits without acting."""
+        if self._write_fd is None:
+            return
+        try:
+            os.write(self._write_fd, DONE)
+        except OSError:  # the watcher is gone already
+            pass
+        finally:
+            os.close(self._write_fd)
+            self._write_fd = None
