@@ -119,6 +119,11 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def outcome(result: Result) -> str:
+    """The result column of a row: pass, or the failure's first words."""
+    return "pass" if result.passed else f"**FAIL**: {cell(result.failure)}"
+
+
 def render(all_results: list[Result]) -> str:
     results = [r for r in all_results if r.row]
     # One owner flooding a shared server while another is timed: a section of its own.
@@ -176,10 +181,9 @@ def render(all_results: list[Result]) -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        outcome = "pass" if r.passed else f"**FAIL**: {cell(r.failure)}"
         lines.append(
             f"| {r.row} | {cell(r.attack)} | {r.runtime} | {cell(r.expected)} | "
-            f"{cell(r.observed) or '—'} | {outcome} |"
+            f"{cell(r.observed) or '—'} | {outcome(r)} |"
         )
     if scenarios:
         lines += [
@@ -190,10 +194,9 @@ def render(all_results: list[Result]) -> str:
             "| --- | --- | --- | --- | --- |",
         ]
         for r in scenarios:
-            outcome = "pass" if r.passed else f"**FAIL**: {cell(r.failure)}"
             lines.append(
                 f"| {cell(r.attack)} | {r.runtime} | {cell(r.expected)} | "
-                f"{cell(r.observed) or '—'} | {outcome} |"
+                f"{cell(r.observed) or '—'} | {outcome(r)} |"
             )
     if floods:
         lines += [
@@ -207,10 +210,9 @@ def render(all_results: list[Result]) -> str:
             "| --- | --- | --- | --- | --- |",
         ]
         for r in floods:
-            outcome = "pass" if r.passed else f"**FAIL**: {cell(r.failure)}"
             lines.append(
                 f"| {cell(r.attack.removeprefix('denial of service: '))} | {r.runtime} | "
-                f"{cell(r.expected)} | {cell(r.observed) or '—'} | {outcome} |"
+                f"{cell(r.expected)} | {cell(r.observed) or '—'} | {outcome(r)} |"
             )
     missing = [row for row in CHECKLIST_ROWS if row not in covered]
     if missing:
