@@ -12,7 +12,7 @@ group does not reach it), with the read end of a pipe as its standard input, who
 only the CLI holds. The CLI writes the exec's mark (exec_deadline.new_mark) into the pipe
 first, so the mark is never on a command line another host user can read. The operating system
 closes the pipe when the CLI ends in any way; this process then reads end of file, and unless
-the CLI wrote :data:`DONE` first (its command ended, or it dealt with it), it kills what the
+the CLI wrote ``DONE`` (watcher_pipe.py) first (its command ended, or it dealt with it), it kills what the
 mark reaches in the sandbox (exec_deadline.kill_marked), as the CLI's own kill would have.
 
 The sandbox side noticing instead (the supervisor reading its standard input's end when the
@@ -32,7 +32,7 @@ import os
 import sys
 import time
 
-from .watcher_pipe import DONE, WatcherPipe
+from .watcher_pipe import WatcherPipe, ended_in_order
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +82,6 @@ def read_mark(stdin_fd: int) -> dict[str, str]:
     return {name: token}
 
 
-def wait_for_cli_end(stdin_fd: int) -> bool:
-    """Block until the CLI closes its end; True if it dealt with its command (wrote DONE)."""
-    while True:
-        try:
-            data = os.read(stdin_fd, 1)
-        except InterruptedError:
-            continue
-        return data == DONE
-
-
 async def kill_abandoned(sandbox_id: str, user: str, mark: dict[str, str]) -> None:
     """Kill what ``mark`` reaches in ``sandbox_id``, twice, SECOND_KILL_SECONDS apart."""
     import asyncio
@@ -126,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         mark = read_mark(sys.stdin.fileno())
     except ValueError as exc:
         parser.error(str(exc))
-    if wait_for_cli_end(sys.stdin.fileno()):
+    if ended_in_order(sys.stdin.fileno()):
         return 0
     started = time.monotonic()
     import asyncio  # only now: the waiting process stays small

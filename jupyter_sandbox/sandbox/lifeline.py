@@ -13,7 +13,7 @@ keeps it): the sandbox is removed at once. Otherwise it waits up to :data:`GRACE
 new process of the same kernel to take the context (``restart_kernel(now=True)``, Jupyter's
 restarter: each starts a lifeline of its own). If none did, it takes the context's lock itself
 and removes the sandbox, as the kernel would have. A kernel that ended in order and dealt with
-its sandbox (removed it, or restarts it for the next process) writes :data:`DONE` first, and
+its sandbox (removed it, or restarts it for the next process) writes ``DONE`` (watcher_pipe.py) first, and
 this process exits at once.
 
 While it waits it holds nothing but the pipe and an interpreter with the standard library and
@@ -35,7 +35,7 @@ from typing import Any
 from .contexts import check_context, lock_path
 from .errors import SandboxError
 from .process_lock import ProcessLock
-from .watcher_pipe import DONE, WatcherPipe
+from .watcher_pipe import WatcherPipe, ended_in_order
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +61,6 @@ class Lifeline(WatcherPipe):
             context,
             str(connection_file),
         )
-
-
-def wait_for_kernel_end(stdin_fd: int) -> bool:
-    """Block until the kernel closes its end; True if it ended in order (wrote DONE)."""
-    while True:
-        try:
-            data = os.read(stdin_fd, 1)
-        except InterruptedError:
-            continue
-        return data == DONE
 
 
 def taken_over(context_lock: Path, connection_file: Path, grace: float) -> bool:
@@ -138,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.state_dir.is_absolute() or not args.connection_file.is_absolute():
         parser.error("the state directory and the connection file must be absolute paths")
     context_lock = lock_path(args.state_dir, args.owner, check_context(args.context))
-    if wait_for_kernel_end(sys.stdin.fileno()):
+    if ended_in_order(sys.stdin.fileno()):
         return 0
     log.info("kernel of context %s ended without removing its sandbox", args.context)
     if taken_over(context_lock, args.connection_file, GRACE_SECONDS):

@@ -66,3 +66,9 @@ class WatcherPipe:
         finally:
             os.close(self._write_fd)
             self._write_fd = None
+
+
+def ended_in_order(stdin_fd: int) -> bool:
+    """The watcher's side: block until the starter closes its end of the pipe (however it
+    ended); True if it wrote :data:`DONE` first. os.read retries itself on EINTR (PEP 475)."""
+    return os.read(stdin_fd, 1) == DONE
