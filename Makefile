@@ -91,7 +91,7 @@ benchmark: image
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
 	$(BIN)/python benchmarks/fairness.py --runtime runc --runtime runsc --runs 3
 
-# The REST API fuzzed longer than `make test` does (150 s): schemathesis against
+# The REST API fuzzed longer than `make test` does (75 s): schemathesis against
 # a real server (tests/server_extension/test_api_fuzz.py) for FUZZ_API_SECONDS;
 # FUZZ_API_SEED=N tries other requests. Its log and JUnit report stay in pytest's tmp_path.
 FUZZ_API_SECONDS ?= 900

@@ -1,11 +1,11 @@
-"""What running code in a sandbox's live kernel from the host costs (sandbox/code_runs.py, as
+"""What running code in a sandbox's live kernel from the host costs (sandbox/operations/code_runs.py, as
 REST's ``POST /api/sandboxes/{id}/execute`` and ``jupyter sandbox run`` do it, without HTTP).
 
 For each runtime, one sandbox; ``--runs`` of each (interleaved, but for ``execute pass``, run
 first), timed from the call to its result:
 
 - ``run pass``: ``run_code`` of ``pass``: the sandbox's state checked, the ready client the
-  run before kept taken from the manager's pool (kernel_clients.py), the execute_request and
+  run before kept taken from the manager's pool (kernel_link/clients.py), the execute_request and
   its reply;
 - ``run, new client``: the same with ``KernelClients.max_idle = 0`` (another manager): a client
   connected to the kernel through pinned sockets and iopub joined for the run, as every run
@@ -30,11 +30,16 @@ import time
 from timing import per_runtime
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.code_runs import CONNECT_TIMEOUT, CodeRequest, run_code, stream_code
-from jupyter_sandbox.sandbox.commands import CommandRequest, run_command
-from jupyter_sandbox.sandbox.kernel_execution import execute
-from jupyter_sandbox.sandbox.kernel_link import ready_client
+from jupyter_sandbox.sandbox.kernel_link.execution import execute
+from jupyter_sandbox.sandbox.kernel_link.link import ready_client
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.operations.code_runs import (
+    CONNECT_TIMEOUT,
+    CodeRequest,
+    run_code,
+    stream_code,
+)
+from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:code-runs"

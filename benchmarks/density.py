@@ -27,7 +27,7 @@ from typing import Any
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark"

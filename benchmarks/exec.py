@@ -7,7 +7,7 @@ runtime, one sandbox; ``--runs`` execs of each command, interleaved, timed from 
 result (the exec's creation, start, output and exit status included):
 
 - ``true``: the engine's and runtime's own cost, with the supervisor that every caller's
-  command runs under (its kill reaches all the command started: sandbox/exec_deadline.py);
+  command runs under (its kill reaches all the command started: sandbox/backends/docker/exec_deadline.py);
 - ``true, unsupervised``: the same without it, as the host's own programs run (tar, the files
   program);
 - ``tar -c -C /workspace .``: what a persist of an empty workspace starts with;
@@ -30,9 +30,10 @@ import time
 
 from timing import per_runtime
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.command_stream import stream_command
-from jupyter_sandbox.sandbox.commands import CommandRequest, run_command
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.operations.command_stream import stream_command
+from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:exec"
@@ -73,13 +74,15 @@ async def measure(runtime: str, runs: int) -> dict[str, list[float]]:
             for _ in range(runs + 1):  # the first of each warms the engine up: not counted
                 for name, argv in COMMANDS.items():
                     start = time.perf_counter()
-                    result = await manager.exec(OWNER, sandbox.sandbox_id, argv, timeout=60)
+                    result = await manager.exec(
+                        OWNER, sandbox.sandbox_id, argv, ExecOptions(timeout=60)
+                    )
                     samples[name].append(time.perf_counter() - start)
                     if result.exit_code != 0:
                         raise RuntimeError(f"{name} failed: {result.stderr!r}")
                 start = time.perf_counter()
                 result = await manager.exec(
-                    OWNER, sandbox.sandbox_id, ["true"], timeout=60, supervised=False
+                    OWNER, sandbox.sandbox_id, ["true"], ExecOptions(timeout=60, supervised=False)
                 )
                 samples[UNSUPERVISED].append(time.perf_counter() - start)
                 if result.exit_code != 0:

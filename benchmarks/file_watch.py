@@ -23,7 +23,7 @@ import time
 
 from timing import p90
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:file-watch"

@@ -28,7 +28,7 @@ from typing import Any
 
 from timing import p90
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:files"

@@ -3,7 +3,7 @@
 For each runtime, ``--runs`` times each of (a real jupyter_client KernelManager, real signals):
 
 - ``shutdown now``: ``shutdown_kernel(now=True)`` (the kernel process killed with SIGKILL) until
-  its container is gone: the lifeline's removal (sandbox/lifeline.py; jupyter_client removes
+  its container is gone: the lifeline's removal (sandbox/lifecycle/lifeline.py; jupyter_client removes
   the connection file right after the kill, so the lifeline does not wait for a successor);
 - ``client killed: kernel``: a client process that started a kernel killed with SIGKILL, until
   the kernel process has exited (kernel/parent_watch.py: the kernel removes its sandbox first);
@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import docker
 from jupyter_client.manager import KernelManager
@@ -41,9 +40,10 @@ from jupyter_client.manager import KernelManager
 from timing import p90
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager, labels
-from jupyter_sandbox.sandbox.lifeline import Lifeline
-from jupyter_sandbox.sandbox.reaper import sweep_orphans
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.lifecycle.lifeline import Lifeline
+from jupyter_sandbox.sandbox.lifecycle.reaper import sweep_orphans
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 PURPOSE = "benchmark:lifetimes"
 CLIENT = """
@@ -95,13 +95,13 @@ async def remove_all(state_dir: Path) -> None:
         await manager.close()
 
 
-def containers(state_dir: Path) -> list[Any]:
+def containers(state_dir: Path) -> list[str]:
+    """Ids of the containers of ``state_dir``'s sandboxes, from one listing (an inspect of each
+    would race with their removal, which is what is being timed)."""
     client = docker.from_env(version="auto")
     rows = client.api.containers(all=True, filters={"label": labels.HOST_DIR})
     return [
-        client.containers.get(row["Id"])
-        for row in rows
-        if Path(row["Labels"][labels.HOST_DIR]).parent == state_dir
+        str(row["Id"]) for row in rows if Path(row["Labels"][labels.HOST_DIR]).parent == state_dir
     ]
 
 

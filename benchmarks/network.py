@@ -44,7 +44,8 @@ from typing import Any
 from network_floor import accept_each, bare_relays, listen, sandbox_floor
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
 
 OWNER = "benchmark"
@@ -129,7 +130,7 @@ async def sandbox_client(
     manager: SandboxManager, sandbox_id: str, port: int, mode: str, count: int
 ) -> dict[str, Any]:
     argv = ["python", "-c", CLIENT, FORWARDER, "bench.test", str(port), mode, str(count)]
-    result = await manager.exec(OWNER, sandbox_id, argv, timeout=600)
+    result = await manager.exec(OWNER, sandbox_id, argv, ExecOptions(timeout=600))
     if result.exit_code != 0:
         raise RuntimeError(result.stderr.decode(errors="replace")[-2000:])
     return dict(json.loads(result.stdout))

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.backend import SANDBOX_IO_DIR
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, ExecOptions
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network.control import forwarder_source
 from jupyter_sandbox.sandbox.network.forwarder import pipe
 from jupyter_sandbox.sandbox.network.tunnels import TUNNEL_SEND_BUFFER
@@ -89,7 +89,7 @@ async def sandbox_floor(manager: SandboxManager, owner: str, sandbox_id: str, si
     )
     sender.start()
     argv = ["python", "-c", source, f"{SANDBOX_IO_DIR}/{FLOOR_SOCKET}", str(size)]
-    result = await manager.exec(owner, sandbox_id, argv, timeout=600)
+    result = await manager.exec(owner, sandbox_id, argv, ExecOptions(timeout=600))
     sender.join(30)
     if result.exit_code != 0:
         raise RuntimeError(result.stderr.decode(errors="replace")[-2000:])

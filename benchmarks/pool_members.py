@@ -37,7 +37,8 @@ from typing import Any
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager, WarmPool
+from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark"

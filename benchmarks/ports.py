@@ -35,7 +35,7 @@ from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 from tornado.web import Application
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension.port_handlers import port_handlers
 from jupyter_sandbox.server_extension.port_links import PortLinks
 

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.settings import load_config
 
 T = TypeVar("T")

@@ -41,8 +41,8 @@ from typing import Any
 
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.snapshots import MemorySnapshotUnsupportedError
+from jupyter_sandbox.protocol.snapshot_errors import MemorySnapshotUnsupportedError
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:snapshots"

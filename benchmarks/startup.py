@@ -18,17 +18,15 @@ Needs the Docker engine with both runtimes and the sandbox image. From the check
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
-from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
 # Run as a script from benchmarks/, whose directory is on sys.path.
-from timing import Summary, against_local, p90
+from timing import Summary, against_local, against_targets, print_against_targets
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "benchmark"
 PURPOSE = "benchmark"
@@ -83,28 +81,11 @@ async def measure(runs: int) -> dict[str, list[float]]:
 
 
 def summarize(samples: dict[str, list[float]]) -> Summary:
-    local = statistics.median(samples["local"])
-    summary: Summary = {}
-    for kind, values in samples.items():
-        median = statistics.median(values)
-        row: dict[str, Any] = {"median": median, "p90": p90(values), "ratio": median / local}
-        if kind in TARGETS:
-            row["target"] = TARGETS[kind]
-            row["met"] = row["ratio"] <= TARGETS[kind]
-        summary[kind] = row
-    return summary
+    return against_targets(samples, TARGETS)
 
 
 def print_table(summary: Summary, runs: int) -> None:
-    print(f"create -> kernel ready, {runs} interleaved runs each")
-    print(f"{'':<6} {'median ms':>10} {'p90 ms':>8} {'vs local':>9} {'target':>8}  met")
-    for kind, row in summary.items():
-        target = f"<= {row['target']}x" if "target" in row else ""
-        met = ("yes" if row["met"] else "NO") if "met" in row else ""
-        print(
-            f"{kind:<6} {row['median'] * 1000:>10.0f} {row['p90'] * 1000:>8.0f}"
-            f" {row['ratio']:>8.2f}x {target:>8}  {met}"
-        )
+    print_against_targets(summary, f"create -> kernel ready, {runs} interleaved runs each")
 
 
 def main() -> int:

@@ -67,6 +67,34 @@ def per_runtime(
             print(f"{runtime:<8} {name:<{width}} {median:>10.1f} {high:>8.1f}{rate}")
 
 
+def against_targets(samples: dict[str, list[float]], targets: dict[str, float]) -> Summary:
+    """Median, p90 and the median's ratio to the ``local`` kind's, per kind; a kind with a
+    target also gets it and whether its ratio met it."""
+    local = statistics.median(samples["local"])
+    summary: Summary = {}
+    for kind, values in samples.items():
+        median = statistics.median(values)
+        row: dict[str, Any] = {"median": median, "p90": p90(values), "ratio": median / local}
+        if kind in targets:
+            row["target"] = targets[kind]
+            row["met"] = row["ratio"] <= targets[kind]
+        summary[kind] = row
+    return summary
+
+
+def print_against_targets(summary: Summary, title: str) -> None:
+    """The table of :func:`against_targets`, under ``title``, in milliseconds."""
+    print(title)
+    print(f"{'':<6} {'median ms':>10} {'p90 ms':>8} {'vs local':>9} {'target':>8}  met")
+    for kind, row in summary.items():
+        target = f"<= {row['target']}x" if "target" in row else ""
+        met = ("yes" if row["met"] else "NO") if "met" in row else ""
+        print(
+            f"{kind:<6} {row['median'] * 1000:>10.0f} {row['p90'] * 1000:>8.0f}"
+            f" {row['ratio']:>8.2f}x {target:>8}  {met}"
+        )
+
+
 def local_kernel_python() -> str:
     """The interpreter of the local kernel; it must be this one (the venv's python)."""
     python: str = AsyncKernelManager(kernel_name="python3").format_kernel_cmd()[0]

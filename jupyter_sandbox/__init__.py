@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ._version import __version__
+from jupyter_sandbox._version import __version__
 
 __all__ = ["__version__"]

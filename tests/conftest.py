@@ -21,8 +21,9 @@ import docker
 import pytest
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager, labels
-from jupyter_sandbox.sandbox.hostdir import sandbox_directories
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 
 # Containers are labelled "test:<this run>:<test>", so that the leak check at the end of a run
 # counts only what this run created, even when another run shares the engine.

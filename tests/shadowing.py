@@ -2,7 +2,7 @@
 a ``json.py`` that, if imported, write a marker file (and stop the program) instead of working.
 
 The proxy kernel starts in the notebook's directory and the zygote and network proxy in the
-server's; users write both through JupyterLab. jupyter_sandbox/sandbox/host_python.py keeps them
+server's; users write both through JupyterLab. jupyter_sandbox/sandbox/host/python_command.py keeps them
 off ``sys.path``; a test plants these where a process starts, then asks :func:`imported`.
 """
 

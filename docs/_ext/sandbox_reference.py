@@ -46,7 +46,12 @@ CLI_MODULE_PREFIX = f"{PACKAGE}.cli"
 
 # What a user runs: the command line, the server extension and the kernel. Every configurable
 # class that any of them uses is imported by one of these.
-ENTRY_MODULES = (f"{PACKAGE}.cli", f"{PACKAGE}.server_extension", f"{PACKAGE}.kernel.proxy")
+ENTRY_MODULES = (
+    f"{PACKAGE}.cli",
+    f"{PACKAGE}.server_extension",
+    f"{PACKAGE}.kernel.proxy_kernel",
+    f"{PACKAGE}.gateway.app",
+)
 
 
 def _paragraphs(text: str) -> list[nodes.Node]:
@@ -191,7 +196,7 @@ class ConfigReference(SphinxDirective):
 _HELP_WALKER = """
 import contextlib, io, json, sys
 from traitlets.utils.importstring import import_item
-from jupyter_sandbox.cli import SandboxApp
+from jupyter_sandbox.cli.main import SandboxApp
 
 def walk(path, app_class, out):
     buffer = io.StringIO()

@@ -13,12 +13,12 @@ from __future__ import annotations
 import io
 import tarfile
 
+from jupyter_sandbox.protocol.snapshot_errors import UnsafeArchiveError
 from jupyter_sandbox.sandbox.snapshots.archive_scan import (
     ArchiveLimits,
     decompress_gzip,
     write_clean_archive,
 )
-from jupyter_sandbox.sandbox.snapshots.errors import UnsafeArchiveError
 from jupyter_sandbox.sandbox.snapshots.tar_reader import read_members
 
 # Archives need three 512-byte blocks at least; long names and pax headers a few more.

@@ -1,4 +1,4 @@
-"""The host's reading of what the files program in a sandbox reports (sandbox/files.py): its
+"""The host's reading of what the files program in a sandbox reports (sandbox/operations/files.py): its
 JSON report on standard output, and its error report on standard error.
 
 Both are the sandbox's to write (its code can replace the program). A report that is not a
@@ -9,8 +9,8 @@ SandboxFileError of a bounded message, whatever it holds. Anything else escaping
 
 from __future__ import annotations
 
-from jupyter_sandbox.sandbox.errors import SandboxFileError
-from jupyter_sandbox.sandbox.files import _decoded, reported_error
+from jupyter_sandbox.protocol.errors import SandboxFileError
+from jupyter_sandbox.sandbox.operations.files import _decoded, reported_error
 
 SANDBOX_ID = "0123456789ab"
 

@@ -1,4 +1,4 @@
-"""The host's reading of the port program's ``--list`` report (sandbox/ports.py listed_ports).
+"""The host's reading of the port program's ``--list`` report (sandbox/operations/ports.py listed_ports).
 
 The report is the sandbox's to print. One that is not exactly the program's shape is a
 PortOpenerError, the expected outcome (the ports API answers it); anything else escaping is a bug
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from jupyter_sandbox.sandbox.errors import PortOpenerError
-from jupyter_sandbox.sandbox.ports import ListeningPort, listed_ports
+from jupyter_sandbox.protocol.errors import PortOpenerError
+from jupyter_sandbox.sandbox.operations.ports import ListeningPort, listed_ports
 
 SANDBOX_ID = "0123456789ab"
 MAX_LEN = 16384

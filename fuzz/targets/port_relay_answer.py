@@ -1,5 +1,5 @@
 """The port links' reading of a sandbox server's answer head and the head rebuilt from it for
-the browser (sandbox/port_answer.py, which server_extension/port_relay.py uses).
+the browser (sandbox/operations/port_answer.py, which server_extension/port_relay.py uses).
 
 MalformedAnswer is the expected outcome for anything malformed (the relay answers 502). A head
 that parses must give the browser only what the relay promises: no CR, LF or NUL in any name or
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from jupyter_sandbox.sandbox.port_answer import (
+from jupyter_sandbox.sandbox.operations.port_answer import (
     MAX_HEADERS,
     MalformedAnswer,
     browser_headers,

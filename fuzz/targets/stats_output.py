@@ -1,4 +1,4 @@
-"""The host's reading of what the stats script in a sandbox prints (sandbox/stats.py
+"""The host's reading of what the stats script in a sandbox prints (sandbox/operations/stats.py
 inside_report).
 
 The output is the sandbox's to print. One that is not exactly the script's shape becomes
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from jupyter_sandbox.sandbox.stats import inside_report
+from jupyter_sandbox.sandbox.operations.stats import inside_report
 
 MAX_LEN = 16384
 KEYS = {"workspace_fstype", "workspace_bytes", "workspace_complete", "processes", "meminfo"}

@@ -1,4 +1,4 @@
-"""The host's reading of what the watch program in a sandbox prints (sandbox/file_watch.py):
+"""The host's reading of what the watch program in a sandbox prints (sandbox/operations/file_watch.py):
 its output cut into lines (LineSplitter, as it arrives in chunks) and each line read as an
 event (parsed).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_sandbox.sandbox.file_watch import (
+from jupyter_sandbox.sandbox.operations.file_watch import (
     ENTRY_FIELDS,
     ENTRY_TYPES,
     MAX_LINE,

@@ -15,22 +15,24 @@ the core's error classes are loaded without the core). Start at :class:`SandboxC
 
 Modules, one concept each: client.py (the entry point), sandbox.py (one sandbox),
 execution.py (code in its interpreter), commands.py (commands, whole, streamed or in the
-background), files.py, network.py, ports.py (URLs of servers in the sandbox), errors.py (the
+background), files.py (with file_entry.py, an entry, and file_watch.py,
+watching a directory), network.py, ports.py (URLs of servers in the sandbox), errors.py (the
 server's errors as the core's classes), transport.py (HTTP) and events.py (Server-Sent Events).
 """
 
 from __future__ import annotations
 
-from . import errors
-from .client import SandboxClient
-from .commands import BackgroundCommand, CommandOutput, CommandResult
-from .errors import *  # noqa: F403  (the error classes: errors.__all__ names them)
-from .execution import CodeError, CodeFailedError, Execution
-from .file_watch import DirectoryWatch, FileChange, WatchHandle
-from .files import FileEntry, SandboxFiles
-from .network import SandboxNetwork
-from .ports import Port, SandboxPorts
-from .sandbox import Sandbox
+from jupyter_sandbox.client import errors
+from jupyter_sandbox.client.client import SandboxClient
+from jupyter_sandbox.client.commands import BackgroundCommand, CommandOutput, CommandResult
+from jupyter_sandbox.client.errors import *  # noqa: F403  (the error classes: errors.__all__ names them)
+from jupyter_sandbox.client.execution import CodeError, CodeFailedError, Execution
+from jupyter_sandbox.client.file_entry import FileEntry
+from jupyter_sandbox.client.file_watch import DirectoryWatch, FileChange, WatchHandle
+from jupyter_sandbox.client.files import SandboxFiles
+from jupyter_sandbox.client.network import SandboxNetwork
+from jupyter_sandbox.client.ports import Port, SandboxPorts
+from jupyter_sandbox.client.sandbox import Sandbox
 
 # The client's own names, then its error classes as errors.py lists them (the one list of them).
 __all__ = [

@@ -17,9 +17,9 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
-from .network import NetworkSpec, network_policy
-from .sandbox import Sandbox
-from .transport import DEFAULT_TIMEOUT, Transport
+from jupyter_sandbox.client.network import NetworkSpec, network_policy
+from jupyter_sandbox.client.sandbox import Sandbox
+from jupyter_sandbox.client.transport import DEFAULT_TIMEOUT, Transport
 
 
 class SandboxClient:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import error_from_answer
-from .transport import Transport
+from jupyter_sandbox.client.errors import error_from_answer
+from jupyter_sandbox.client.transport import Transport
 
 # A list of strings is run as it is; a string by /bin/sh -c.
 Command = str | Sequence[str]

@@ -6,8 +6,8 @@ transport.py calls :func:`error_from_answer` for every error answer and raises
 :class:`SandboxConnectionError` when the server cannot be reached; agent code imports the
 classes from ``jupyter_sandbox.client`` (or this module).
 
-The classes live in ``jupyter_sandbox/sandbox/errors.py`` and, for snapshots,
-``jupyter_sandbox/sandbox/snapshots/errors.py``, stdlib-only modules; the core
+The classes live in ``jupyter_sandbox/protocol/errors.py`` and, for snapshots,
+``jupyter_sandbox/protocol/snapshot_errors.py``, stdlib-only modules; the core
 package loads the rest of itself (the manager: jupyter_client, pyzmq, traitlets) only when one
 of its names is used, so importing the errors alone costs an agent's machine nothing else
 (tests/client/test_init.py checks).
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sandbox import errors as core
-from ..sandbox.errors import (
+from jupyter_sandbox.protocol import errors as core
+from jupyter_sandbox.protocol import snapshot_errors as snapshot_errors
+from jupyter_sandbox.protocol.errors import (
     CommandNotFoundError,
     ContextBusyError,
     EngineTimeoutError,
@@ -29,6 +30,7 @@ from ..sandbox.errors import (
     ImageNotFoundError,
     InvalidRequestError,
     InvalidSettingError,
+    KernelNotFoundError,
     NetworkSetupError,
     OutputTooLargeError,
     PortNotListeningError,
@@ -53,8 +55,7 @@ from ..sandbox.errors import (
     TooManyTerminalsError,
     TooManyWatchesError,
 )
-from ..sandbox.snapshots import errors as snapshot_errors
-from ..sandbox.snapshots.errors import (
+from jupyter_sandbox.protocol.snapshot_errors import (
     ArchiveTooLargeError,
     MemorySnapshotRefusedError,
     MemorySnapshotUnsupportedError,
@@ -151,6 +152,7 @@ __all__ = [
     "ImageNotFoundError",
     "InvalidRequestError",
     "InvalidSettingError",
+    "KernelNotFoundError",
     "MemorySnapshotRefusedError",
     "MemorySnapshotUnsupportedError",
     "NetworkSetupError",

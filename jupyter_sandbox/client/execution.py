@@ -4,7 +4,7 @@ answer (``CodeResult`` in openapi.yaml) becomes an :class:`Execution`.
 :meth:`Sandbox.run_code <jupyter_sandbox.client.Sandbox.run_code>` calls :func:`run_code`. With
 a callback, the run is streamed (``"stream": true``): each piece of output goes to its callback
 as it comes and is also gathered here by the rules the server gathers a plain answer with
-(sandbox/cell_output.py: ``clear_output`` clears, ``update_display_data`` replaces in place),
+(protocol/cell_output.py: ``clear_output`` clears, ``update_display_data`` replaces in place),
 so the Execution is the same either way. An exception the code raised is data (``error``, ``status`` "error"), as in a
 notebook; :meth:`Execution.raise_for_error` turns it into :class:`CodeFailedError`.
 """
@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sandbox.cell_output import CellOutput
-from .errors import error_from_answer
-from .transport import Transport
+from jupyter_sandbox.client.errors import error_from_answer
+from jupyter_sandbox.client.transport import Transport
+from jupyter_sandbox.protocol.cell_output import CellOutput
 
 TextCallback = Callable[[str], None]
 # Receives the display event whole: type (display_data, execute_result or

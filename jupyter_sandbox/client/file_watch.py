@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .errors import SandboxError, error_from_answer
-from .events import ServerEvent
-from .files import FileEntry
-from .transport import Transport
+from jupyter_sandbox.client.errors import SandboxError, error_from_answer
+from jupyter_sandbox.client.events import ServerEvent
+from jupyter_sandbox.client.file_entry import FileEntry
+from jupyter_sandbox.client.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -12,43 +12,13 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from .errors import SandboxFileNotFoundError
-from .transport import Transport
+from jupyter_sandbox.client.errors import SandboxFileNotFoundError
+from jupyter_sandbox.client.file_entry import FileEntry
+from jupyter_sandbox.client.file_watch import DirectoryWatch, FileChange, WatchHandle
+from jupyter_sandbox.client.transport import Transport
 
-if TYPE_CHECKING:
-    from .file_watch import DirectoryWatch, FileChange, WatchHandle
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """A file, directory, symlink or other entry: ``path`` is absolute in the sandbox,
-    ``type`` one of file, directory, symlink, other; ``size`` in bytes; ``mode`` the
-    permission bits in octal ("0o644"); ``modified`` an ISO 8601 time in UTC."""
-
-    name: str
-    path: str
-    type: str
-    size: int
-    mode: str
-    modified: str
-
-    @classmethod
-    def from_answer(cls, answer: dict[str, Any]) -> FileEntry:
-        return cls(
-            name=answer["name"],
-            path=answer["path"],
-            type=answer["type"],
-            size=int(answer["size"]),
-            mode=answer["mode"],
-            modified=answer["modified"],
-        )
-
-    @property
-    def is_dir(self) -> bool:
-        return self.type == "directory"
+__all__ = ["FileEntry", "SandboxFiles"]
 
 
 class SandboxFiles:
@@ -65,9 +35,12 @@ class SandboxFiles:
     def _route(self, *rest: str) -> tuple[str, ...]:
         return ("sandboxes", self.sandbox_id, "files", *rest)
 
-    def read(self, path: str) -> bytes:
-        """The bytes of the file at ``path``, whole (SandboxFileNotFoundError if none)."""
-        return self._transport.read_bytes(*self._route("content"), query=[("path", path)])
+    def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The bytes of the file at ``path``, whole (SandboxFileNotFoundError if none); with
+        ``max_bytes``, FileTooLargeError for a larger file, of which no more than that is read
+        into this process's memory."""
+        route = self._route("content")
+        return self._transport.read_bytes(*route, query=[("path", path)], limit=max_bytes)
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """The file at ``path``, decoded."""
@@ -128,8 +101,6 @@ class SandboxFiles:
         ``recursive``): an iterator of FileChange as they happen, from the moment this
         returns, until it is closed (``close()``, or use it in a ``with`` block). A change is
         seen within about 0.2 s; SandboxFileNotFoundError if there is no such directory."""
-        from .file_watch import DirectoryWatch  # it imports FileEntry from here
-
         return DirectoryWatch(self._transport, self.sandbox_id, path, recursive)
 
     def watch_dir(
@@ -142,6 +113,4 @@ class SandboxFiles:
         """As E2B's ``watch_dir``: call ``on_event`` with each change under ``path`` on a
         thread of its own, until the handle's ``stop()``; ``on_exit`` is called with the error
         that ended the watch, if it ended on its own (None after ``stop()``)."""
-        from .file_watch import WatchHandle
-
         return WatchHandle(self.watch(path, recursive), on_event, on_exit)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .transport import Transport
+from jupyter_sandbox.client.transport import Transport
 
 # What ``network=`` takes: a policy {"mode", "allow", "deny"}, or only its mode.
 NetworkSpec = Mapping[str, Any] | str

@@ -16,8 +16,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidRequestError
-from .transport import Transport
+from jupyter_sandbox.client.errors import InvalidRequestError
+from jupyter_sandbox.client.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from .commands import (
+from jupyter_sandbox.client.commands import (
     BackgroundCommand,
     Command,
     CommandResult,
@@ -24,12 +24,12 @@ from .commands import (
     run_command,
     start_command,
 )
-from .errors import SandboxError, SandboxNotFoundError
-from .execution import DisplayCallback, Execution, run_code
-from .files import SandboxFiles
-from .network import SandboxNetwork
-from .ports import SandboxPorts
-from .transport import Transport
+from jupyter_sandbox.client.errors import SandboxError, SandboxNotFoundError
+from jupyter_sandbox.client.execution import DisplayCallback, Execution, run_code
+from jupyter_sandbox.client.files import SandboxFiles
+from jupyter_sandbox.client.network import SandboxNetwork
+from jupyter_sandbox.client.ports import SandboxPorts
+from jupyter_sandbox.client.transport import Transport
 
 log = logging.getLogger(__name__)
 

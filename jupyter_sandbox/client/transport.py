@@ -20,9 +20,15 @@ import urllib.request
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._version import __version__
-from .errors import InvalidSettingError, SandboxConnectionError, SandboxError, error_from_answer
-from .events import EventStreamError, ServerEvent, parse_events
+from jupyter_sandbox._version import __version__
+from jupyter_sandbox.client.errors import (
+    FileTooLargeError,
+    InvalidSettingError,
+    SandboxConnectionError,
+    SandboxError,
+    error_from_answer,
+)
+from jupyter_sandbox.client.events import EventStreamError, ServerEvent, parse_events
 
 # Seconds to wait for an answer (to connect, and between two pieces of it). Starting a sandbox
 # takes seconds on an idle host; a loaded one, or a snapshot to restore, takes longer.
@@ -78,11 +84,18 @@ class Transport:
         """A request whose body is ``data`` as it is; its decoded JSON answer."""
         return self._json(method, path, data, "application/octet-stream", query, None)
 
-    def read_bytes(self, *path: str, query: Query = ()) -> bytes:
-        """The bytes a GET answers (a file's), whole."""
+    def read_bytes(self, *path: str, query: Query = (), limit: int | None = None) -> bytes:
+        """The bytes a GET answers (a file's), whole; with ``limit``, FileTooLargeError when
+        there are more than ``limit`` of them, found by reading one byte past it and no more
+        (what a sandbox wrote may have grown since its size was looked up)."""
         url = self.route(*path, query=query)
         with self._open("GET", url, None, None, None) as response:
-            return self._read(response, f"GET {url}", None)
+            data = self._read(response, f"GET {url}", None, None if limit is None else limit + 1)
+        if limit is not None and len(data) > limit:
+            raise FileTooLargeError(
+                f"GET {url}: the file holds more than {limit} bytes, the most this read takes"
+            )
+        return data
 
     def events(
         self,
@@ -173,10 +186,14 @@ class Transport:
         return response
 
     def _read(
-        self, response: http.client.HTTPResponse, request: str, timeout: float | None
+        self,
+        response: http.client.HTTPResponse,
+        request: str,
+        timeout: float | None,
+        limit: int | None = None,
     ) -> bytes:
         try:
-            return response.read()
+            return response.read() if limit is None else response.read(limit)
         except (OSError, http.client.HTTPException) as error:
             raise self._broken(request, error, timeout) from error
 

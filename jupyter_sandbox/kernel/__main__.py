@@ -6,10 +6,10 @@ import argparse
 import logging
 import sys
 
-from ..sandbox.settings import load_config
-from . import event_loop
-from .log_level import log_level
-from .proxy import SandboxKernel
+from jupyter_sandbox.kernel import event_loop
+from jupyter_sandbox.kernel.log_level import log_level
+from jupyter_sandbox.kernel.proxy_kernel import SandboxKernel
+from jupyter_sandbox.sandbox.settings import load_config
 
 
 def configure_logging() -> None:

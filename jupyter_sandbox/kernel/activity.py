@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..sandbox.container_spec import now_iso
+from jupyter_sandbox.sandbox.host.clock import now_iso
 
 log = logging.getLogger(__name__)
 

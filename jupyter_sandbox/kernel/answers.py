@@ -15,12 +15,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..sandbox import Sandbox
-from ..sandbox.attestation import banner_line
-from ..sandbox.network import policy_of_state
-from ..sandbox.settings import RUNTIME_NAMES
-from .relay import Relay
-from .wire import WireMessage
+from jupyter_sandbox.kernel.message_relay import Relay
+from jupyter_sandbox.kernel.wire import WireMessage
+from jupyter_sandbox.sandbox.attestation import banner_line
+from jupyter_sandbox.sandbox.manager import Sandbox
+from jupyter_sandbox.sandbox.network import policy_of_state
+from jupyter_sandbox.sandbox.settings import RUNTIME_NAMES
 
 LANGUAGE_INFO = {
     "name": "python",

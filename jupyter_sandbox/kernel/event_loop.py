@@ -2,10 +2,9 @@
 
 Every message the proxy relays costs it at least one event-loop wake-up (reactor.py), and on the
 round trip of a small cell those wake-ups lie on the critical path. uvloop's loop (C, over
-libuv) turns a wake-up around faster than asyncio's selector loop. Measured with
-``benchmarks/relay.py --runtime runc --rounds 400``, four interleaved pairs of runs: the proxy
-added 0.37-0.51 ms (median 0.40) to a round trip with it, 0.45-0.49 ms (median 0.48) without.
-Under runsc the run-to-run spread (0.3-0.7 ms) hides the difference.
+libuv) turns a wake-up around faster than asyncio's selector loop: under runc the proxy adds
+less to a round trip with it; under runsc the run-to-run spread hides the difference
+(``benchmarks/relay.py``; figures: docs/explanation/performance.md, "Figures behind the code").
 
 The proxy relies on nothing uvloop lacks (readers on file descriptors, timers,
 call_soon_threadsafe, executors). Where uvloop cannot be imported (Windows, or an install

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import zmq
 
-from .reactor import Reactor
-from .wire import Part, Signer
+from jupyter_sandbox.kernel.reactor import Reactor
+from jupyter_sandbox.kernel.wire import Part, Signer
 
 log = logging.getLogger(__name__)
 

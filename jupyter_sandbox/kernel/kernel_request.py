@@ -26,13 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..sandbox import SandboxInfo, SandboxManager
-from ..sandbox.errors import InvalidSettingError
-from ..sandbox.image_reference import image_reference, same_image
-from ..sandbox.limits import SandboxLimits
-from ..sandbox.network import ENV_VAR as NETWORK_ENV_VAR
-from ..sandbox.network import NetworkPolicy, policy_of_state
-from ..sandbox.settings import RUNTIMES
+from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.images.reference import image_reference, same_image
+from jupyter_sandbox.sandbox.limits import SandboxLimits
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.network import ENV_VAR as NETWORK_ENV_VAR
+from jupyter_sandbox.sandbox.network import NetworkPolicy, policy_of_state
+from jupyter_sandbox.sandbox.settings import RUNTIMES
 
 LIMITS_ENV_VAR = "JUPYTER_SANDBOX_LIMITS"
 

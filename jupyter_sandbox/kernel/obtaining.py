@@ -1,6 +1,6 @@
 """Which sandbox a proxy kernel relays to: its context's, found again, or a new one.
 
-The proxy kernel (proxy.py) takes the context's lock first, then calls :func:`find_or_create`
+The proxy kernel (proxy_kernel.py) takes the context's lock first, then calls :func:`find_or_create`
 with what the kernel asks for (kernel_request.py): a sandbox already running for the owner's
 context is reattached if it is what the kernel asks for, otherwise one is created for the
 context.
@@ -13,9 +13,9 @@ import logging
 import os
 from pathlib import Path
 
-from ..sandbox import Sandbox, SandboxManager
-from ..sandbox.container_spec import now_iso
-from .kernel_request import KernelRequest
+from jupyter_sandbox.kernel.kernel_request import KernelRequest
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,13 @@ the exception's name and the start of its message, the notice in place of its tr
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from ..sandbox.limits import format_size
-from .wire import WireMessage, as_bytes
+from jupyter_sandbox.kernel.wire import MalformedMessage, WireMessage, as_bytes, loads
+from jupyter_sandbox.sandbox.limits import format_size
 
 # Past the cap, a status message passes if its frames hold at most STATUS_BYTES (ipykernel's
 # are under 1 KiB, parent header included), and at most STATUS_PAST_CAP of them per budget: a
@@ -47,6 +48,9 @@ BETWEEN_EXECUTIONS = ""
 # with a payload or user expressions after a cell that filled its budget is still whole.
 REPLY_BYTES = 64 * 1024
 EVALUE_CHARS = 1024  # of an oversized reply's exception message, kept
+# The most of a content frame (the sandbox's bytes) decoded to rebuild a reply or cut a stream:
+# a larger reply is rebuilt from nothing of its content, a larger crossing stream dropped whole.
+DECODE_BYTES = 16 * 1024**2
 # Header fields an oversized reply keeps, when they are short strings (the rest is rebuilt).
 _HEADER_FIELDS = ("msg_id", "session", "username", "version")
 
@@ -102,15 +106,15 @@ class OutputCap:
         room = self.limit_bytes - self._used.get(request.msg_id, 0)
         if size <= max(room, REPLY_BYTES):
             return reply
-        content = json.loads(as_bytes(reply.content))
-        content = content if isinstance(content, dict) else {}
+        content = _content(reply)
         small: dict[str, Any] = {
             "status": str(content.get("status", "error"))[:16],
             "execution_count": _count(content.get("execution_count")),
         }
         if small["status"] == "error":
+            ename = content.get("ename") if content else _ename_of_undecoded(reply)
             small.update(
-                ename=str(content.get("ename", ""))[:EVALUE_CHARS],
+                ename=str(ename or "")[:EVALUE_CHARS],
                 evalue=str(content.get("evalue", ""))[:EVALUE_CHARS],
                 traceback=[self.notice()],
             )
@@ -155,12 +159,34 @@ class OutputCap:
         there is no room."""
         if room < 0 or message.msg_type != "stream":
             return None  # no room even for its header and metadata
-        content = json.loads(as_bytes(message.content))
-        if not isinstance(content, dict):
+        content = _content(message)
+        if not content:
             return None
         text = str(content.get("text", "")).encode()[: max(room, 0)].decode(errors="ignore")
         message.content = json.dumps({**content, "text": text + notice}).encode()
         return message
+
+
+def _content(message: WireMessage) -> dict[str, Any]:
+    """The content the sandbox wrote in ``message``, if it is a JSON object the strict reader
+    takes within DECODE_BYTES; {} otherwise (nested past the stack, NaN, too large...)."""
+    try:
+        content = loads(as_bytes(message.content), DECODE_BYTES)
+    except MalformedMessage:
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+# An exception's name in a content frame too large to decode: JSON escapes every quote inside a
+# string, so ``"ename": "`` is found only as a key; a name is an identifier path, bounded.
+_ENAME = re.compile(rb'"ename"\s*:\s*"([A-Za-z_][A-Za-z0-9_.]{0,200})"')
+
+
+def _ename_of_undecoded(message: WireMessage) -> str:
+    """The exception's name of an error reply whose content is past DECODE_BYTES (a huge
+    message or traceback), so that the user still sees which exception it was; "" if none."""
+    found = _ENAME.search(as_bytes(message.content))
+    return found.group(1).decode("ascii") if found else ""
 
 
 def _short(value: object) -> bool:

@@ -10,13 +10,20 @@ and only when a hook asks for the message type.
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Any
 
 import zmq
 from jupyter_client.session import Session
 
+from jupyter_sandbox.sandbox.host import sandbox_json
+
 DELIM = b"<IDS|MSG>"
+# The most a header or parent header frame may hold to be decoded (ipykernel's are under 1 KiB);
+# the sandbox writes them, and a frame is decoded whole.
+HEADER_BYTES = 64 * 1024
+# The most a content frame may hold to be decoded here (the relay decodes only small replies'
+# content: kernel_info, shutdown); anything larger is passed on, never parsed.
+CONTENT_BYTES = 1024 * 1024
 Part = zmq.Frame | bytes  # as received (Frame) or made by the proxy (bytes)
 
 
@@ -75,7 +82,7 @@ class WireMessage:
     @property
     def header_dict(self) -> dict[str, Any]:
         if self._header is None:
-            decoded = _loads(as_bytes(self.header))
+            decoded = loads(as_bytes(self.header), HEADER_BYTES)
             if not isinstance(decoded, dict):
                 raise MalformedMessage("header is not a JSON object")
             self._header = decoded
@@ -96,24 +103,25 @@ class WireMessage:
 
     def parent_msg_id(self) -> str:
         raw = as_bytes(self.parent)
-        parent = _loads(raw) if raw else {}
+        parent = loads(raw, HEADER_BYTES) if raw else {}
         return str(parent.get("msg_id", "")) if isinstance(parent, dict) else ""
 
     def content_dict(self) -> dict[str, Any]:
-        decoded = _loads(as_bytes(self.content))
+        decoded = loads(as_bytes(self.content), CONTENT_BYTES)
         return decoded if isinstance(decoded, dict) else {}
 
     def ident_bytes(self) -> list[bytes]:
         return [as_bytes(ident) for ident in self.idents]
 
 
-def _loads(raw: bytes) -> Any:
-    """A JSON frame decoded; MalformedMessage for one nested past the interpreter's stack (a
-    RecursionError, which callers that drop malformed messages would not expect)."""
+def loads(raw: bytes, max_bytes: int) -> Any:
+    """A JSON frame decoded by the strict reader of sandbox JSON (at most ``max_bytes``, nesting
+    within the stack, finite numbers, no repeated keys); MalformedMessage for anything else,
+    which the relay's callers drop (a RecursionError or a gigabyte's decoding they would not)."""
     try:
-        return json.loads(raw)
-    except RecursionError:
-        raise MalformedMessage("a JSON frame nested too deeply") from None
+        return sandbox_json.loads(raw, max_bytes=max_bytes)
+    except sandbox_json.MalformedJSONError as exc:
+        raise MalformedMessage(f"a JSON frame that is not read: {exc.message}") from None
 
 
 def parse(frames: list[Part]) -> WireMessage:

@@ -1,12 +1,13 @@
 """The zygote: a process that has imported the proxy kernel and forks one per kernel start.
 
-Starting a proxy kernel costs ~0.5 s of imports (asyncio, zmq, traitlets, jupyter_client, docker);
-a fork of a process that already has them costs a few ms. The server extension starts one zygote
-(``python -m jupyter_sandbox.kernel.zygote --socket PATH --parent PID``), names its socket in
-``JUPYTER_SANDBOX_ZYGOTE`` (kernels inherit the server's environment), and stops it with the
-server. The kernelspec's launcher (kernelspec/sandboxed-python/launch.py) connects, sends its
-connection file, environment, working directory, umask, pid and standard streams (SCM_RIGHTS);
-the zygote forks, and the child applies all that and runs the proxy kernel (zygote_child.py).
+Starting a proxy kernel is mostly imports (asyncio, zmq, traitlets, jupyter_client, docker);
+a fork of a process that already has them skips them all
+(figures: docs/explanation/performance.md, "Figures behind the code"). The server extension starts
+one zygote (``python -m jupyter_sandbox.kernel.zygote --socket PATH --parent PID``), names its
+socket in ``JUPYTER_SANDBOX_ZYGOTE`` (kernels inherit the server's environment), and stops it with
+the server. The kernelspec's launcher (kernelspec/sandboxed-python/launch.py) connects, sends its
+connection file, environment, working directory, umask, pid and standard streams (SCM_RIGHTS); the
+zygote forks, and the child applies all that and runs the proxy kernel (zygote_child.py).
 
 Fork safety: before forking, this process runs no event loop, holds no zmq context, no engine
 client and no thread (checked before each fork); it only imports.
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .log_level import log_level
+from jupyter_sandbox.kernel.log_level import log_level
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ log = logging.getLogger(__name__)
 PRELOAD = (
     "jupyter_sandbox.kernel.__main__",
     "jupyter_sandbox.kernel.zygote_child",
-    "jupyter_sandbox.sandbox.docker_backend",
-    "jupyter_sandbox.sandbox.engine",
+    "jupyter_sandbox.sandbox.backends.docker.backend",
+    "jupyter_sandbox.sandbox.backends.docker.engine",
     "netrc",  # requests reads ~/.netrc on the first call
 )
 MAX_REQUEST_BYTES = 4 << 20  # an environment of a few MB at most
@@ -199,7 +200,9 @@ def _handle(conn: socket.socket, zygote_fds: list[int]) -> None:
 
 
 def _fork(request: Request, conn: socket.socket, launcher: int, zygote_fds: list[int]) -> None:
-    from .zygote_child import become_kernel  # preloaded; imported here to keep this light
+    from jupyter_sandbox.kernel.zygote_child import (
+        become_kernel,  # preloaded; imported here to keep this light
+    )
 
     sys.stdout.flush()
     sys.stderr.flush()

@@ -22,22 +22,36 @@ import signal
 import socket
 import sys
 import traceback
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn, Protocol
 
-from ..sandbox.settings import load_config
-from . import event_loop
-from .__main__ import configure_logging
-from .proxy import SandboxKernel
-
-if TYPE_CHECKING:
-    from .zygote import Request
+from jupyter_sandbox.kernel import event_loop
+from jupyter_sandbox.kernel.__main__ import configure_logging
+from jupyter_sandbox.kernel.proxy_kernel import SandboxKernel
+from jupyter_sandbox.sandbox.settings import load_config
 
 log = logging.getLogger(__name__)
 
 LAUNCHER_GONE_EXIT = 1
 
 
-def become_kernel(request: Request, conn: socket.socket, launcher: int) -> NoReturn:
+class KernelRequest(Protocol):
+    """What the child takes over of a launcher's request (zygote.py's ``Request``, checked
+    there): named here rather than imported, so that the zygote imports this module and this
+    module nothing of the zygote."""
+
+    @property
+    def connection_file(self) -> str: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def cwd(self) -> str: ...
+    @property
+    def umask(self) -> int: ...
+    @property
+    def fds(self) -> list[int]: ...
+
+
+def become_kernel(request: KernelRequest, conn: socket.socket, launcher: int) -> NoReturn:
     """Run the proxy kernel for ``request``; report its exit code on ``conn``; exit."""
     code = 1
     try:

@@ -1,60 +1,20 @@
-"""The sandbox core: backends, the sandbox manager, settings and errors.
+"""The sandbox core: what a sandbox is and who may touch it, with no tornado and no jupyter_server
+(a test asserts it): the kernel process, the CLI and the server extension all build on it.
 
-No tornado and no jupyter_server here (a test asserts it): the kernel process and the server
-extension both build on this package, never on each other.
+Directly here: the manager (``manager.py``, the one place that decides what a sandbox is and who
+may touch it) and the starting of sandboxes (``starting.py``), settings, limits, labels,
+identity, the container spec built from a request, the workspace, the types that cross the
+manager's boundary, and ``doctor``. The rest is in wings, each with one job (its ``__init__``
+says which):
 
-The names below are loaded on first use (PEP 562), not when the package is: importing one
-stdlib-only module of it, ``jupyter_sandbox.sandbox.errors``, must not import the manager
-(jupyter_client, pyzmq, traitlets), which the REST client for agent code
-(``jupyter_sandbox.client``) does not need and its machine may not have.
+- ``backends/``: where sandboxes run (the interface, and ``docker/``);
+- ``kernel_link/``: the host's link to the ipykernel in a sandbox;
+- ``operations/``: files, commands, background commands, code runs, ports, terminals, stats;
+- ``lifecycle/``: contexts, the warm pool, quotas, usage, culling, reaping, lifelines;
+- ``host/``: how the host guards itself against what sandboxes send;
+- ``programs/``: the programs the host runs inside a sandbox;
+- ``images/``: building sandbox images without a registry;
+- ``network/``, ``snapshots/``, ``attestation/``: egress, snapshots, isolation checks.
+
+The errors every part raises are in :mod:`jupyter_sandbox.protocol.errors`.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .backend import ContainerSpec, SandboxBackend
-    from .backend_records import ExecResult, SandboxInfo
-    from .errors import SandboxError
-    from .limits import SandboxLimits
-    from .manager import Sandbox, SandboxManager, SandboxRequest
-    from .pool_filler import WarmPool
-    from .settings import SandboxSettings
-
-_WHERE = {
-    "ContainerSpec": ".backend",
-    "SandboxBackend": ".backend",
-    "ExecResult": ".backend_records",
-    "SandboxInfo": ".backend_records",
-    "SandboxError": ".errors",
-    "SandboxLimits": ".limits",
-    "Sandbox": ".manager",
-    "SandboxManager": ".manager",
-    "SandboxRequest": ".manager",
-    "WarmPool": ".pool_filler",
-    "SandboxSettings": ".settings",
-}
-
-__all__ = [
-    "ContainerSpec",
-    "ExecResult",
-    "Sandbox",
-    "SandboxBackend",
-    "SandboxError",
-    "SandboxInfo",
-    "SandboxLimits",
-    "SandboxManager",
-    "SandboxRequest",
-    "SandboxSettings",
-    "WarmPool",
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
-    globals()[name] = value  # once found, an ordinary attribute
-    return value

@@ -6,20 +6,26 @@ backend maps the same spec to its own engine.
 
 from __future__ import annotations
 
-import datetime
 import re
 from dataclasses import dataclass
 
-from .._version import __version__
-from . import labels
-from .backend import SANDBOX_IO_DIR, WORKSPACE_DIR, BindMount, ContainerSpec, OverlayMount
-from .errors import InvalidSettingError
-from .hostdir import SandboxDirectory
-from .labels import container_name
-from .limits import SandboxLimits
-from .network.settings import FORWARDER_PORT
-from .settings import SandboxSettings
-from .workspace import NO_WORKSPACE, WorkspacePlan
+from jupyter_sandbox._version import __version__
+from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.backends.base import (
+    SANDBOX_IO_DIR,
+    WORKSPACE_DIR,
+    BindMount,
+    ContainerSpec,
+    OverlayMount,
+)
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.labels import container_name
+from jupyter_sandbox.sandbox.limits import SandboxLimits
+from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
+from jupyter_sandbox.sandbox.settings import SandboxSettings
+from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
 
 PROXY_URL = f"http://127.0.0.1:{FORWARDER_PORT}"
 # A shell-style variable name, to be matched whole (fullmatch: "$" would let a final newline
@@ -70,10 +76,6 @@ def check_environment(env: dict[str, str]) -> None:
             )
         if not isinstance(value, str) or "\0" in value:
             raise InvalidSettingError(f"environment variable {name} must have a string value")
-
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def build_container_spec(

@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Literal
 
-from .errors import SandboxError
-from .host_caps import why_no_caps
-from .hostdir import MAX_SOCKET_PATH
-from .manager import SandboxManager
-from .reaper import orphan_reason
-from .settings import RUNTIMES, SandboxSettings
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.host.sandbox_dir import MAX_SOCKET_PATH
+from jupyter_sandbox.sandbox.host.size_caps import why_no_caps
+from jupyter_sandbox.sandbox.lifecycle.reaper import orphan_reason
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.settings import RUNTIMES, SandboxSettings
 
 # Releases carrying the container-escape fixes named in the security checklist (row 39).
 MIN_DOCKER = (26, 0, 0)
@@ -32,7 +33,7 @@ BOOTSTRAP = "sudo scripts/engine-bootstrap.sh"
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # ok | warn | fail
+    status: Literal["ok", "warn", "fail"]
     detail: str
     fix: str = ""
 
@@ -144,7 +145,7 @@ async def orphans(manager: SandboxManager) -> Check:
 
 
 def host_write_caps(settings: SandboxSettings) -> Check:
-    """Whether a sandbox's writes to its host directory are bounded (host_caps.py)."""
+    """Whether a sandbox's writes to its host directory are bounded (host/size_caps.py)."""
     if settings.capping_host_writes:
         return Check(
             "host write caps",

@@ -14,7 +14,7 @@ import getpass
 import os
 import re
 
-from .errors import InvalidSettingError, SandboxNotFoundError
+from jupyter_sandbox.protocol.errors import InvalidSettingError, SandboxNotFoundError
 
 _SANDBOX_ID = re.compile(r"^[0-9a-f]{12}$")
 

@@ -27,7 +27,7 @@ IMAGE_RECIPE = PREFIX + "recipe"
 IMAGE_KIND = PREFIX + "image"
 # On an image whose kernels offer the JupyterLab debugger (it has debugpy): "debugpy".
 IMAGE_DEBUGGER = PREFIX + "debugger"
-# The requirements an image with extra packages added (image_packages.py), "; "-separated.
+# The requirements an image with extra packages added (images/packages.py), "; "-separated.
 IMAGE_PACKAGES = PREFIX + "packages"
 
 

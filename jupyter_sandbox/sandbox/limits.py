@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -62,6 +62,16 @@ def check_disk_size(what: str, num_bytes: int) -> None:
         )
 
 
+# Each limit's field -> the name settings, REST bodies and state files give it.
+SETTING_NAMES = {field: name for name, (field, _, _) in LIMIT_FIELDS.items()}
+
+
+def in_setting_names(record: Any) -> dict[str, Any]:
+    """A dataclass of limits (or of what limits add up to) as a dict keyed by the names
+    settings give them, in field order."""
+    return {SETTING_NAMES.get(name, name): value for name, value in asdict(record).items()}
+
+
 def format_size(num_bytes: int) -> str:
     """A short human form of a byte count, e.g. ``2g``, ``256m``."""
     for unit in ("t", "g", "m", "k"):
@@ -71,8 +81,8 @@ def format_size(num_bytes: int) -> str:
 
 
 @dataclass(frozen=True)
-class SandboxLimits:
-    """What one sandbox may use. Every field is enforced by the container engine."""
+class LimitValues:
+    """A value of each of the six limits (LIMIT_FIELDS): bytes, CPUs, counts."""
 
     memory_bytes: int
     cpus: float
@@ -80,6 +90,11 @@ class SandboxLimits:
     nofile: int
     tmp_bytes: int
     workspace_bytes: int
+
+
+@dataclass(frozen=True)
+class SandboxLimits(LimitValues):
+    """What one sandbox may use. Every field is enforced by the container engine."""
 
     def __post_init__(self) -> None:
         if self.memory_bytes < MIN_MEMORY:
@@ -136,14 +151,7 @@ class SandboxLimits:
 
     def as_settings(self) -> dict[str, Any]:
         """The limits in the form :meth:`parse` takes (for state files and REST bodies)."""
-        return {
-            "memory": self.memory_bytes,
-            "cpus": self.cpus,
-            "pids": self.pids,
-            "nofile": self.nofile,
-            "tmp_size": self.tmp_bytes,
-            "workspace_size": self.workspace_bytes,
-        }
+        return in_setting_names(self)
 
     def with_overrides(self, **overrides: Any) -> SandboxLimits:
         """A copy with some limits replaced, given in their human forms; unknown names are refused."""
@@ -164,16 +172,9 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
-class LimitMaximums:
+class LimitMaximums(LimitValues):
     """The most of each limit one sandbox may have here: what the administrator allows
     (SandboxSettings' ``max_*`` settings)."""
-
-    memory_bytes: int
-    cpus: float
-    pids: int
-    nofile: int
-    tmp_bytes: int
-    workspace_bytes: int
 
     def check(self, limits: SandboxLimits, asked: Collection[str]) -> None:
         """Refuse ``limits`` if any is above its maximum. ``asked``: the limits a request named

@@ -15,6 +15,7 @@ where callers have always imported them from.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -23,28 +24,44 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets.config import Config
 
-from .attestation import AttestationReport, record_attestation, stored_report
-from .backend import Output, SandboxBackend, Terminal
-from .backend_records import DEFAULT_MAX_OUTPUT, ExecResult, SandboxInfo
-from .contexts import check_context
-from .errors import SandboxConflictError, SandboxNotFoundError
-from .files import SandboxFiles
-from .hostdir import SandboxDirectory, sandbox_directories
-from .identity import check_owner, check_sandbox_id, default_owner, is_sandbox_id
-from .kernel_clients import KernelClients
-from .network import NetworkPolicy, NetworkSettings, apply_policy, policy_of_state, read_audit
-from .quotas import SandboxQuotas
-from .sandbox_types import Sandbox, SandboxRequest
-from .settings import SandboxSettings
-from .starting import SandboxStarter
-from .stats import SandboxStats, measure_stats
-from .terminals import DEFAULT_COLS, DEFAULT_ROWS, SandboxTerminals
-from .usage import SandboxUsage
+from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxNotFoundError
+from jupyter_sandbox.protocol.statuses import SandboxStatus
+from jupyter_sandbox.sandbox.attestation import AttestationReport, record_attestation, stored_report
+from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend, Terminal
+from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
+from jupyter_sandbox.sandbox.identity import (
+    check_owner,
+    check_sandbox_id,
+    default_owner,
+    is_sandbox_id,
+)
+from jupyter_sandbox.sandbox.kernel_link.clients import KernelClients
+from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
+from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas
+from jupyter_sandbox.sandbox.lifecycle.usage import SandboxUsage
+from jupyter_sandbox.sandbox.network import (
+    NetworkPolicy,
+    NetworkSettings,
+    apply_policy,
+    policy_of_state,
+    read_audit,
+)
+from jupyter_sandbox.sandbox.operations.files import SandboxFiles
+from jupyter_sandbox.sandbox.operations.stats import SandboxStats, measure_stats
+from jupyter_sandbox.sandbox.operations.terminals import (
+    DEFAULT_COLS,
+    DEFAULT_ROWS,
+    SandboxTerminals,
+)
+from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
+from jupyter_sandbox.sandbox.settings import SandboxSettings
+from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 if TYPE_CHECKING:
-    from .background import BackgroundCommands
-    from .ports import SandboxPorts
-    from .snapshots import Snapshots
+    from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
+    from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
+    from jupyter_sandbox.sandbox.snapshots.service import Snapshots
 
 __all__ = [
     "Sandbox",
@@ -73,6 +90,7 @@ class SandboxManager(SandboxStarter):
         a kernel claiming a warm sandbox never pays for loading the engine's client."""
         super().__init__(**kwargs)
         self.settings = settings
+        self.forwarder_spawns = {}
         self._backend = backend if isinstance(backend, SandboxBackend) else None
         self._backend_factory = None if isinstance(backend, SandboxBackend) else backend
         self._backend_lock = threading.Lock()
@@ -84,7 +102,7 @@ class SandboxManager(SandboxStarter):
         self._background: BackgroundCommands | None = None
         self._ports: SandboxPorts | None = None
         self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
-        # Ready clients of the kernels, kept between code runs (kernel_clients.py).
+        # Ready clients of the kernels, kept between code runs (kernel_link/clients.py).
         self.kernel_clients = KernelClients(parent=self)
 
     @classmethod
@@ -93,8 +111,10 @@ class SandboxManager(SandboxStarter):
         settings = SandboxSettings(config=config or Config())
 
         def docker_backend() -> SandboxBackend:
-            from .docker_backend import DockerBackend  # docker-py: ~0.1 s to import
-            from .engine import DockerEngine
+            from jupyter_sandbox.sandbox.backends.docker.backend import (
+                DockerBackend,  # docker-py: ~0.1 s to import
+            )
+            from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 
             engine = DockerEngine(
                 timeout=settings.engine_timeout,
@@ -134,7 +154,9 @@ class SandboxManager(SandboxStarter):
     def background(self) -> BackgroundCommands:
         """Commands left running in this manager's sandboxes (background.py)."""
         if self._background is None:
-            from .background import BackgroundCommands  # imports commands.py, which imports us
+            from jupyter_sandbox.sandbox.operations.background import (
+                BackgroundCommands,  # imports commands.py, which imports us
+            )
 
             self._background = BackgroundCommands(self, parent=self)
         return self._background
@@ -143,7 +165,7 @@ class SandboxManager(SandboxStarter):
     def ports(self) -> SandboxPorts:
         """Connections to servers listening inside this manager's sandboxes (ports.py)."""
         if self._ports is None:
-            from .ports import SandboxPorts
+            from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
 
             self._ports = SandboxPorts(self, parent=self)
         return self._ports
@@ -152,7 +174,7 @@ class SandboxManager(SandboxStarter):
     def snapshots(self) -> Snapshots:
         """Workspace snapshots of this manager's sandboxes (snapshots/service.py)."""
         if self._snapshots is None:
-            from .snapshots import Snapshots  # archive code: loaded only when used
+            from jupyter_sandbox.sandbox.snapshots.service import Snapshots
 
             self._snapshots = Snapshots(self, parent=self)
         return self._snapshots
@@ -225,7 +247,11 @@ class SandboxManager(SandboxStarter):
         return await self.in_status(owner, sandbox_id, "running")
 
     async def in_status(
-        self, owner: str, sandbox_id: str, status: str, fixes: dict[str, str] | None = None
+        self,
+        owner: str,
+        sandbox_id: str,
+        status: SandboxStatus,
+        fixes: dict[str, str] | None = None,
     ) -> SandboxInfo:
         """The owner's sandbox, if its status is ``status``; else SandboxConflictError saying
         what its status is and what to do (SandboxConflictError.of_status; ``fixes`` gives
@@ -246,47 +272,20 @@ class SandboxManager(SandboxStarter):
         return await self.terminals.open(owner, sandbox_id, rows=rows, cols=cols)
 
     async def exec(
-        self,
-        owner: str,
-        sandbox_id: str,
-        argv: list[str],
-        *,
-        timeout: float = 60.0,
-        stdin: bytes | None = None,
-        max_output: int = DEFAULT_MAX_OUTPUT,
-        environment: dict[str, str] | None = None,
-        workdir: str | None = None,
-        output: Output | None = None,
-        supervised: bool = True,
-        mark: dict[str, str] | None = None,
+        self, owner: str, sandbox_id: str, argv: list[str], options: ExecOptions | None = None
     ) -> ExecResult:
-        """Run ``argv`` in the owner's sandbox, which must be running, as its user, with
-        ``environment`` added to the sandbox's, in ``workdir``; with ``output``, its output goes
-        there as it comes, on the engine's executor thread, uncapped and not kept (see
-        SandboxBackend.exec). SandboxConflictError names the fix when it is not running.
-        While it runs, the sandbox is in use: not idle to the culler (usage.py). A caller's
-        command runs ``supervised`` (killed with all it started: exec_deadline.py); the
-        project's own programs need not. ``mark``: the exec's mark, for a caller that can kill
-        the command from another process too (exec_watcher.py)."""
+        """Run ``argv`` in the owner's sandbox, which must be running, as ``options`` say
+        (ExecOptions; by default a caller's command: supervised, 60 s, as the sandbox's user, in
+        /workspace). SandboxConflictError names the fix when it is not running. While it runs,
+        the sandbox is in use: not idle to the culler (sandbox/lifecycle/usage.py)."""
         await self.running(owner, sandbox_id)
         with self.usage.using(sandbox_id):
-            return await self.backend.exec(
-                sandbox_id,
-                argv,
-                timeout=timeout,
-                stdin=stdin,
-                max_output=max_output,
-                environment=environment,
-                workdir=workdir,
-                output=output,
-                supervised=supervised,
-                mark=mark,
-            )
+            return await self.backend.exec(sandbox_id, argv, options or ExecOptions())
 
     async def attestation(
         self, owner: str, sandbox_id: str, *, refresh: bool = False
     ) -> AttestationReport:
-        """The sandbox's isolation as measured from inside (attestation.py).
+        """The sandbox's isolation as measured from inside (attestation/).
 
         The report made at start is kept in the state file; it is measured again when there is
         none or ``refresh`` is true.
@@ -354,6 +353,8 @@ class SandboxManager(SandboxStarter):
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 
     async def close(self) -> None:
+        # Forwarders on their way (starting.py) are let finish: an engine exec, under a second.
+        await asyncio.gather(*self.forwarder_spawns.values(), return_exceptions=True)
         self.kernel_clients.close()
         if self._terminals is not None:  # their shells are killed through the backend
             await self._terminals.close_all()

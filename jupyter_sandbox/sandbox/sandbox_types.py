@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .backend_records import SandboxInfo
-from .limits import SandboxLimits
-from .workspace import NO_WORKSPACE, WorkspacePlan
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.limits import SandboxLimits
+from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
 
 
 @dataclass(frozen=True)

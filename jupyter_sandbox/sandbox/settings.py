@@ -17,11 +17,12 @@ from traitlets import Bool, Dict, Enum, Float, Integer, List, TraitError, Unicod
 from traitlets.config import Config, LoggingConfigurable
 from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
-from .._version import __version__
-from .errors import InvalidSettingError
-from .host_caps import can_cap
-from .image_reference import image_reference, same_image
-from .limits import (
+from jupyter_sandbox._version import __version__
+from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox.host.size_caps import can_cap
+from jupyter_sandbox.sandbox.images.reference import image_reference, same_image
+from jupyter_sandbox.sandbox.limits import (
+    LIMIT_FIELDS,
     LimitMaximums,
     SandboxLimits,
     check_disk_size,
@@ -100,9 +101,10 @@ class SandboxSettings(LoggingConfigurable):
         help="""Window over which the cpus limit is enforced, in milliseconds (the kernel's CFS
         period; Docker's default is 100). In each window a sandbox may use cpus x window of CPU
         time on any cores, so a longer window lets a short burst use more than one core: a
-        kernel's start, which under runsc also spends gVisor's own CPU, is ~100 ms quicker at
-        500 than at 100. The price: a sandbox that has spent its share waits out the rest of
-        the window (at most window x (1 - cpus / host cores)) before it runs again.""",
+        kernel's start, which under runsc also spends gVisor's own CPU, is quicker at 500 than
+        at 100 (docs/explanation/performance.md, "Figures behind the code"). The price: a sandbox
+        that has spent its share waits out the rest of the window (at most window x (1 - cpus /
+        host cores)) before it runs again.""",
     )
     pids_limit = Integer(
         256,
@@ -203,9 +205,10 @@ class SandboxSettings(LoggingConfigurable):
         kernel; docs/snapshots.md). Their kernel then listens on TCP inside the sandbox, behind
         a bridge in the sandbox's supervisor that owns the host-facing sockets, because gVisor
         cannot checkpoint a sandbox holding host sockets. The price: every message crosses
-        a ZMQ proxy inside the sandbox, ~3 ms more per execute round trip under runsc (median
-        17 against 14 ms here), so it is off by default. Needs the Docker daemon's experimental mode (scripts/engine-bootstrap.sh
-        turns it on) and runsc 20240729 or later; runc sandboxes are never bridged.""",
+        a ZMQ proxy inside the sandbox, which lengthens every execute round trip under runsc
+        (docs/explanation/performance.md, "Figures behind the code"), so it is off by default.
+        Needs the Docker daemon's experimental mode (scripts/engine-bootstrap.sh turns it on) and
+        runsc 20240729 or later; runc sandboxes are never bridged.""",
     )
     read_only_root = Bool(
         True,
@@ -346,7 +349,7 @@ class SandboxSettings(LoggingConfigurable):
         return parse_size(self.max_cell_output, "max_cell_output")
 
     def check_image(self, image: str) -> str:
-        """``image`` in its full form (image_reference.py) if a request may choose it (see
+        """``image`` in its full form (images/reference.py) if a request may choose it (see
         ``allowed_images``); InvalidSettingError otherwise."""
         full = image_reference(image)
         if full == self.image or any(
@@ -362,14 +365,8 @@ class SandboxSettings(LoggingConfigurable):
 
     def default_limits(self) -> SandboxLimits:
         """The configured limits, checked (raises InvalidSettingError when out of range)."""
-        return SandboxLimits.parse(
-            memory=self.memory_limit,
-            cpus=self.cpus,
-            pids=self.pids_limit,
-            nofile=self.nofile_limit,
-            tmp_size=self.tmp_size,
-            workspace_size=self.workspace_size,
-        )
+        settings = {name: getattr(self, setting) for name, (_, setting, _) in LIMIT_FIELDS.items()}
+        return SandboxLimits.parse(**settings)
 
     def limit_maximums(self) -> LimitMaximums:
         """The most of each limit one sandbox may be given here (the ``max_*`` settings)."""

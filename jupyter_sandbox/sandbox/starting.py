@@ -17,31 +17,32 @@ import logging
 import secrets
 from typing import Any
 
-from . import pool
-from .attaching import SandboxAttacher
-from .attestation import (
+from jupyter_sandbox.protocol.errors import InvalidSettingError, SandboxError
+from jupyter_sandbox.sandbox.attestation import (
     read_boot_probe,
     record_attestation,
     request_engine_sample,
     stage_boot_probe,
 )
-from .container_spec import (
+from jupyter_sandbox.sandbox.container_spec import (
     BASE_ENVIRONMENT,
     SpecRequest,
     build_container_spec,
     check_environment,
-    now_iso,
 )
-from .contexts import check_context
-from .errors import InvalidSettingError
-from .hostdir import SandboxDirectory
-from .identity import check_owner
-from .kernel_link import bridged_connection_info, new_connection_info
-from .network import NetworkSettings, apply_policy, stop_proxy
-from .quotas import SandboxQuotas, usage_of
-from .sandbox_types import Sandbox, SandboxRequest
-from .settings import RUNTIMES
-from .workspace import plan_workspace
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.identity import check_owner
+from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
+from jupyter_sandbox.sandbox.kernel_link.link import bridged_connection_info, new_connection_info
+from jupyter_sandbox.sandbox.lifecycle import pool
+from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
+from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas, usage_of
+from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_proxy
+from jupyter_sandbox.sandbox.network.control import spawn_forwarder
+from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
+from jupyter_sandbox.sandbox.settings import RUNTIMES
+from jupyter_sandbox.sandbox.workspace import plan_workspace
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class SandboxStarter(SandboxAttacher):
 
     quotas: SandboxQuotas
     network: NetworkSettings
+    forwarder_spawns: dict[str, asyncio.Task[None]]  # by sandbox id, while in flight
 
     async def remove(self, owner: str, sandbox_id: str) -> None:
         raise NotImplementedError
@@ -113,6 +115,9 @@ class SandboxStarter(SandboxAttacher):
         )
         if policy.allows_network:
             directory = SandboxDirectory(self.settings.state_path, sandbox.sandbox_id)
+            spawning = self.forwarder_spawns.get(sandbox.sandbox_id)
+            if spawning is not None:  # its forwarder is on its way: not a second one
+                await asyncio.shield(spawning)
             try:
                 await apply_policy(
                     self.backend,
@@ -248,6 +253,8 @@ class SandboxStarter(SandboxAttacher):
                 await record_attestation(
                     self, sandbox_id, probe=probe, info=sandbox.info, engine_sample=engine_sample
                 )
+                if not bridged:  # gVisor could not checkpoint the forwarder's host socket
+                    self._spawn_forwarder_soon(sandbox_id, directory)
             finally:
                 engine_sample.cancel()  # too late to be used (its thread finishes on its own)
         except BaseException:
@@ -262,6 +269,23 @@ class SandboxStarter(SandboxAttacher):
             " for the warm pool" if pool_key else "",
         )
         return sandbox
+
+    def _spawn_forwarder_soon(self, sandbox_id: str, directory: SandboxDirectory) -> None:
+        """Start the network forwarder (network/control.py), which under the policy none tells
+        programs that the policy refused them, beside the caller rather than before it
+        returns: an engine exec on a loaded machine can take as long as a cold start.
+        Never fails the start: without it a program sees "connection refused" instead, and a
+        policy that allows network starts it again."""
+
+        async def spawn() -> None:
+            try:
+                await spawn_forwarder(self.backend, directory, sandbox_id)
+            except SandboxError as exc:
+                log.warning("sandbox %s: no network forwarder started: %s", sandbox_id, exc)
+
+        task = asyncio.ensure_future(spawn())
+        self.forwarder_spawns[sandbox_id] = task
+        task.add_done_callback(lambda _: self.forwarder_spawns.pop(sandbox_id, None))
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
         env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .app import SandboxExtension
+from jupyter_sandbox.server_extension.app import SandboxExtension
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -25,27 +25,56 @@ from typing import Any
 import zmq
 from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
 from jupyter_server.extension.application import ExtensionApp
+from tornado import web
 from traitlets import Bool, Enum, Float, Integer, Unicode
 
-from ..sandbox import SandboxError, SandboxManager, WarmPool
-from ..sandbox.doctor import outdated_runtimes
-from ..sandbox.fair_share import FairShare, OwnerCap
-from ..sandbox.manager import default_owner
-from .culler import SandboxCuller
-from .fast_start import Zygote
-from .handlers import default_handlers
-from .notebook_trust import distrust_sandboxed_notebooks
-from .port_links import PortLinks
+from jupyter_sandbox.e2b_api.routes import e2b_handlers
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.doctor import outdated_runtimes
+from jupyter_sandbox.sandbox.host.fair_share import FairShare, OwnerCap
+from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
+from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
+from jupyter_sandbox.sandbox.manager import SandboxManager, default_owner
+from jupyter_sandbox.server_extension.background_handlers import background_handlers
+from jupyter_sandbox.server_extension.base import ExtensionServices
+from jupyter_sandbox.server_extension.code_handlers import code_handlers
+from jupyter_sandbox.server_extension.command_handlers import command_handlers
+from jupyter_sandbox.server_extension.fast_start import Zygote
+from jupyter_sandbox.server_extension.file_handlers import file_handlers
+from jupyter_sandbox.server_extension.gateway_forwarding import forwarding_handlers
+from jupyter_sandbox.server_extension.handlers import sandbox_handlers, server_features
+from jupyter_sandbox.server_extension.network_handlers import network_handlers
+from jupyter_sandbox.server_extension.notebook_trust import distrust_sandboxed_notebooks
+from jupyter_sandbox.server_extension.port_handlers import port_handlers
+from jupyter_sandbox.server_extension.port_links import PortLinks
+from jupyter_sandbox.server_extension.snapshot_handlers import snapshot_handlers
+from jupyter_sandbox.server_extension.terminal_handlers import terminal_handlers
 
 # jupyter_server's own identity providers only know anonymous token users, whose names are
 # random per browser: sandboxes must not change owner when the user opens a new browser.
 _ANONYMOUS_IDENTITIES = (IdentityProvider, PasswordIdentityProvider)
+
+# The REST API's routes, every handler module's, assembled here (as jupyter_server_terminals
+# does) so that no handler module imports another's: handlers.py's own first, then the others.
+default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
+    *sandbox_handlers,
+    *network_handlers,
+    *snapshot_handlers,
+    *file_handlers,
+    *command_handlers,
+    *background_handlers,
+    *code_handlers,
+    *terminal_handlers,
+    *port_handlers,
+]
 
 
 class SandboxExtension(ExtensionApp):
     """REST API for sandboxes, plus their culling, under ``/api/sandboxes``."""
 
     name = "jupyter_sandbox"
+    # What GET /api/sandbox-features answers: read off the routes this server mounts.
+    features = server_features(default_handlers)
     # Reads the same file the kernel process reads, so one file configures both.
     config_file_name = "jupyter_sandbox_config"
 
@@ -86,9 +115,9 @@ class SandboxExtension(ExtensionApp):
         True,
         config=True,
         help="""Start Sandboxed Python kernels by forking them from a zygote process that has
-        already imported the proxy kernel (about 0.4 s less per kernel start). The zygote runs
-        as the server's user, listens on a 0600 Unix socket in the state directory and serves
-        only that user. False: every kernel starts as a new Python process.""",
+        already imported the proxy kernel, which saves those imports at every kernel start. The
+        zygote runs as the server's user, listens on a 0600 Unix socket in the state directory and
+        serves only that user. False: every kernel starts as a new Python process.""",
     )
 
     kernel_reconnect_interval = Float(
@@ -98,7 +127,7 @@ class SandboxExtension(ExtensionApp):
         is not listening yet (ZMQ's RECONNECT_IVL for the server's kernel connections, backing
         off to 1 s; it applies to every kernel of this server). With ZMQ's default of 0.1 s a
         kernel that binds a moment after the server connects waits up to 0.1 s more to be
-        reached; a forked Sandboxed Python kernel binds ~50 ms after it is launched. 0 leaves
+        reached; a forked Sandboxed Python kernel binds soon after it is launched. 0 leaves
         ZMQ's default.""",
     )
 
@@ -150,6 +179,15 @@ class SandboxExtension(ExtensionApp):
         requests more than a few would.""",
     )
 
+    forward_to_gateway = Bool(
+        True,
+        config=True,
+        help="""When this server's kernels are a gateway's (GatewayClient.url set, as under the
+        sandbox gateway), send every sandbox request (/api/sandboxes, /api/snapshots) on to
+        that gateway with the server's gateway token, instead of answering it from an engine
+        of its own. False: answer them here.""",
+    )
+
     def initialize_settings(self) -> None:
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
@@ -176,14 +214,21 @@ class SandboxExtension(ExtensionApp):
         self.zygote: Zygote | None = None
         # Links to sandboxes' ports stay good across restarts: their key is in the state dir.
         self.port_links = PortLinks.in_state_directory(self.manager.settings.state_path)
-        self.settings["sandbox_extension"] = self
+        services: ExtensionServices = self  # what the handlers take it for (base.py)
+        self.settings["sandbox_extension"] = services
         if self.serverapp and not self.trust_sandboxed_notebooks:
             distrust_sandboxed_notebooks(
                 self.serverapp.contents_manager, self.serverapp.kernel_spec_manager
             )
 
     def initialize_handlers(self) -> None:
+        gateway = getattr(self.serverapp, "gateway_config", None)
+        if self.forward_to_gateway and gateway is not None and gateway.gateway_enabled:
+            self.handlers.extend(forwarding_handlers)  # the gateway holds this user's sandboxes
+            return
         self.handlers.extend(default_handlers)
+        # The E2B-compatible API (issue 34), on the same core calls as the routes above.
+        self.handlers.extend(e2b_handlers)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tune_kernel_connections(serverapp)
@@ -198,7 +243,8 @@ class SandboxExtension(ExtensionApp):
 
     async def _warn_about_outdated_runtimes(self) -> None:
         """Say at start, in the server's log, what 'jupyter sandbox doctor' would warn about
-        the engine's age (checklist row 39, docs/explanation/design.md): an operator may never run the doctor."""
+        the engine's age (checklist row 39, docs/explanation/design.md): an operator may never run
+        the doctor."""
         try:
             facts = await self.manager.backend.engine_facts()
         except SandboxError as exc:

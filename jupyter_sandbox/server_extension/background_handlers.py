@@ -1,5 +1,5 @@
 """REST handlers of one background command (documented in openapi.yaml beside this file; what
-a background command is: sandbox/background.py):
+a background command is: sandbox/operations/background.py):
 
 * ``GET /api/sandboxes/{id}/commands/{command_id}``: the command, and its exit code once it
   has ended;
@@ -8,7 +8,7 @@ a background command is: sandbox/background.py):
   ``next_offset`` is where the next read starts, so a client follows a running command by
   reading again from there;
 * ``GET /api/sandboxes/{id}/commands/{command_id}/output?follow=true&offset=0``: its output
-  from byte ``offset`` on as it comes, as Server-Sent Events (sandbox/background_follow.py,
+  from byte ``offset`` on as it comes, as Server-Sent Events (sandbox/operations/background_follow.py,
   sent by event_stream.py), until it ends; a client that leaves stops the following only,
   never the command (it is the sandbox's, and another client may follow it);
 * ``DELETE /api/sandboxes/{id}/commands/{command_id}``: stop it with everything it started,
@@ -27,10 +27,10 @@ import re
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..sandbox.background import MAX_READ
-from ..sandbox.errors import InvalidRequestError
-from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.operations.background import MAX_READ
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
 
 _COMMAND_ID = r"(?P<command_id>[^/]+)"
 # An integer as a query argument: digits, optionally negative (the core refuses a negative
@@ -116,6 +116,6 @@ class SandboxCommandOutputHandler(EventStreamHandler):
 
 
 background_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
-    (rf"/api/sandboxes/{_ID}/commands/{_COMMAND_ID}/?", SandboxBackgroundCommandHandler),
-    (rf"/api/sandboxes/{_ID}/commands/{_COMMAND_ID}/output/?", SandboxCommandOutputHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/commands/{_COMMAND_ID}/?", SandboxBackgroundCommandHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/commands/{_COMMAND_ID}/output/?", SandboxCommandOutputHandler),
 ]

@@ -1,5 +1,5 @@
 """REST handler of code run in a sandbox's live interpreter: ``POST /api/sandboxes/{id}/execute``
-(documented in openapi.yaml beside this file; what a run does: sandbox/code_runs.py).
+(documented in openapi.yaml beside this file; what a run does: sandbox/operations/code_runs.py).
 
 The body holds Python code (``{"code": "x = 41"}``), optionally its time limit in seconds; it
 runs in the kernel the sandbox already has, so a run sees what earlier runs and cells left. The
@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from tornado import web
 
-from ..sandbox.code_runs import CodeRequest, run_code, stream_code
-from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler, authorized_to_execute
-from .requests import json_object
+from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest, run_code, stream_code
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    SandboxAPIHandler,
+    authorized_to_execute,
+)
+from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
+from jupyter_sandbox.server_extension.requests import json_object
 
 
 class SandboxCodeHandler(EventStreamHandler):
@@ -41,5 +45,5 @@ class SandboxCodeHandler(EventStreamHandler):
 
 
 code_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
-    (rf"/api/sandboxes/{_ID}/execute/?", SandboxCodeHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/execute/?", SandboxCodeHandler),
 ]

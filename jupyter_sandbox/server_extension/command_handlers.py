@@ -1,6 +1,6 @@
 """REST handler of commands run in a sandbox: ``POST /api/sandboxes/{id}/commands``, and
 ``GET`` of the same route, the sandbox's background commands (documented in openapi.yaml
-beside this file; what a command may do: sandbox/commands.py).
+beside this file; what a command may do: sandbox/operations/commands.py).
 
 The body names the command (``{"command": ["ls", "-la"]}``, or a string for ``/bin/sh -c``),
 optionally its time limit in seconds, its standard input, variables added to its environment
@@ -10,13 +10,13 @@ a 200: its exit code says so, as a shell's would. A ``cwd`` the sandbox lacks is
 (``file_not_found``): the command did not run (sandbox/exec_start.workdir_error).
 
 With ``"stream": true`` the answer is a stream of Server-Sent Events, each sent as it comes
-(sandbox/command_stream.py): ``stdout`` and ``stderr`` (``{"text": ...}``), then ``result``
+(sandbox/operations/command_stream.py): ``stdout`` and ``stderr`` (``{"text": ...}``), then ``result``
 (the result without its output), or ``error`` when the command failed once output was sent.
 They are sent by event_stream.py: the status and headers go out with the first event, so what
 fails before (an unknown or paused sandbox, a missing cwd) is an ordinary error answer, and a
 client that leaves stops the command.
 
-With ``"background": true`` the command is started and left running (sandbox/background.py):
+With ``"background": true`` the command is started and left running (sandbox/operations/background.py):
 the answer is a 201 at once, its ``Location`` the command's own route, where it is looked at,
 its output read and it is stopped (background_handlers.py).
 """
@@ -27,11 +27,15 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..sandbox.command_stream import stream_command
-from ..sandbox.commands import CommandRequest, run_command
-from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler, authorized_to_execute
-from .requests import json_object
+from jupyter_sandbox.sandbox.operations.command_stream import stream_command
+from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    SandboxAPIHandler,
+    authorized_to_execute,
+)
+from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
+from jupyter_sandbox.server_extension.requests import json_object
 
 
 class SandboxCommandsHandler(EventStreamHandler):
@@ -68,5 +72,5 @@ class SandboxCommandsHandler(EventStreamHandler):
 
 
 command_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
-    (rf"/api/sandboxes/{_ID}/commands/?", SandboxCommandsHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/commands/?", SandboxCommandsHandler),
 ]

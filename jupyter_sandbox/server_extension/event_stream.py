@@ -3,8 +3,8 @@
 command's output (background_handlers.py).
 
 These routes stream the same way, so the rules live here once. The core hands a handler an
-async generator of (name, JSON data) events (sandbox/command_stream.py, sandbox/code_runs.py,
-sandbox/background_follow.py);
+async generator of (name, JSON data) events (sandbox/operations/command_stream.py, sandbox/operations/code_runs.py,
+sandbox/operations/background_follow.py);
 this sends each as one event, waiting for the client to take it, so a client that reads slowly
 holds the producer back instead of filling the server's memory. The status and headers go out
 with the first event: what fails before it (an unknown or paused sandbox, a bad request) is an
@@ -23,8 +23,8 @@ from typing import Any
 
 from tornado.iostream import StreamClosedError
 
-from ..sandbox.errors import TooManyStreamsError
-from .handlers import SandboxAPIHandler
+from jupyter_sandbox.protocol.errors import TooManyStreamsError
+from jupyter_sandbox.server_extension.base import SandboxAPIHandler
 
 log = logging.getLogger(__name__)
 

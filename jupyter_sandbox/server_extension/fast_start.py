@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ..sandbox.host_python import module_command
+from jupyter_sandbox.sandbox.host.python_command import module_command
 
 ZYGOTE_ENV = "JUPYTER_SANDBOX_ZYGOTE"  # the launcher reads the same name
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, with room for ".binding"

@@ -10,25 +10,26 @@
 * ``GET /api/sandboxes/{id}/files/content?path=P``: the bytes of file P;
 * ``PUT /api/sandboxes/{id}/files/content?path=P``: write the request body to P whole;
 * ``GET /api/sandboxes/{id}/files/watch?path=P&recursive=false``: the changes in directory P as
-  they come, as Server-Sent Events (sandbox/file_watch.py), until the client leaves.
+  they come, as Server-Sent Events (sandbox/operations/file_watch.py), until the client leaves.
 
 Paths are the sandbox's own, relative to /workspace or absolute; every operation runs inside
-the sandbox as its user (sandbox/files.py), never on the host's files. This is how a file a
+the sandbox as its user (sandbox/operations/files.py), never on the host's files. This is how a file a
 notebook wrote under ``copy-on-write`` (which never reaches the host's directory) is fetched.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..sandbox.errors import InvalidRequestError
-from .event_stream import EventStreamHandler
-from .handlers import _ID, SandboxAPIHandler
-from .requests import json_object
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
+from jupyter_sandbox.server_extension.requests import json_object
 
 MAKE_DIRECTORY = '{"type": "directory"}'
 MOVE = '{"path": "results/final.csv", "overwrite": false}'
@@ -105,8 +106,38 @@ class SandboxFilesHandler(SandboxFileAPIHandler):
         self.finish()
 
 
+@web.stream_request_body
 class SandboxFileContentHandler(SandboxFileAPIHandler):
-    """``/api/sandboxes/{id}/files/content?path=P``: a file's bytes, read or written whole."""
+    """``/api/sandboxes/{id}/files/content?path=P``: a file's bytes, read or written whole.
+
+    An upload's body is read only once its owner has a turn (``SandboxExtension.uploads``):
+    read first, as tornado does by default, every upload an owner sent was held in the
+    server's memory whole while it waited, so one owner's many uploads took memory and the
+    network from every other's. Waiting in :meth:`prepare`, an upload's body stays unread in
+    its connection (the client's sends stall) until the turn comes; at most the owner's share
+    of bodies is read at once. A body larger than SandboxFiles.max_bytes is refused by its
+    Content-Length before it is read, or as soon as it passes the cap.
+    """
+
+    _turn: str | None = None  # the owner whose upload turn this request holds, if any
+    _path = ""
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)
+        self._body = bytearray()
+        if self.request.method != "PUT" or self.current_user is None:
+            return  # no body to wait for; an anonymous PUT is refused by put(), body unkept
+        self._path = self.path_argument()
+        declared = self.request.headers.get("Content-Length", "")
+        if declared.isascii() and declared.isdigit():
+            self.manager.files.check_size(self._path, int(declared))
+        self._turn = await self.extension.uploads.acquire(self.owner)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._turn is None:
+            return  # not an upload with a turn (refused by put()): its bytes are not kept
+        self._body += chunk
+        self.manager.files.check_size(self._path, len(self._body))
 
     @web.authenticated
     @authorized
@@ -122,11 +153,25 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
     @web.authenticated
     @authorized
     async def put(self, sandbox_id: str) -> None:
-        path = self.path_argument()
-        # One owner's uploads take turns with each other, not with another owner's.
-        async with self.extension.uploads.slot(self.owner):
-            entry = await self.manager.files.write(self.owner, sandbox_id, path, self.request.body)
+        data, self._body = bytes(self._body), bytearray()
+        try:
+            entry = await self.manager.files.write(self.owner, sandbox_id, self._path, data)
+        finally:
+            self._give_back_turn()
         self.write_json(entry)
+
+    def on_finish(self) -> None:
+        self._give_back_turn()  # whatever ended the request: an error, a refusal
+        super().on_finish()
+
+    def on_connection_close(self) -> None:
+        self._give_back_turn()  # the client left, maybe before its whole body came
+        super().on_connection_close()
+
+    def _give_back_turn(self) -> None:
+        if self._turn is not None:
+            self.extension.uploads.release(self._turn)
+            self._turn = None
 
 
 class SandboxFileInfoHandler(SandboxFileAPIHandler):
@@ -160,8 +205,8 @@ class SandboxFileWatchHandler(EventStreamHandler, SandboxFileAPIHandler):
 RECURSIVE = {"true": True, "1": True, "false": False, "0": False}
 
 file_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
-    (rf"/api/sandboxes/{_ID}/files/?", SandboxFilesHandler),
-    (rf"/api/sandboxes/{_ID}/files/content/?", SandboxFileContentHandler),
-    (rf"/api/sandboxes/{_ID}/files/info/?", SandboxFileInfoHandler),
-    (rf"/api/sandboxes/{_ID}/files/watch/?", SandboxFileWatchHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/files/?", SandboxFilesHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/files/content/?", SandboxFileContentHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/files/info/?", SandboxFileInfoHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/files/watch/?", SandboxFileWatchHandler),
 ]

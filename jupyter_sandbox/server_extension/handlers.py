@@ -1,137 +1,29 @@
-"""REST handlers under ``/api/sandboxes`` (documented in openapi.yaml, beside this file).
-
-Every handler is ``@web.authenticated`` and ``@authorized`` (resource ``sandboxes``; the
-terminal's WebSocket ``@ws_authenticated``, action "execute") and acts as the owner the extension
-maps the current user to; another owner's sandbox is "not found". Core errors are raised as they
-are and turned into JSON here, in one place: ``SandboxHandlerBase.write_error``.
+"""REST handlers of the sandboxes themselves under ``/api/sandboxes`` (documented in
+openapi.yaml, beside this file): list, create, get, delete, pause, resume, restart, timeout,
+stats, attestation, and ``/api/sandbox-features``. What they share with every other handler
+(authentication, the owner, errors as JSON) is in base.py; the other routes have modules of
+their own (``*_handlers.py``), and app.py assembles them all.
 """
 
 from __future__ import annotations
 
-import datetime
 import functools
-import json
-import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..sandbox import SandboxError, SandboxManager
-from ..sandbox.backend_records import SandboxInfo
-from ..sandbox.container_spec import now_iso
-from ..sandbox.contexts import kernel_attached
-from ..sandbox.errors import SandboxConflictError
-from ..sandbox.fair_share import current_owner
-from ..sandbox.quotas import counts_toward_quota
-from .models import sandbox_model
-from .requests import CreateRequest, metadata_filter, timeout_request
-
-if TYPE_CHECKING:
-    from .app import SandboxExtension
-
-log = logging.getLogger(__name__)
-
-AUTH_RESOURCE = "sandboxes"
-_ID = r"(?P<sandbox_id>[^/]+)"
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def authorized_to_execute(method: F) -> F:
-    """``@authorized`` for the action "execute" on "sandboxes": what runs something in a
-    sandbox (a command, code in its interpreter, a terminal), as Jupyter asks "execute" of
-    its own kernels and terminals; everything else maps its HTTP method (read, write). Its own
-    typing loses the method's when it is given an action."""
-    decorate: Callable[[F], F] = authorized("execute", resource=AUTH_RESOURCE)
-    return decorate(method)
-
-
-class SandboxHandlerBase(JupyterHandler):
-    """What every handler of this API shares, REST or WebSocket (terminal_handlers.py): the
-    manager, the owner of the request, and SandboxError as JSON."""
-
-    auth_resource = AUTH_RESOURCE
-
-    @property
-    def extension(self) -> SandboxExtension:
-        return self.settings["sandbox_extension"]  # type: ignore[no-any-return]
-
-    @property
-    def manager(self) -> SandboxManager:
-        return self.extension.manager
-
-    @property
-    def owner(self) -> str:
-        return self.extension.owner_of(self.current_user)
-
-    async def prepare(self, *args: Any, **kwargs: Any) -> None:
-        """Who the request is for, once known, becomes the owner its engine calls and what it
-        starts are counted to (sandbox/fair_share.py): every task it starts inherits that."""
-        await super().prepare(*args, **kwargs)
-        if self.current_user is not None:
-            current_owner.set(self.owner)
-
-    def write_json(self, data: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(data))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        if status_code == 405:  # RFC 9110: a 405 names the methods the route has
-            self.set_header("Allow", ", ".join(self.allowed_methods()))
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, SandboxError):
-            self.write_json(exc.to_dict(), exc.http_status)
-            return
-        super().write_error(status_code, **kwargs)
-
-    def allowed_methods(self) -> list[str]:
-        """The HTTP methods this route's handler defines (tornado's base answers 405 to the
-        others), OPTIONS included: Jupyter's API handlers answer it (CORS preflight)."""
-        return [
-            method
-            for method in self.SUPPORTED_METHODS
-            if getattr(type(self), method.lower(), None)
-            is not getattr(web.RequestHandler, method.lower(), None)
-        ]
-
-    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        if isinstance(value, SandboxError):  # expected: the client gets the message
-            log.info(
-                "%s %s: %s (%s)", self.request.method, self.request.path, value.code, value.message
-            )
-            return
-        super().log_exception(typ, value, tb)
-
-
-class SandboxAPIHandler(SandboxHandlerBase, APIHandler):
-    """Base of the REST handlers: other errors are JSON too (APIHandler's)."""
-
-    async def model(self, sandbox_id: str) -> dict[str, Any]:
-        info = await self.manager.get(self.owner, sandbox_id)
-        return self.model_of(info)
-
-    def finish(self, *args: Any, **kwargs: Any) -> Any:
-        """APIHandler's finish, but an answer that set its own Content-Type keeps it: that
-        finish sets application/json on every answer, which made a file's bytes (and an empty
-        snapshot archive) JSON to the client. tornado's own default (text/html, set by clear)
-        is no choice of ours: it still becomes JSON."""
-        chosen = self._headers.get("Content-Type", "")
-        if "set_content_type" not in kwargs and chosen and not chosen.startswith("text/html"):
-            kwargs["set_content_type"] = chosen
-        return super().finish(*args, **kwargs)
-
-    def model_of(self, info: SandboxInfo, state: dict[str, Any] | None = None) -> dict[str, Any]:
-        return sandbox_model(self.manager, self.extension.culler, info, state)
-
-    def set_deadline(self, sandbox_id: str, expires: datetime.datetime) -> None:
-        """Record the sandbox's own timeout, and have the culler come by then."""
-        self.manager.update_state(sandbox_id, expires=expires.isoformat())
-        self.extension.culler.deadline_changed(expires)
+from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
+from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.requests import (
+    CreateRequest,
+    metadata_filter,
+    timeout_request,
+)
 
 
 class SandboxesHandler(SandboxAPIHandler):
@@ -285,7 +177,7 @@ class SandboxFeaturesHandler(SandboxAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.write_json({"features": list(server_features(default_handlers))})
+        self.write_json({"features": list(self.extension.features)})
 
 
 #: The features a client may find missing on an older server (labextension/src/features.ts).
@@ -300,39 +192,19 @@ def server_features(handlers: list[tuple[str, type[web.RequestHandler]]]) -> tup
         name
         for name in OPTIONAL_FEATURES
         if any(
-            pattern.startswith((f"/api/{name}", f"/api/sandboxes/{_ID}/{name}"))
+            pattern.startswith((f"/api/{name}", f"/api/sandboxes/{SANDBOX_ID}/{name}"))
             for pattern in patterns
         )
     )
 
 
-default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
+# The sandboxes' own routes; app.py adds every other module's to them.
+sandbox_handlers: list[tuple[str, type[web.RequestHandler]]] = [
     (r"/api/sandbox-features/?", SandboxFeaturesHandler),
     (r"/api/sandboxes/?", SandboxesHandler),
-    (rf"/api/sandboxes/{_ID}/?", SandboxHandler),
-    (rf"/api/sandboxes/{_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
-    (rf"/api/sandboxes/{_ID}/timeout/?", SandboxTimeoutHandler),
-    (rf"/api/sandboxes/{_ID}/stats/?", SandboxStatsHandler),
-    (rf"/api/sandboxes/{_ID}/attestation/?", SandboxAttestationHandler),
-]
-
-# Routes of their own modules (which build on SandboxAPIHandler above, hence imported here).
-from .background_handlers import background_handlers  # noqa: E402
-from .code_handlers import code_handlers  # noqa: E402
-from .command_handlers import command_handlers  # noqa: E402
-from .file_handlers import file_handlers  # noqa: E402
-from .network_handlers import network_handlers  # noqa: E402
-from .port_handlers import port_handlers  # noqa: E402
-from .snapshot_handlers import snapshot_handlers  # noqa: E402
-from .terminal_handlers import terminal_handlers  # noqa: E402
-
-default_handlers += [
-    *network_handlers,
-    *snapshot_handlers,
-    *file_handlers,
-    *command_handlers,
-    *background_handlers,
-    *code_handlers,
-    *terminal_handlers,
-    *port_handlers,
+    (rf"/api/sandboxes/{SANDBOX_ID}/?", SandboxHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/(?P<action>pause|resume|restart)/?", SandboxActionHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/timeout/?", SandboxTimeoutHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/stats/?", SandboxStatsHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/attestation/?", SandboxAttestationHandler),
 ]

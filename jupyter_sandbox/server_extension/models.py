@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sandbox.backend_records import SandboxInfo
-from ..sandbox.contexts import kernel_attached
-from ..sandbox.manager import SandboxManager
-from ..sandbox.network import policy_of_state
-from .culler import SandboxCuller
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
+from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.network import policy_of_state
 
 
 def sandbox_model(

@@ -13,11 +13,11 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..sandbox.errors import InvalidRequestError
-from ..sandbox.hostdir import SandboxDirectory
-from ..sandbox.network import NetworkPolicy, proxy_running
-from .handlers import _ID, SandboxAPIHandler
-from .requests import json_object
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.network import NetworkPolicy, proxy_running
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.requests import json_object
 
 MAX_AUDIT_ENTRIES = 10000
 
@@ -59,6 +59,6 @@ class SandboxNetworkAuditHandler(SandboxAPIHandler):
 
 
 network_handlers = [
-    (rf"/api/sandboxes/{_ID}/network/?", SandboxNetworkHandler),
-    (rf"/api/sandboxes/{_ID}/network/audit/?", SandboxNetworkAuditHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/network/?", SandboxNetworkHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/network/audit/?", SandboxNetworkAuditHandler),
 ]

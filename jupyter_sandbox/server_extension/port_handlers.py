@@ -18,22 +18,27 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated, authorized
 from tornado import web
 
-from ..sandbox import SandboxError
-from ..sandbox.errors import InvalidRequestError, SandboxNotFoundError
-from ..sandbox.hostdir import SandboxDirectory
-from ..sandbox.port_answer import MalformedAnswer
-from ..sandbox.ports import check_port
-from .handlers import _ID, SandboxAPIHandler
-from .port_links import GENERATION_KEY, PREFIX, generation_of, masked
-from .port_relay import relay_http, relay_websocket
-
-if TYPE_CHECKING:
-    from .app import SandboxExtension
+from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, SandboxNotFoundError
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.operations.port_answer import MalformedAnswer
+from jupyter_sandbox.sandbox.operations.ports import check_port
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    ExtensionServices,
+    SandboxAPIHandler,
+)
+from jupyter_sandbox.server_extension.port_links import (
+    GENERATION_KEY,
+    PREFIX,
+    generation_of,
+    masked,
+)
+from jupyter_sandbox.server_extension.port_relay import relay_http, relay_websocket
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +101,7 @@ class PortProxyHandler(web.RequestHandler):
         """The link's token authenticates the request; Jupyter's XSRF cookie is not ours."""
 
     @property
-    def extension(self) -> SandboxExtension:
+    def extension(self) -> ExtensionServices:
         return self.settings["sandbox_extension"]  # type: ignore[no-any-return]
 
     async def prepare(self) -> None:
@@ -168,8 +173,8 @@ class PortProxyHandler(web.RequestHandler):
 
 
 port_handlers: list[tuple[str, Any]] = [
-    (rf"/api/sandboxes/{_ID}/ports/?", SandboxPortsHandler),
-    (rf"/api/sandboxes/{_ID}/ports/{_PORT}/?", SandboxPortHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/ports/?", SandboxPortsHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/ports/{_PORT}/?", SandboxPortHandler),
     (
         rf"/{PREFIX}/(?P<sandbox_id>[^/]+)/{_PORT}/(?P<token>[A-Za-z0-9_=-]+)(?P<path>/.*)?",
         PortProxyHandler,

@@ -48,16 +48,7 @@ class PortLinks:
     @classmethod
     def in_state_directory(cls, state_path: Path) -> PortLinks:
         """Links keyed by ``state_path``'s key file, made now if missing (0600)."""
-        path = state_path / KEY_FILE
-        state_path.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(KEY_BYTES))
-        key = path.read_bytes()
-        if len(key) < KEY_BYTES:  # a server stopped between creating and writing it
-            raise OSError(f"{path} is shorter than {KEY_BYTES} bytes: remove it and restart")
-        return cls(key)
+        return cls(state_key(state_path, KEY_FILE))
 
     def token(self, owner: str, sandbox_id: str, port: int, generation: int) -> str:
         message = f"{owner}\0{sandbox_id}\0{port}\0{generation}".encode()
@@ -72,6 +63,21 @@ class PortLinks:
         """The link, as a path from the server's root (``base_url`` included), ending in /."""
         token = self.token(owner, sandbox_id, port, generation)
         return url_path_join(base_url, PREFIX, sandbox_id, str(port), token) + "/"
+
+
+def state_key(state_path: Path, name: str) -> bytes:
+    """The server's secret key in file ``name`` of the state directory, made now if missing
+    (0600, KEY_BYTES random bytes): it outlives a restart, so what it signed stays good."""
+    path = state_path / name
+    state_path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(KEY_BYTES))
+    key = path.read_bytes()
+    if len(key) < KEY_BYTES:  # a server stopped between creating and writing it
+        raise OSError(f"{path} is shorter than {KEY_BYTES} bytes: remove it and restart")
+    return key
 
 
 def generation_of(state: dict[str, Any]) -> int:

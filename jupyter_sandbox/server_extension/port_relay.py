@@ -1,11 +1,11 @@
 """Relaying one browser request to a server inside a sandbox, and its answer back.
 
 Plain HTTP goes through tornado's own HTTP/1.1 client connection (``HTTP1Connection``) over the
-socket the core joined to the sandbox's port (sandbox/ports.py): one request per connection,
+socket the core joined to the sandbox's port (sandbox/operations/ports.py): one request per connection,
 its answer streamed to the browser as it arrives (a slow browser holds the sandbox's server
 back rather than filling the server's memory). A WebSocket upgrade is relayed byte for byte
 once the sandbox's server has answered ``101``. On both ways the answer's head is read by one
-strict parser (sandbox/port_answer.py) and the browser gets a head rebuilt from its parts,
+strict parser (sandbox/operations/port_answer.py) and the browser gets a head rebuilt from its parts,
 never the sandbox's bytes.
 
 Everything the sandbox sends is untrusted, and the page it serves lives on Jupyter's own
@@ -33,7 +33,12 @@ from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
 from tornado.web import RequestHandler
 
-from ..sandbox.port_answer import MAX_HEAD, MalformedAnswer, browser_headers, parse_answer_head
+from jupyter_sandbox.sandbox.operations.port_answer import (
+    MAX_HEAD,
+    MalformedAnswer,
+    browser_headers,
+    parse_answer_head,
+)
 
 HOP_BY_HOP = frozenset(
     {

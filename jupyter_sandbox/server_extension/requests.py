@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sandbox.contexts import check_context
-from ..sandbox.errors import InvalidRequestError
-from ..sandbox.network import NetworkPolicy
-from ..sandbox.settings import RUNTIMES
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
+from jupyter_sandbox.sandbox.network import NetworkPolicy
+from jupyter_sandbox.sandbox.settings import RUNTIMES
 
 LIMIT_TYPES: dict[str, tuple[type, ...]] = {
     "memory": (str, int),

@@ -25,10 +25,10 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..sandbox.errors import InvalidRequestError
-from ..sandbox.snapshots.service import KINDS
-from .handlers import _ID, SandboxAPIHandler
-from .requests import json_object
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.snapshots.service import KINDS
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.requests import json_object
 
 _SNAPSHOT_ID = r"(?P<snapshot_id>[^/]+)"
 # Bytes read from the stored archive per write to the client.
@@ -209,7 +209,7 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
 
 
 snapshot_handlers = [
-    (rf"/api/sandboxes/{_ID}/snapshots/?", SandboxSnapshotsHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/snapshots/?", SandboxSnapshotsHandler),
     (r"/api/snapshots/?", SnapshotsHandler),
     (rf"/api/snapshots/{_SNAPSHOT_ID}/?", SnapshotHandler),
     (rf"/api/snapshots/{_SNAPSHOT_ID}/download/?", SnapshotDownloadHandler),

@@ -1,5 +1,5 @@
 """The terminal WebSocket: ``GET /api/sandboxes/{id}/terminal?rows=24&cols=80`` (documented in
-openapi.yaml beside this file; the shell, its cap and its activity: sandbox/terminals.py).
+openapi.yaml beside this file; the shell, its cap and its activity: sandbox/operations/terminals.py).
 
 It speaks terminado's protocol, which JupyterLab's TerminalConnection speaks, so Lab's own
 terminal widget can show it unchanged. Every message is a JSON array. The client sends
@@ -34,25 +34,44 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from ..sandbox.backend import Terminal
-from ..sandbox.command_stream import OutputDecoder
-from ..sandbox.errors import InvalidRequestError, SandboxError
-from ..sandbox.terminals import DEFAULT_COLS, DEFAULT_ROWS, MAX_SIZE, check_size
-from .handlers import _ID, SandboxHandlerBase, authorized_to_execute
+from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
+from jupyter_sandbox.sandbox.backends.base import Terminal
+from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.sandbox.operations.command_stream import OutputDecoder
+from jupyter_sandbox.sandbox.operations.terminals import (
+    DEFAULT_COLS,
+    DEFAULT_ROWS,
+    MAX_SIZE,
+    check_size,
+)
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    SandboxHandlerBase,
+    authorized_to_execute,
+)
 
 log = logging.getLogger(__name__)
 
 CLIENT_MESSAGES = ("stdin", "set_size")
+# The longest message a client may send, in bytes (a paste into the terminal is one message);
+# a longer one is ignored, with a warning in the log.
+MAX_CLIENT_MESSAGE = 1024 * 1024
 
 
 def client_message(message: str | bytes) -> tuple[str, Any]:
     """``("stdin", bytes)`` or ``("set_size", (rows, cols))`` from a client's message;
     InvalidRequestError saying what is wrong with it, never quoting it (it is logged, and what
     a person types is nobody else's to read)."""
+    raw = message.encode(errors="surrogatepass") if isinstance(message, str) else message
     try:
-        decoded = json.loads(message)
-    except ValueError:
-        raise InvalidRequestError("not JSON") from None
+        # The strict reader: plain json.loads raised RecursionError (not ValueError) on a
+        # message nested past the stack, out of on_message.
+        decoded = sandbox_json.loads(raw, max_bytes=MAX_CLIENT_MESSAGE)
+    except sandbox_json.MalformedJSONError:  # its message may quote a number typed
+        raise InvalidRequestError(
+            f"not one JSON text of at most {MAX_CLIENT_MESSAGE} bytes (UTF-8, nested within "
+            "the stack, finite numbers, each key once)"
+        ) from None
     if not isinstance(decoded, list) or not decoded:
         raise InvalidRequestError("not a JSON array")
     kind, *content = decoded
@@ -188,5 +207,5 @@ class SandboxTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandle
 
 
 terminal_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [
-    (rf"/api/sandboxes/{_ID}/terminal/?", SandboxTerminalHandler),
+    (rf"/api/sandboxes/{SANDBOX_ID}/terminal/?", SandboxTerminalHandler),
 ]

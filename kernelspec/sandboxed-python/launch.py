@@ -97,7 +97,7 @@ class Launcher:
 def kernel_command(connection_file: str, safe_path_flag: bool | None = None) -> list[str]:
     """``python -m jupyter_sandbox.kernel -f CONNECTION_FILE`` without the working directory
     (the notebook's, which the user writes) first on sys.path: a ``jupyter_sandbox/`` or
-    ``socket.py`` there would run on the host. jupyter_sandbox/sandbox/host_python.py says more;
+    ``socket.py`` there would run on the host. jupyter_sandbox/sandbox/host/python_command.py says more;
     this file imports nothing of the package, so it keeps this copy. ``safe_path_flag``: -P
     (default: when this Python has it); False, the bootstrap for older ones (tested on all)."""
     if safe_path_flag is None:

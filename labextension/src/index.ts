@@ -34,6 +34,7 @@ import { addPortsViews } from './portsView';
 import { askPort, SandboxPorts } from './portTabs';
 import { ISandboxViews, SandboxViews } from './slots';
 import { UntrustedSandboxOutputs, sandboxedKernelTest } from './outputTrust';
+import { guardRendermime } from './sandboxWidgets';
 import { parsePort, portProblem } from './ports';
 import { SandboxStatusItem } from './statusbar';
 import { SandboxStore } from './store';
@@ -202,6 +203,20 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
       () => app.serviceManager.kernelspecs.specs?.kernelspecs ?? null
     );
     const outputs = new UntrustedSandboxOutputs(isSandboxed, notebooks, consoles);
+    // The core ipywidgets render in them nonetheless, through a hardened widget manager; what
+    // does not render says so in place (sandboxWidgets.ts).
+    notebooks?.widgetAdded.connect((_, panel) =>
+      guardRendermime(panel.content.rendermime, () => outputs.sandboxed(panel))
+    );
+    notebooks?.forEach(panel =>
+      guardRendermime(panel.content.rendermime, () => outputs.sandboxed(panel))
+    );
+    consoles?.widgetAdded.connect((_, panel) =>
+      guardRendermime(panel.console.rendermime, () => outputs.sandboxed(panel))
+    );
+    consoles?.forEach(panel =>
+      guardRendermime(panel.console.rendermime, () => outputs.sandboxed(panel))
+    );
 
     if (statusBar && notebooks) {
       const item = new SandboxStatusItem(views, notebooks, isSandboxed);

@@ -15,8 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from jupyter_sandbox.client import SandboxClient
-
-from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
+from tests.server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
 
 
 @pytest.fixture

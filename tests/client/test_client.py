@@ -17,9 +17,8 @@ from jupyter_sandbox.client import (
     SandboxError,
     SandboxNotFoundError,
 )
-from jupyter_sandbox.sandbox import errors as core_errors
-
-from ..server_extension.test_auth_and_spec import with_named_users
+from jupyter_sandbox.protocol import errors as core_errors
+from tests.server_extension.test_auth_and_spec import with_named_users
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 

@@ -1,5 +1,5 @@
 """The server's error answers as the core's classes: the mapping is built from the classes'
-own codes, every class of sandbox/errors.py and sandbox/snapshots/errors.py is exported by name, an unknown code keeps its
+own codes, every class of protocol/errors.py and protocol/snapshot_errors.py is exported by name, an unknown code keeps its
 code, and answers that are not the API's (Jupyter's 403, a proxy's page) say what to check."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import jupyter_sandbox.client as client
 from jupyter_sandbox.client import errors
-from jupyter_sandbox.sandbox import errors as core
-from jupyter_sandbox.sandbox.snapshots import errors as snapshot_errors
+from jupyter_sandbox.protocol import errors as core
+from jupyter_sandbox.protocol import snapshot_errors as snapshot_errors
 
 CORE_CLASSES = errors.error_classes()
 

@@ -1,7 +1,7 @@
 """Sandbox.run_code: Execution as the API answers it, an exception as data that
 raise_for_error raises, and a streamed run whose callbacks see each piece in order as it
 comes, gathered into the same Execution a plain run gives (the gathering's rules alone:
-tests/sandbox/test_cell_output.py)."""
+tests/protocol/test_cell_output.py)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from jupyter_sandbox.client import (
+    FileTooLargeError,
     InvalidRequestError,
     SandboxClient,
     SandboxFileExistsError,
@@ -30,6 +31,10 @@ async def test_files_round_trip(client: SandboxClient) -> None:
                 len(blob),
             )
             assert sandbox.files.read("/workspace/data/blob.bin") == blob
+            # A bound as large as the file reads it; one byte less refuses it.
+            assert sandbox.files.read("data/blob.bin", max_bytes=len(blob)) == blob
+            with pytest.raises(FileTooLargeError, match=f"more than {len(blob) - 1} bytes"):
+                sandbox.files.read("data/blob.bin", max_bytes=len(blob) - 1)
             sandbox.files.write("data/note.txt", "héllo\n")  # a str goes as UTF-8
             assert sandbox.files.read_text("data/note.txt") == "héllo\n"
             # What the sandbox's code sees.

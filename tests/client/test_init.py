@@ -1,6 +1,6 @@
-"""Importing jupyter_sandbox.client loads the standard library, the client and the core's
-stdlib-only errors alone: an agent's machine needs none of the server's dependencies (tornado,
-pyzmq, jupyter_client, traitlets, docker), and the rest of the core imports later as usual."""
+"""Importing jupyter_sandbox.client loads the standard library, the client and the stdlib-only
+protocol package alone: an agent's machine needs none of the server's dependencies (tornado,
+pyzmq, jupyter_client, traitlets, docker), and none of the core (``jupyter_sandbox.sandbox``)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,7 @@ import jupyter_sandbox.client as client
 loaded = sorted(set(sys.modules) - before)
 foreign = [m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names]
 error = client.errors.error_from_answer(404, {"code": "sandbox_not_found", "message": "m"}, "")
-# The rest of the core, used afterwards, loads as usual.
-import jupyter_sandbox.sandbox.errors
-core = jupyter_sandbox.sandbox.errors
-print(json.dumps({
-    "foreign": foreign,
-    "error": [type(error).__name__, type(error).__module__],
-    "core_whole": hasattr(jupyter_sandbox.sandbox, "SandboxManager"),
-    "core_module": core.SandboxNotFoundError.__module__,
-}))
+print(json.dumps({"foreign": foreign, "error": [type(error).__name__, type(error).__module__]}))
 """
 
 
@@ -41,17 +33,14 @@ def test_importing_the_client_loads_nothing_outside_the_stdlib() -> None:
     assert set(seen["foreign"]) <= {
         "jupyter_sandbox",
         "jupyter_sandbox._version",
-        "jupyter_sandbox.sandbox",  # the core package, whose names load on first use
-        "jupyter_sandbox.sandbox.errors",  # stdlib-only: the client's error classes
-        "jupyter_sandbox.sandbox.cell_output",  # stdlib-only: a streamed run's output gathered
-        "jupyter_sandbox.sandbox.snapshots",  # its names load on first use too
-        "jupyter_sandbox.sandbox.snapshots.errors",  # stdlib-only: the snapshots' errors
+        "jupyter_sandbox.protocol",
+        "jupyter_sandbox.protocol.errors",  # the client's error classes
+        "jupyter_sandbox.protocol.cell_output",  # a streamed run's output gathered
+        "jupyter_sandbox.protocol.snapshot_errors",  # the snapshots' errors
         *(f"jupyter_sandbox.client.{name}" for name in MODULES),
         "jupyter_sandbox.client",
     }, seen
-    assert seen["error"] == ["SandboxNotFoundError", "jupyter_sandbox.sandbox.errors"]
-    assert seen["core_whole"]
-    assert seen["core_module"] == "jupyter_sandbox.sandbox.errors"
+    assert seen["error"] == ["SandboxNotFoundError", "jupyter_sandbox.protocol.errors"]
 
 
 # The client's modules, as its directory holds them.

@@ -128,7 +128,7 @@ def test_the_configuration_references_have_every_config_trait(site: Path) -> Non
 
 def test_the_cli_reference_has_every_verb(site: Path) -> None:
     text = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    from jupyter_sandbox.cli import SandboxApp
+    from jupyter_sandbox.cli.main import SandboxApp
 
     for verb, (app, _description) in SandboxApp.subcommands.items():
         assert f"$ jupyter sandbox {verb} --help" in text

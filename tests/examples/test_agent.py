@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..kernel.sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 AGENT = Path(__file__).parents[2] / "examples" / "agent.py"
@@ -29,5 +29,6 @@ def test_agent_example_keeps_its_context_between_runs(purpose: str) -> None:
         ]
     assert "stdout: run number 1" in runs[0]
     assert "stdout: run number 2" in runs[1]
-    assert "error: URLError" in runs[0]  # no network
+    # No network: the refusal names the policy (sandbox/network/forwarder.py, refusal_text).
+    assert "jupyter-sandbox: network policy none: example.com:80 not allowed" in runs[0]
     assert "error: PermissionError" in runs[0]  # read-only, non-root

@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
-from .example_runs import run_example, token_of
+from tests.examples.example_runs import run_example, token_of
+from tests.server_extension.conftest import *  # noqa: F403  (fixtures, used by name)
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .hub_process import (
+from tests.hub.hub_process import (
     ARTIFACTS,
     PROXY,
     SANDBOX_CONFIG,

@@ -26,9 +26,8 @@ from typing import Any
 import docker
 
 from jupyter_sandbox.sandbox import labels
-
-from ..conftest import purpose_label, remove_state_dir
-from ..kernel.sandbox_env import remove_containers_under
+from tests.conftest import purpose_label, remove_state_dir
+from tests.kernel.sandbox_env import remove_containers_under
 
 REPO = Path(__file__).parents[2]
 EXAMPLE = REPO / "examples" / "jupyterhub_config.py"
@@ -56,10 +55,16 @@ class Hub:
     tokens: dict[str, str] = field(default_factory=dict)  # system user -> a token of theirs
 
     def request(
-        self, method: str, path: str, token: str, body: Any = None, base: str | None = None
+        self,
+        method: str,
+        path: str,
+        token: str,
+        body: Any = None,
+        base: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
         """(status, decoded JSON, or the text when it is not JSON); ``base``: another URL than
-        the proxy's."""
+        the proxy's; ``headers``: sent besides the token's."""
         data = json.dumps(body).encode() if body is not None else None
         if data is None and method in ("POST", "PUT"):
             data = b""
@@ -67,7 +72,7 @@ class Hub:
             f"{base or self.url}/{path}",
             data=data,
             method=method,
-            headers={"Authorization": f"token {token}"},
+            headers={"Authorization": f"token {token}", **(headers or {})},
         )
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
@@ -166,11 +171,12 @@ c.SandboxCuller.interval = 3600.0
 """
 
 
-def make_user(role: str) -> str:
-    """A new system user in the docker group, with a home."""
+def make_user(role: str, groups: tuple[str, ...] = ("docker",)) -> str:
+    """A new system user in ``groups`` (none: only its own), with a home."""
     name = f"jsbx-{role}-{secrets.token_hex(3)}"
+    in_groups = ["--groups", ",".join(groups)] if groups else []
     subprocess.run(
-        ["useradd", "--create-home", "--groups", "docker", "--shell", "/usr/sbin/nologin", name],
+        ["useradd", "--create-home", *in_groups, "--shell", "/usr/sbin/nologin", name],
         check=True,
     )
     return name
@@ -231,16 +237,18 @@ def wait_until_no_containers(names: list[str]) -> list[str]:
     return left
 
 
-def wait_until_up(hub: Hub, process: subprocess.Popen[bytes], hub_port: int) -> None:
+def wait_until_up(
+    hub: Hub, process: subprocess.Popen[bytes], hub_port: int, timeout: float = HUB_START
+) -> None:
     """Until the hub answers through its proxy. The hub's own port first: the proxy, up before
     the hub, answers 404 meanwhile, with a stack trace in the log for each."""
-    deadline = time.monotonic() + HUB_START
+    deadline = time.monotonic() + timeout
     for url in (f"http://127.0.0.1:{hub_port}", hub.url):
         while True:
             if process.poll() is not None:
                 raise AssertionError(f"the hub exited ({process.returncode}):\n{hub.log_tails()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"no hub at {url} in {HUB_START:g}s:\n{hub.log_tails()}")
+                raise AssertionError(f"no hub at {url} in {timeout:g}s:\n{hub.log_tails()}")
             with contextlib.suppress(OSError):
                 status, answer = hub.request("GET", "hub/api/", hub.admin_token, base=url)
                 if status == 200 and "version" in answer:

@@ -29,9 +29,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from jupyter_sandbox.sandbox import labels
-
-from ..kernel_websocket import run_cell
-from .hub_process import (
+from tests.hub.hub_process import (
     KERNEL_TIMEOUT,
     REQUEST_TIMEOUT,
     STATE,
@@ -42,6 +40,7 @@ from .hub_process import (
     uid_of,
     wait_until_no_containers,
 )
+from tests.kernel_websocket import run_cell
 
 pytestmark = [
     pytest.mark.integration,

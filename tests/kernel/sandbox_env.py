@@ -7,24 +7,32 @@ label every container with the test's purpose. Everything created there is remov
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 
 from jupyter_sandbox.sandbox import labels
-
-from ..conftest import remove_state_dir
+from jupyter_sandbox.sandbox.backends.docker.removal import NOT_REAPED_YET, REMOVAL_IN_PROGRESS
+from jupyter_sandbox.sandbox.lifecycle.pool_keeper import stop_keeper
+from tests.conftest import remove_state_dir
 
 
 @contextmanager
-def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
+def sandbox_kernel_env(
+    purpose: str, *, headless_pool: bool = False, idle_timeout: float = 600.0, **settings: Any
+) -> Iterator[Path]:
     """Yield the state directory; the environment variables apply until the block ends.
+    ``headless_pool``: let kernels start the headless warm pool (sandbox/lifecycle/pool_keeper.py),
+    which the block's end then stops, and which ends by itself after ``idle_timeout`` s.
 
     Kernels should be started with ``cwd=notebook_dir(state_dir)``: a small directory, as a
     notebook's usually is (jedi scans the launch directory on first completion).
@@ -32,7 +40,13 @@ def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
     state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
     config_dir = Path(tempfile.mkdtemp(prefix="jsbx-config-", dir="/tmp"))
     notebook_dir(state_dir).mkdir()
-    lines = [f"c.SandboxSettings.state_dir = {str(state_dir)!r}"]
+    # No headless warm pool (pool_keeper.py) unless a test asks for one: its sandboxes would
+    # outlive the test's kernels.
+    lines = [
+        f"c.SandboxSettings.state_dir = {str(state_dir)!r}",
+        f"c.HeadlessPool.enabled = {headless_pool!r}",
+        f"c.HeadlessPool.idle_timeout = {idle_timeout!r}",
+    ]
     lines += [f"c.SandboxSettings.{name} = {value!r}" for name, value in settings.items()]
     (config_dir / "jupyter_sandbox_config.py").write_text("\n".join(lines) + "\n")
     saved = dict(os.environ)
@@ -42,9 +56,12 @@ def sandbox_kernel_env(purpose: str, **settings: Any) -> Iterator[Path]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-        remove_containers_under(state_dir)
-        remove_state_dir(state_dir)
-        shutil.rmtree(config_dir, ignore_errors=True)
+        try:
+            stop_keeper(state_dir, getpass.getuser())  # before the sandboxes, or it refills
+            remove_containers_under(state_dir)
+        finally:  # the directories go even when a container could not
+            remove_state_dir(state_dir)
+            shutil.rmtree(config_dir, ignore_errors=True)
         shutil.rmtree(notebook_dir(state_dir), ignore_errors=True)
 
 
@@ -70,4 +87,22 @@ def containers_under(state_dir: Path) -> list[Any]:
 
 def remove_containers_under(state_dir: Path) -> None:
     for container in containers_under(state_dir):
-        container.remove(force=True, v=True)
+        remove_container(container)
+
+
+def remove_container(container: Any, wait: float = 30.0) -> None:
+    """Remove ``container``, asking again while the engine can only say "not yet" (as
+    backends/docker/removal.py does): a container whose first process exited as it was removed
+    is refused until its shim has reaped it ("is zombie"), a removal already on its way too."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            container.remove(force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            transient = any(w in str(exc) for w in (NOT_REAPED_YET, REMOVAL_IN_PROGRESS))
+            if not transient or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)

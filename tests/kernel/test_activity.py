@@ -13,9 +13,8 @@ import pytest
 
 from jupyter_sandbox.kernel import activity
 from jupyter_sandbox.kernel.activity import ActivityRecord
-
-from .kernels import run, running_kernel
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import run, running_kernel
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 
 @pytest.fixture

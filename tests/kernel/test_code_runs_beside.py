@@ -1,4 +1,4 @@
-"""A notebook's kernel and code run from the host (sandbox/code_runs.py, as REST's
+"""A notebook's kernel and code run from the host (sandbox/operations/code_runs.py, as REST's
 ``/execute`` does it) share one interpreter, and neither sees the other's output."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.code_runs import CodeRequest, run_code
 from jupyter_sandbox.sandbox.identity import default_owner
 from jupyter_sandbox.sandbox.manager import SandboxManager
-
-from ..conftest import manager_config
-from .kernels import run, running_kernel, value_of
-from .sandbox_env import notebook_dir, sandbox_kernel_env
+from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest, run_code
+from tests.conftest import manager_config
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,11 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.identity import default_owner
-from jupyter_sandbox.sandbox.process_lock import ProcessLock
-
-from .kernels import is_input_of, run, running_kernel, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock, lock_path
+from tests.kernel.kernels import is_input_of, run, running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 
-from .kernels import running_kernel
-from .sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import running_kernel
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from .sandbox_env import remove_containers_under
+from tests.kernel.sandbox_env import remove_containers_under
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ print(json.dumps(found))
 # a process of the user's), then removal. Prints one JSON line.
 MANAGER_AS_THE_USER = r"""
 import asyncio, json, os, sys
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network import NetworkPolicy
 
 async def main(notebook, runtime):

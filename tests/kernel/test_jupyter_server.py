@@ -27,10 +27,9 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HT
 from tornado.websocket import websocket_connect
 
 from jupyter_sandbox.sandbox import labels
-
-from ..conftest import purpose_label
-from ..kernel_websocket import run_cell
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.conftest import purpose_label
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel_websocket import run_cell
 
 pytestmark = pytest.mark.integration
 

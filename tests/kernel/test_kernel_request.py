@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.kernel.kernel_request import KernelRequest, parse_limits
-from jupyter_sandbox.sandbox import SandboxInfo, SandboxManager, labels
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 
 def test_an_empty_environment_asks_for_the_defaults() -> None:

@@ -16,10 +16,9 @@ import pytest
 import zmq
 from jupyter_client.manager import KernelManager
 
-from jupyter_sandbox.sandbox.hostdir import sandbox_directories
-
-from .kernels import is_input_of, run, running_kernel, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
+from tests.kernel.kernels import is_input_of, run, running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

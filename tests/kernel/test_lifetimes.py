@@ -10,6 +10,7 @@ benchmarks/lifetimes.py.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import signal
@@ -22,12 +23,12 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import KernelManager
 
+from jupyter_sandbox.client import SandboxClient, SandboxConnectionError
 from jupyter_sandbox.sandbox import labels
-from jupyter_sandbox.sandbox.lifeline import GRACE_SECONDS
-
-from .kernels import run, running_kernel, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
-from .test_jupyter_server import kernel_container, start_server
+from jupyter_sandbox.sandbox.lifecycle.lifeline import GRACE_SECONDS
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.test_jupyter_server import Server, kernel_container, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -78,11 +79,6 @@ def started_kernel(env: Path, runtime: str, **kernel_env: str) -> KernelManager:
     return km
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="flaky on runc in a full suite run (once: the lifeline logged the kernel's end and "
-    "the sandbox was still there after 10 s; alone it takes 0.8 s); issue 38 stays open on it",
-)
 @pytest.mark.checklist(
     row=65,
     attack="shutdown_kernel(now=True): the kernel process is killed with SIGKILL, no shutdown",
@@ -265,3 +261,65 @@ def test_a_killed_server_takes_its_kernels_and_the_next_start_its_pool(
         f"the notebook kernel's sandbox was gone {kernel_took:.1f}s after the server's SIGKILL; "
         f"{len(names)} pool member(s) {pool_took:.1f}s after the next kernel's start"
     )
+
+
+CLIENT_TIMEOUT = 5.0  # seconds of life the Python client asks for its sandbox
+
+
+def ready_client(server: Server) -> SandboxClient:
+    """A Python client of ``server`` once it answers (a server's start takes seconds)."""
+    client = SandboxClient(server.base, server.token)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            client.list()
+            return client
+        except SandboxConnectionError:
+            if time.monotonic() > deadline or server.process.poll() is not None:
+                raise
+            time.sleep(0.5)
+
+
+@pytest.mark.checklist(
+    row=70,
+    attack="a sandbox is made through the Python client (REST) with a timeout, and the server "
+    "that would have culled it at that timeout is killed with SIGKILL",
+    expected="once the timeout has passed, `jupyter sandbox list` marks it an orphan and the next "
+    "start of anything (here a kernel, no server) removes it within 30 s",
+)
+def test_a_client_made_sandbox_goes_after_its_timeout_with_its_server_killed(
+    purpose: str, runtime: str, tmp_path: Path, observe: Callable[..., None]
+) -> None:
+    with sandbox_kernel_env(purpose, runtime=runtime) as state_dir:
+        server = start_server(notebook_dir(state_dir), tmp_path)
+        try:
+            sandbox = ready_client(server).create(runtime=runtime, timeout=CLIENT_TIMEOUT)
+        finally:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait(timeout=10)
+        name = labels.container_name(sandbox.id)
+        expires = datetime.datetime.fromisoformat(sandbox.info["expires"])
+        # Nothing ends it at its timeout with the server gone ...
+        time.sleep(max((expires - datetime.datetime.now(expires.tzinfo)).total_seconds(), 0) + 1)
+        assert name in {c.name for c in containers_under(state_dir)}
+        listing = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_sandbox.cli",
+                "list",
+                f"--owner={sandbox.info['owner']}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        [row] = [line for line in listing.stdout.splitlines() if line.startswith(sandbox.id)]
+        assert "(orphan: past its timeout" in row
+        # ... until something starts: here a kernel, started elsewhere so that it claims no
+        # member of the killed server's warm pool.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        with running_kernel(elsewhere, JUPYTER_SANDBOX_RUNTIME=runtime):
+            took = wait_until(lambda: name not in {c.name for c in containers_under(state_dir)}, 30)
+    observe(f"gone {took:.1f}s after the next kernel's start, past its {CLIENT_TIMEOUT:g}s timeout")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ..sandbox.network.servers import RecordingServer, recording_server
-from .kernels import run, running_kernel
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import run, running_kernel
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.sandbox.network.servers import RecordingServer, recording_server
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,8 @@ import pytest
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from ..conftest import BOTH_RUNTIMES, purpose_label
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.conftest import BOTH_RUNTIMES, purpose_label
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

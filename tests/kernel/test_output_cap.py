@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from jupyter_sandbox.kernel.output_cap import EVALUE_CHARS, REPLY_BYTES, STATUS_PAST_CAP, OutputCap
+import pytest
+
+from jupyter_sandbox.kernel.output_cap import (
+    DECODE_BYTES,
+    EVALUE_CHARS,
+    REPLY_BYTES,
+    STATUS_PAST_CAP,
+    OutputCap,
+)
 from jupyter_sandbox.kernel.wire import Signer, WireMessage, as_bytes, parse
 
 SIGNER = Signer(b"key")
@@ -234,6 +243,52 @@ def test_an_oversized_reply_is_rebuilt_small_under_the_requests_header() -> None
     assert content["evalue"] == "e" * EVALUE_CHARS
     assert "this cell's output passed" in content["traceback"][0]
     assert SIGNER.verify(parse(SIGNER.frames(rebuilt)))  # signed anew as the relay does
+
+
+ROW_74 = pytest.mark.checklist(
+    row=74,
+    attack="the sandbox's kernel sends an execute_reply or a cap-crossing stream whose content is "
+    "JSON nested 200,000 deep, holds NaN or repeated keys, or is past 16 MiB",
+    expected="read by the strict reader of sandbox JSON: the reply rebuilt small, the stream "
+    "dropped whole with the notice; no RecursionError out of the relay, no unbounded decoding",
+)
+
+
+@ROW_74
+def test_a_reply_the_strict_reader_refuses_is_rebuilt_from_nothing_of_it(
+    observe: Callable[..., None],
+) -> None:
+    """json.loads of the sandbox's reply raised RecursionError out of the relay's hook."""
+    for raw in (
+        b"[" * 200_000,
+        b'{"status": "ok", "execution_count": NaN, "x": "' + b"y" * REPLY_BYTES + b'"}',
+    ):
+        cap = OutputCap(1_000)
+        reply = output("execute_reply", {})
+        reply.content = raw
+        content = cap.admit_reply(reply, REQUEST).content_dict()
+        assert (content["status"], content["execution_count"]) == ("error", None)
+    observe("both replies rebuilt small (status error, no count), nothing decoded of them", 2)
+
+
+@ROW_74
+def test_a_crossing_stream_the_strict_reader_refuses_is_dropped_whole(
+    observe: Callable[..., None],
+) -> None:
+    """Nested past the stack (RecursionError before), or past DECODE_BYTES (decoded whole
+    before, to show a few bytes of it): not cut, dropped, with the notice."""
+    for raw in (
+        b"[" * 200_000,
+        json.dumps({"name": "stdout", "text": "z" * DECODE_BYTES}).encode(),
+    ):
+        cap = OutputCap(2_000)
+        message = stream("x")
+        message.content = raw
+        relayed, notice = cap.admit(message, RUNNING)
+        assert relayed is None
+        assert notice is not None
+        assert "this cell's output passed" in notice
+    observe("both streams dropped whole, the notice sent in their place", 2)
 
 
 def test_a_reply_that_is_not_an_object_is_rebuilt_too() -> None:

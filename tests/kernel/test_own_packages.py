@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.sandbox import labels
-
-from .kernels import run, running_kernel, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 CLI = (sys.executable, "-m", "jupyter_sandbox.cli")
 

@@ -8,11 +8,11 @@ import getpass
 import pytest
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager, WarmPool
-
-from ..conftest import manager_config
-from .kernels import running_kernel, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.conftest import manager_config
+from tests.kernel.kernels import running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

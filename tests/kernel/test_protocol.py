@@ -11,8 +11,8 @@ import jupyter_kernel_test
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from ..conftest import purpose_label
-from .sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.conftest import purpose_label
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

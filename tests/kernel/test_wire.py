@@ -6,7 +6,15 @@ from collections.abc import Callable
 
 import pytest
 
-from jupyter_sandbox.kernel.wire import DELIM, MalformedMessage, Signer, WireMessage, parse
+from jupyter_sandbox.kernel.wire import (
+    CONTENT_BYTES,
+    DELIM,
+    HEADER_BYTES,
+    MalformedMessage,
+    Signer,
+    WireMessage,
+    parse,
+)
 
 NESTED = b"[" * 60_000  # JSON nested past the interpreter's stack
 
@@ -38,3 +46,30 @@ def test_a_frame_nested_past_the_stack_is_malformed(
     message = parse(list(frames))
     with pytest.raises(MalformedMessage, match="nested too deeply"):
         read(message)
+
+
+@pytest.mark.checklist(
+    row=74,
+    attack="the sandbox's kernel sends a header past 64 KiB, a parent header with NaN or a "
+    "repeated key, a content frame past 1 MiB where the relay decodes content",
+    expected="MalformedMessage (the relay drops the message); no frame is decoded past its cap",
+)
+@pytest.mark.parametrize(
+    ("frame", "raw", "why"),
+    [
+        (2, b'{"msg_type": "' + b"x" * HEADER_BYTES + b'"}', "allowed"),
+        (3, b'{"msg_id": NaN}', "not a JSON number"),
+        (3, b'{"msg_id": "a", "msg_id": "b"}', "twice"),
+        (5, b'{"restart": "' + b"x" * CONTENT_BYTES + b'"}', "allowed"),
+    ],
+)
+def test_a_frame_past_its_size_or_not_strict_json_is_malformed(
+    frame: int, raw: bytes, why: str
+) -> None:
+    """Plain json.loads decoded any size the sandbox sent, and took NaN and repeated keys."""
+    frames = [DELIM, b"", b"{}", b"{}", b"{}", b"{}"]
+    frames[frame] = raw
+    message = parse(list(frames))
+    read = {2: lambda: message.msg_type, 3: message.parent_msg_id, 5: message.content_dict}
+    with pytest.raises(MalformedMessage, match=why):
+        read[frame]()

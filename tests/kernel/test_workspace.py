@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from .kernels import run, running_kernel, value_of
-from .sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

@@ -26,13 +26,12 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
 from jupyter_sandbox.kernel.zygote import Refused, validate
-from jupyter_sandbox.sandbox.contexts import ContextLock, lock_path
+from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock, lock_path
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension.fast_start import ZYGOTE_ENV, Zygote
-
-from ..shadowing import imported, plant
-from .kernels import run, value_of
-from .sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.kernels import run, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.shadowing import imported, plant
 
 LAUNCHER = Path(__file__).parents[2] / "kernelspec" / "sandboxed-python" / "launch.py"
 
@@ -203,9 +202,9 @@ def test_without_a_zygote_the_launcher_becomes_the_proxy(env: Path) -> None:
     try:
         # exec'd in place: the same pid is the proxy, whose one child is its lifeline
         children = children_of(process.pid)
-        assert [b"jupyter_sandbox.sandbox.lifeline" in command_line(pid) for pid in children] == [
-            True
-        ]
+        assert [
+            b"jupyter_sandbox.sandbox.lifecycle.lifeline" in command_line(pid) for pid in children
+        ] == [True]
         cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
         assert b"jupyter_sandbox.kernel" in cmdline
         assert value_of(kc, "6 * 7") == "42"

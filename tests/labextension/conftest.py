@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .lab_server import REPO, LabServer, lab_server
+from tests.labextension.lab_server import REPO, LabServer, lab_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

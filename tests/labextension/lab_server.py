@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..conftest import remove_state_dir
-from ..kernel.sandbox_env import remove_containers_under
+from tests.conftest import remove_state_dir
+from tests.kernel.sandbox_env import remove_containers_under
 
 REPO = Path(__file__).parents[2]
 BUILT_EXTENSION = REPO / "jupyter_sandbox" / "labextension"

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from .conftest import (
+from tests.labextension.conftest import (
     held_gets,
     open_lab,
     open_panel,
@@ -19,7 +19,7 @@ from .conftest import (
     start_sandbox,
     unlabelled,
 )
-from .lab_server import LabServer
+from tests.labextension.lab_server import LabServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from .conftest import open_details, shot, start_sandbox, unlabelled
-from .lab_server import LabServer
+from tests.labextension.conftest import open_details, shot, start_sandbox, unlabelled
+from tests.labextension.lab_server import LabServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import open_details, open_lab, shot, start_sandbox
-from .lab_server import LabServer
+from tests.labextension.conftest import open_details, open_lab, shot, start_sandbox
+from tests.labextension.lab_server import LabServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

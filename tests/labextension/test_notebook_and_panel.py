@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import (
+from tests.labextension.conftest import (
     ARTIFACTS,
     TIMEOUT_MS,
     held_list_refreshes,
@@ -26,7 +26,7 @@ from .conftest import (
     shot,
     unlabelled,
 )
-from .lab_server import REPO, LabServer, lab_server
+from tests.labextension.lab_server import REPO, LabServer, lab_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

@@ -19,9 +19,9 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-from .conftest import ARTIFACTS, TIMEOUT_MS, open_lab, shot
-from .lab_server import LabServer, lab_server
-from .test_notebook_and_panel import new_sandboxed_notebook, run_first_cell
+from tests.labextension.conftest import ARTIFACTS, TIMEOUT_MS, open_lab, shot
+from tests.labextension.lab_server import LabServer, lab_server
+from tests.labextension.test_notebook_and_panel import new_sandboxed_notebook, run_first_cell
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page, Request

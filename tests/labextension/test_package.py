@@ -11,8 +11,7 @@ import shutil
 import subprocess
 
 from jupyter_sandbox import __version__
-
-from .lab_server import BUILT_EXTENSION, REPO
+from tests.labextension.lab_server import BUILT_EXTENSION, REPO
 
 SOURCE = REPO / "labextension"
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .conftest import TIMEOUT_MS, open_lab, shot, start_sandbox
-from .lab_server import LabServer
+from tests.labextension.conftest import TIMEOUT_MS, open_lab, shot, start_sandbox
+from tests.labextension.lab_server import LabServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page, Request, Response, Route

@@ -11,8 +11,15 @@ import time
 
 import pytest
 
-from .conftest import held_list_refreshes, open_lab, open_panel, sandbox_card, shot, start_sandbox
-from .lab_server import LabServer
+from tests.labextension.conftest import (
+    held_list_refreshes,
+    open_lab,
+    open_panel,
+    sandbox_card,
+    shot,
+    start_sandbox,
+)
+from tests.labextension.lab_server import LabServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager, attestation
+from jupyter_sandbox.protocol.errors import SandboxNotFoundError
+from jupyter_sandbox.sandbox import attestation
 from jupyter_sandbox.sandbox.attestation import (
     AttestationReport,
     Expected,
@@ -20,9 +21,9 @@ from jupyter_sandbox.sandbox.attestation import (
     request_engine_sample,
 )
 from jupyter_sandbox.sandbox.attestation.run import _parse_probe_output
-from jupyter_sandbox.sandbox.backend_records import EngineFacts, EngineStats
-from jupyter_sandbox.sandbox.errors import SandboxNotFoundError
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.backends.records import EngineFacts, EngineStats
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 MIB = 1024**2
 EXPECTED = Expected(

@@ -8,16 +8,17 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxSettings, labels
-from jupyter_sandbox.sandbox.backend import SANDBOX_IO_DIR
+from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR
+from jupyter_sandbox.sandbox.backends.docker.container_config import host_config_arguments
 from jupyter_sandbox.sandbox.container_spec import (
     SpecRequest,
     build_container_spec,
     check_environment,
 )
-from jupyter_sandbox.sandbox.docker_container_config import host_config_arguments
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 
 def spec_for(runtime: str, tmp_path: Path, **settings: object):  # type: ignore[no-untyped-def]

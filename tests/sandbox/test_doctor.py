@@ -1,4 +1,4 @@
-"""The doctor's version checks (the full run is in tests/test_cli.py)."""
+"""The doctor's version checks (the full run is in tests/cli/test_main.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from jupyter_sandbox.sandbox.doctor import (
     runsc_release,
     version_tuple,
 )
-from jupyter_sandbox.sandbox.host_caps import can_cap
+from jupyter_sandbox.sandbox.host.size_caps import can_cap
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 

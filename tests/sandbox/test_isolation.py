@@ -13,10 +13,10 @@ import tarfile
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.errors import SandboxConflictError, SandboxError
-
-from ..kernel_client import answers, output_of
+from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxError
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.kernel_client import answers, output_of
 
 pytestmark = pytest.mark.integration
 
@@ -151,17 +151,23 @@ async def test_archive_round_trip_through_the_workspace(
 
 
 async def test_exec_of_a_missing_program_says_so(sandbox: Sandbox, manager: SandboxManager) -> None:
-    result = await manager.exec("alice", sandbox.sandbox_id, ["no-such-program", "-x"], timeout=10)
+    result = await manager.exec(
+        "alice", sandbox.sandbox_id, ["no-such-program", "-x"], ExecOptions(timeout=10)
+    )
     assert result.exit_code == 126
     assert not result.timed_out
     assert b"'no-such-program' could not be started in the sandbox" in result.stderr
 
 
 async def test_exec_timeout_kills_the_command(sandbox: Sandbox, manager: SandboxManager) -> None:
-    result = await manager.exec("alice", sandbox.sandbox_id, ["sleep", "100"], timeout=1)
+    result = await manager.exec(
+        "alice", sandbox.sandbox_id, ["sleep", "100"], ExecOptions(timeout=1)
+    )
     assert result.timed_out
     # The image has no ps: read the process names off /proc.
     listing = "import glob; print([open(p).read().strip() for p in glob.glob('/proc/[0-9]*/comm')])"
-    ps = await manager.exec("alice", sandbox.sandbox_id, ["python", "-c", listing], timeout=10)
+    ps = await manager.exec(
+        "alice", sandbox.sandbox_id, ["python", "-c", listing], ExecOptions(timeout=10)
+    )
     assert b"python" in ps.stdout
     assert b"sleep" not in ps.stdout

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.limits import (
     LimitMaximums,
     SandboxLimits,

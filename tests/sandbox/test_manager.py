@@ -8,17 +8,16 @@ import docker
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.errors import (
+from jupyter_sandbox.protocol.errors import (
     ImageNotFoundError,
     InvalidSettingError,
     SandboxNotFoundError,
     SandboxStartError,
     SandboxStartTimeoutError,
 )
-
-from ..conftest import manager_config, remove_everything_under
-from ..kernel.sandbox_env import containers_under as containers_in
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.conftest import manager_config, remove_everything_under
+from tests.kernel.sandbox_env import containers_under as containers_in
 
 pytestmark = pytest.mark.integration
 

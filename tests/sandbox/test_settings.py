@@ -9,7 +9,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.limits import format_size, host_memory_bytes, host_pid_max
 from jupyter_sandbox.sandbox.settings import SANDBOX_UID, SandboxSettings, load_config
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager, WarmPool
+from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.workspace import plan_workspace
-
-from ..conftest import manager_config, remove_everything_under
-from .snapshots.workspace_files import OWNER, sh
+from tests.conftest import manager_config, remove_everything_under
+from tests.sandbox.snapshots.workspace_files import OWNER, sh
 
 
 def test_a_notebook_folder_is_shown_in_the_chosen_mode(tmp_path: Path) -> None:

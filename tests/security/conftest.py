@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-
-from ..kernel_client import answers, output_of
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.kernel_client import answers, output_of
 
 
 @pytest.fixture

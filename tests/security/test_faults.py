@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager
-
-from ..conftest import manager_config, purpose_label
-from ..kernel.kernels import running_kernel, value_of
-from ..kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
-from ..kernel.test_jupyter_server import Server, start_server, stop_process, wait_for_status
-from ..kernel.test_lifecycle import wait_for_reply, wait_until_dead
-from ..kernel_client import answers
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.conftest import manager_config, purpose_label
+from tests.kernel.kernels import running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.test_jupyter_server import Server, start_server, stop_process, wait_for_status
+from tests.kernel.test_lifecycle import wait_for_reply, wait_until_dead
+from tests.kernel_client import answers
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 

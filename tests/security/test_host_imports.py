@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.host_python import module_command
+from jupyter_sandbox.sandbox.host.python_command import module_command
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension.fast_start import Zygote
-
-from ..sandbox.snapshots.workspace_files import OWNER
-from ..shadowing import MARKER, imported, sources, working_directory
+from tests.sandbox.snapshots.workspace_files import OWNER
+from tests.shadowing import MARKER, imported, sources, working_directory
 
 pytestmark = pytest.mark.integration
 

@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.kernel.relay import Relay
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
+from jupyter_sandbox.kernel.message_relay import Relay
+from jupyter_sandbox.protocol.errors import SocketReplacedError
 from jupyter_sandbox.sandbox.container_spec import BASE_ENVIRONMENT
-from jupyter_sandbox.sandbox.errors import SocketReplacedError
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
-
-from .conftest import errno_name, run
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.security.conftest import errno_name, run
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from ..conftest import purpose_label
-from ..kernel.kernels import run, running_kernel, value_of
-from ..kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.conftest import purpose_label
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

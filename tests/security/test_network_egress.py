@@ -22,21 +22,20 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.network import proxy_running
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
-from jupyter_sandbox.sandbox.process_lock import ProcessLock
-
-from ..conftest import (
+from tests.conftest import (
     BOTH_RUNTIMES,
     manager_config,
     purpose_label,
     remove_everything_under,
     remove_state_dir,
 )
-from ..kernel_client import execute
-from ..sandbox.network.servers import RecordingServer, recording_server
+from tests.kernel_client import execute
+from tests.sandbox.network.servers import RecordingServer, recording_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OWNER = "alice"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ..conftest import purpose_label
-from ..kernel.kernels import run, running_kernel, value_of
-from ..kernel.sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.conftest import purpose_label
+from tests.kernel.kernels import run, running_kernel, value_of
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager, image_programs
-from jupyter_sandbox.sandbox.commands import CommandRequest
-
-from .conftest import run
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.operations.commands import CommandRequest
+from jupyter_sandbox.sandbox.programs import image_programs
+from tests.security.conftest import run
 
 pytestmark = pytest.mark.integration
 
@@ -172,7 +173,7 @@ async def test_row51_planted_programs_do_not_stop_the_time_limit(
     sandbox_id = planted.sandbox_id
     started = time.monotonic()
     result = await manager.exec(
-        "alice", sandbox_id, ["/bin/sleep", "5101"], timeout=2, supervised=True
+        "alice", sandbox_id, ["/bin/sleep", "5101"], ExecOptions(timeout=2, supervised=True)
     )
     took = time.monotonic() - started
     assert result.timed_out
@@ -180,7 +181,7 @@ async def test_row51_planted_programs_do_not_stop_the_time_limit(
         "alice",
         sandbox_id,
         image_programs.shell("cat /proc/[0-9]*/cmdline | tr '\\0' ' '"),
-        supervised=False,
+        ExecOptions(supervised=False),
     )
     assert b"sleep 5101" not in listing.stdout, listing.stdout
     await nothing_planted_ran(manager, planted)

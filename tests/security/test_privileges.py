@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox
-
-from .conftest import errno_name, run
+from jupyter_sandbox.sandbox.manager import Sandbox
+from tests.security.conftest import errno_name, run
 
 pytestmark = pytest.mark.integration
 

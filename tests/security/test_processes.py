@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-
-from .conftest import assert_unaffected, errno_name, run
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.security.conftest import assert_unaffected, errno_name, run
 
 pytestmark = pytest.mark.integration
 
@@ -136,14 +136,16 @@ async def test_row07_cpu_spin_past_the_exec_timeout(
         "time.sleep(300)"
     )
     spin = ["sh", "-c", f"env -i sleep 300 & python -c '{escape}' & while :; do :; done"]
-    result = await manager.exec("alice", sandbox.sandbox_id, spin, timeout=2)
+    result = await manager.exec("alice", sandbox.sandbox_id, spin, ExecOptions(timeout=2))
     assert result.timed_out
     listing = ["python", "-c", LIST_PROCESSES]
-    after = await manager.exec("alice", sandbox.sandbox_id, listing, timeout=30)
+    after = await manager.exec("alice", sandbox.sandbox_id, listing, ExecOptions(timeout=30))
     running = ast.literal_eval(after.stdout.decode())
     names = set(running.values())
     assert not names & {"sh", "sleep"}, names
-    escaped = await manager.exec("alice", sandbox.sandbox_id, ["cat", "/tmp/escaped"], timeout=10)
+    escaped = await manager.exec(
+        "alice", sandbox.sandbox_id, ["cat", "/tmp/escaped"], ExecOptions(timeout=10)
+    )
     assert int(escaped.stdout) not in running, running
     observe(f"exec timed out after 2 s; left running afterwards: {', '.join(sorted(names))}")
 

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.host_caps import can_cap
+from jupyter_sandbox.sandbox.host.size_caps import can_cap
 from jupyter_sandbox.sandbox.limits import parse_size
-
-from ..kernel_client import execute
-from .conftest import assert_unaffected, errno_name, run
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.kernel_client import execute
+from tests.security.conftest import assert_unaffected, errno_name, run
 
 pytestmark = pytest.mark.integration
 

@@ -51,11 +51,10 @@ from pytest_jupyter.jupyter_server import (  # noqa: F401
 )
 from tornado.httpclient import HTTPClientError, HTTPResponse
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..conftest import manager_config, remove_everything_under
-from .openapi_check import EVENT_STREAM, check_response, parse_events
+from tests.conftest import manager_config, remove_everything_under
+from tests.server_extension.openapi_check import EVENT_STREAM, check_response, parse_events
 
 EXTENSION = "jupyter_sandbox.server_extension"
 KERNELSPEC = Path(__file__).parents[2] / "kernelspec" / "sandboxed-python"

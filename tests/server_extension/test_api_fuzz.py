@@ -5,7 +5,7 @@ Every answer must be documented (its status and its content type in the spec), f
 (each Server-Sent Event too), come within the per-request timeout, and never be a 5xx the spec
 does not promise; schema-valid input must be taken and schema-invalid input refused (the spec
 states the server's real constraints). The run has a fixed seed and a time budget
-(JUPYTER_SANDBOX_FUZZ_SECONDS, 150 by default: ``make test``; ``make fuzz-api`` gives it 900);
+(JUPYTER_SANDBOX_FUZZ_SECONDS, 75 by default: ``make test``; ``make fuzz-api`` gives it 900);
 JUPYTER_SANDBOX_FUZZ_SEED changes the seed.
 
 The fuzzer acts on real things: its sandbox, background command and snapshot ids are those of
@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from ..conftest import purpose_label
-from ..kernel.sandbox_env import notebook_dir, sandbox_kernel_env
-from ..kernel.test_jupyter_server import Server, start_server, stop_process, wait_for_status
-from .openapi_check import SPEC_FILE
+from tests.conftest import purpose_label
+from tests.kernel.sandbox_env import notebook_dir, sandbox_kernel_env
+from tests.kernel.test_jupyter_server import Server, start_server, stop_process, wait_for_status
+from tests.server_extension.openapi_check import SPEC_FILE
 
 # One run covers both runtimes (its budget, twice, would not fit the suite's): the sandbox it
 # acts on is runsc's, the one it removes and the one it times out runc's.
@@ -41,7 +41,7 @@ RUNTIMES = ("runsc", "runc")
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 REPOSITORY = Path(__file__).parents[2]
-FUZZ_SECONDS = float(os.environ.get("JUPYTER_SANDBOX_FUZZ_SECONDS", "150"))
+FUZZ_SECONDS = float(os.environ.get("JUPYTER_SANDBOX_FUZZ_SECONDS", "75"))
 SEED = int(os.environ.get("JUPYTER_SANDBOX_FUZZ_SEED", "31"))
 # Reports written beside the run's log (e.g. junit,har to see every request and answer).
 REPORTS = os.environ.get("JUPYTER_SANDBOX_FUZZ_REPORTS", "junit")

@@ -20,10 +20,9 @@ from openapi_spec_validator import validate
 from tornado import web
 
 from jupyter_sandbox.sandbox.identity import default_owner
-from jupyter_sandbox.server_extension import SandboxExtension, handlers
+from jupyter_sandbox.server_extension import SandboxExtension, app, base, handlers
 from jupyter_sandbox.server_extension.port_handlers import PortProxyHandler
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 SPEC = Path(handlers.__file__).with_name("openapi.yaml")
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -37,7 +36,7 @@ LINK_ROUTES = (PortProxyHandler,)
 def routes() -> set[tuple[str, str]]:
     """(path template, method) of every API handler, e.g. ('/api/sandboxes/{sandbox_id}', 'get')."""
     found = set()
-    for pattern, handler in handlers.default_handlers:
+    for pattern, handler in app.default_handlers:
         if handler in LINK_ROUTES:
             continue
         path = pattern.rstrip("?").rstrip("/").replace("(?P<sandbox_id>[^/]+)", "{sandbox_id}")
@@ -71,7 +70,7 @@ def test_openapi_file_matches_the_handlers() -> None:
 
 
 def test_every_handler_is_authenticated_and_authorized() -> None:
-    for _, handler in handlers.default_handlers:
+    for _, handler in app.default_handlers:
         if handler in LINK_ROUTES:
             assert not issubclass(handler, JupyterHandler)  # no login, cookies or XSRF of ours
             for method in METHODS:  # said so, for jupyter_server's check of every route
@@ -118,7 +117,7 @@ class NoSandboxesForMallory(Authorizer):
     """mallory may do nothing with sandboxes; reader anything but run something in one."""
 
     def is_authorized(self, handler: Any, user: User, action: str, resource: str) -> bool:
-        if resource != handlers.AUTH_RESOURCE:
+        if resource != base.AUTH_RESOURCE:
             return True
         return user.username != "mallory" and (user.username != "reader" or action != "execute")
 

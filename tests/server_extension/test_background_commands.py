@@ -2,7 +2,7 @@
 ``POST /api/sandboxes/{id}/commands`` and ``"background": true``, listed, looked at, their
 output read piece by piece, and stopped with ``DELETE .../commands/{command_id}``. Every answer
 is checked against openapi.yaml (by ``api``, and by ``check_response`` for the start). The core
-is tested in tests/sandbox/test_background.py."""
+is tested in tests/sandbox/operations/test_background.py."""
 
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..conftest import BOTH_RUNTIMES
-from .conftest import Fetch, api
-from .openapi_check import check_response
-from .test_auth_and_spec import with_named_users
-from .test_commands import command, processes
-from .test_execute import new_sandbox
-from .test_snapshots import ALICE, BOB
+from tests.conftest import BOTH_RUNTIMES
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.openapi_check import check_response
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_commands import command, processes
+from tests.server_extension.test_execute import new_sandbox
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 

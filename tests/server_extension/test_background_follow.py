@@ -2,7 +2,7 @@
 ``GET .../commands/{command_id}/output?follow=true&offset=N`` answers Server-Sent Events as the
 output comes, then the command's result; a bad ``follow`` is a 400; a client that hangs up
 stops the following, not the command. Every answer is checked against openapi.yaml. The core
-is tested in tests/sandbox/test_background_follow.py."""
+is tested in tests/sandbox/operations/test_background_follow.py."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from .conftest import Fetch
-from .openapi_check import EVENT_STREAM, check_response, parse_events
-from .test_auth_and_spec import with_named_users
-from .test_background_commands import background, ended, started
-from .test_commands import command, open_stream, processes
-from .test_execute import new_sandbox
-from .test_snapshots import ALICE, BOB
+from tests.server_extension.conftest import Fetch
+from tests.server_extension.openapi_check import EVENT_STREAM, check_response, parse_events
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_background_commands import background, ended, started
+from tests.server_extension.test_commands import command, open_stream, processes
+from tests.server_extension.test_execute import new_sandbox
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 

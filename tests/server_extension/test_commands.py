@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox.commands import MAX_ENV_VALUE, MAX_OUTPUT
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.container_spec import PROXY_URL
-from jupyter_sandbox.sandbox.exec_deadline import EXEC_MARK
+from jupyter_sandbox.sandbox.operations.commands import MAX_ENV_VALUE, MAX_OUTPUT
 from jupyter_sandbox.server_extension.event_stream import sse_event
-
-from .conftest import Fetch, api
-from .openapi_check import EVENT_STREAM, check_response, parse_events
-from .test_auth_and_spec import with_named_users
-from .test_snapshots import ALICE, BOB
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.openapi_check import EVENT_STREAM, check_response, parse_events
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 ALICE_AUTH = "Authorization: token alice"  # ALICE's header, as a line of a request

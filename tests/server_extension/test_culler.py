@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
-from jupyter_sandbox.sandbox.contexts import ContextLock
-from jupyter_sandbox.sandbox.errors import InvalidRequestError
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock
+from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.server_extension import SandboxExtension
-from jupyter_sandbox.server_extension.culler import SandboxCuller
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
 
@@ -108,7 +107,7 @@ async def test_commands_and_files_keep_a_rest_sandbox_from_idling(
     jp_fetch: Fetch, extension: SandboxExtension
 ) -> None:
     """A sandbox used only over REST: a command running past the idle timeout keeps it, and
-    commands and file operations count as its activity (sandbox/usage.py)."""
+    commands and file operations count as its activity (sandbox/lifecycle/usage.py)."""
     _, sandbox = await api(jp_fetch, "POST", body={"runtime": "runc"})
     sandbox_id = sandbox["id"]
     manager, culler = extension.manager, extension.culler

@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox import code_runs
-
-from ..conftest import BOTH_RUNTIMES
-from .conftest import Fetch, api
-from .openapi_check import EVENT_STREAM
-from .test_auth_and_spec import with_named_users
-from .test_commands import hang_up_after, stream
-from .test_snapshots import ALICE, BOB
+from jupyter_sandbox.sandbox.operations import code_runs
+from tests.conftest import BOTH_RUNTIMES
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.openapi_check import EVENT_STREAM
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_commands import hang_up_after, stream
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,8 @@ import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
 from jupyter_sandbox.server_extension.fast_start import ZYGOTE_ENV
-
-from ..kernel.test_zygote import children_of, wait_gone
-from .conftest import Fetch
+from tests.kernel.test_zygote import children_of, wait_gone
+from tests.server_extension.conftest import Fetch
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from tornado import web
 
-from jupyter_sandbox.server_extension import handlers
-
-from .conftest import Fetch, api
+from jupyter_sandbox.server_extension import app, handlers
+from tests.server_extension.conftest import Fetch, api
 
 
 async def test_features_name_every_optional_route_this_server_has(jp_fetch: Fetch) -> None:
@@ -19,7 +18,7 @@ async def test_features_name_every_optional_route_this_server_has(jp_fetch: Fetc
 def test_a_feature_whose_routes_are_missing_is_not_named() -> None:
     without_terminal_or_snapshots = [
         (pattern, handler)
-        for pattern, handler in handlers.default_handlers
+        for pattern, handler in app.default_handlers
         if "/terminal" not in pattern and "snapshots" not in pattern
     ]
     assert handlers.server_features(without_terminal_or_snapshots) == (

@@ -2,7 +2,7 @@
 .../files/watch?path=P&recursive=R`` answers Server-Sent Events (ready, a change each, error
 when the directory goes), checked against openapi.yaml; what cannot be watched is an ordinary
 error answer; a client that hangs up has the watcher in the sandbox stopped. The core is tested
-in tests/sandbox/test_file_watch.py."""
+in tests/sandbox/operations/test_file_watch.py."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from .conftest import Fetch, api
-from .openapi_check import EVENT_STREAM, check_response
-from .test_auth_and_spec import with_named_users
-from .test_background_follow import Followed
-from .test_commands import open_stream, processes
-from .test_execute import new_sandbox
-from .test_snapshots import ALICE, BOB
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.openapi_check import EVENT_STREAM, check_response
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_background_follow import Followed
+from tests.server_extension.test_commands import open_stream, processes
+from tests.server_extension.test_execute import new_sandbox
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 

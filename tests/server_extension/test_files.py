@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from .conftest import Fetch, api
-from .openapi_check import check_response
-from .test_snapshots import ALICE, BOB, TwoUsers
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.openapi_check import check_response
+from tests.server_extension.test_snapshots import ALICE, BOB, TwoUsers
 
 pytestmark = pytest.mark.integration
 

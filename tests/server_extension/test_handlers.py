@@ -12,8 +12,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..kernel_client import output_of
-from .conftest import Fetch, api
+from tests.kernel_client import output_of
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = [pytest.mark.integration, pytest.mark.runsc]
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK
-from jupyter_sandbox.sandbox.process_lock import ProcessLock
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..sandbox.network.servers import FETCH, RecordingServer, recording_server
-from .conftest import Fetch, api
+from tests.sandbox.network.servers import FETCH, RecordingServer, recording_server
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ def server() -> Iterator[RecordingServer]:
 
 async def fetch_inside(extension: SandboxExtension, sandbox_id: str, url: str) -> str:
     result = await extension.manager.exec(
-        default_owner(), sandbox_id, ["python", "-c", FETCH, url], timeout=60
+        default_owner(), sandbox_id, ["python", "-c", FETCH, url], ExecOptions(timeout=60)
     )
     return result.stdout.decode().strip()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from nbformat.sign import NotebookNotary
 
-from .conftest import Fetch
+from tests.server_extension.conftest import Fetch
 
 SCRIPTED = {"text/html": '<img src="x" onerror="alert(1)">', "text/plain": "image"}
 

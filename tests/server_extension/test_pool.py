@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +23,15 @@ def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
     return {
         **jp_server_config,
         "WarmPool": {"size": POOL_SIZE},
-        "SandboxQuotas": {"max_sandboxes": 0, "max_memory": "", "max_cpus": 0.0},
+        # Every quota off: 20 kernels' sandboxes at their default limits exceed each of them.
+        "SandboxQuotas": {
+            "max_sandboxes": 0,
+            "max_memory": "",
+            "max_cpus": 0.0,
+            "max_pids": 0,
+            "max_tmp_size": "",
+            "max_workspace_size": "",
+        },
     }
 
 
@@ -42,12 +49,6 @@ async def start_kernel(fetch: Fetch, serverapp: Any, notebook: str) -> str:
     return kernel_id
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known regression since the lifetimes change (issue 38, left open): with 20 kernels "
-    "started at once, 4 are not listed as attached to a sandbox; no sandbox is shared. "
-    "Not diagnosed yet: see the closing note of session 26",
-)
 async def test_concurrent_kernel_starts_never_share_a_sandbox(
     kernel_env: dict[str, str], jp_fetch: Fetch, jp_serverapp: Any, extension: SandboxExtension
 ) -> None:

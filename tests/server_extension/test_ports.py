@@ -18,8 +18,7 @@ from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension
 from jupyter_sandbox.server_extension.port_links import MASK
 from jupyter_sandbox.server_extension.port_relay import SANDBOX_POLICY
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 

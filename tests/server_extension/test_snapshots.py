@@ -14,9 +14,8 @@ from tornado import web
 from tornado.httpclient import HTTPClientError
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..sandbox.snapshots.archives import Member, tar_bytes
-from .conftest import Fetch, api
+from tests.sandbox.snapshots.archives import Member, tar_bytes
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ import pytest
 
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from .conftest import Fetch, api
+from tests.server_extension.conftest import Fetch, api
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +111,7 @@ async def test_a_request_that_cannot_go_on_on_a_paused_sandbox_says_so(
     assert "the sandbox was paused" in error["message"]
     assert "resume" in error["message"]
 
-    caplog.set_level(logging.WARNING, logger="jupyter_sandbox.sandbox.docker_removal")
+    caplog.set_level(logging.WARNING, logger="jupyter_sandbox.sandbox.backends.docker.removal")
     status, _ = await api(jp_fetch, "DELETE", sandbox_id, request_timeout=REQUEST_TIMEOUT)
     assert status == 204
     # A frozen runsc sandbox used to hold its removal until the engine's time limit, after

@@ -1,6 +1,6 @@
 """GET /api/sandboxes/{id}/terminal, a WebSocket speaking terminado's protocol, against a real
 server and a real engine. Error answers (before the upgrade) are checked against openapi.yaml
-by ``api``; the shell itself is tested on both runtimes in tests/sandbox/test_terminals.py."""
+by ``api``; the shell itself is tested on both runtimes in tests/sandbox/operations/test_terminals.py."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import WebSocketClientConnection
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ..conftest import manager_config
-from .conftest import Fetch, api
-from .test_auth_and_spec import with_named_users
-from .test_commands import processes
-from .test_snapshots import ALICE, BOB
+from jupyter_sandbox.server_extension.terminal_handlers import MAX_CLIENT_MESSAGE, client_message
+from tests.conftest import manager_config
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.test_commands import processes
+from tests.server_extension.test_snapshots import ALICE, BOB
 
 pytestmark = pytest.mark.integration
 WsFetch = Callable[..., Awaitable[WebSocketClientConnection]]
@@ -265,3 +266,31 @@ async def test_stopping_the_server_closes_its_terminals(
     assert b"sandbox-init" in listed.stdout  # the listing works
     assert b"sleep\x001008" not in listed.stdout
     assert b"bash\x00-i" not in listed.stdout
+
+
+@pytest.mark.checklist(
+    row=76,
+    attack="a terminal client sends frames nested 100,000 deep, past 1 MiB, with NaN, 1e999 or a "
+    "repeated key (the fuzz target terminal_client_message replays these and searches further)",
+    expected="each refused as a malformed message (logged without its content, ignored); no "
+    "RecursionError out of on_message",
+)
+@pytest.mark.parametrize(
+    "frame",
+    [
+        "[" * 100_000,
+        '["stdin", "' + "x" * MAX_CLIENT_MESSAGE + '"]',
+        '["set_size", NaN, 80]',
+        '["set_size", 24, 1e999]',
+        '{"stdin": "typed secret", "stdin": "x"}',
+        b'["stdin", "\xff"]',
+    ],
+)
+def test_a_hostile_frame_is_a_malformed_message_that_quotes_nothing(
+    frame: str | bytes, observe: Callable[..., None]
+) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        client_message(frame)
+    assert "secret" not in refused.value.message
+    assert "1e999" not in refused.value.message
+    observe(f"refused: {refused.value.message}")

@@ -21,10 +21,10 @@ turns its raw fields into measurements; ``expected`` reads what the sandbox was 
 
 from __future__ import annotations
 
-from .checks import build_report, check
-from .expected import Expected, expected_from_state
-from .interpret import cap_names, interpret
-from .report import (
+from jupyter_sandbox.sandbox.attestation.checks import build_report, check
+from jupyter_sandbox.sandbox.attestation.expected import Expected, expected_from_state
+from jupyter_sandbox.sandbox.attestation.interpret import cap_names, interpret
+from jupyter_sandbox.sandbox.attestation.report import (
     AttestationReport,
     Finding,
     Measurement,
@@ -32,7 +32,7 @@ from .report import (
     human_bytes,
     stored_report,
 )
-from .run import (
+from jupyter_sandbox.sandbox.attestation.run import (
     PROBE_TIMEOUT,
     attest,
     probe_source,

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend_records import EngineFacts, EngineStats, SandboxInfo
-from ..container_spec import now_iso
-from .expected import Expected
-from .interpret import interpret
-from .report import AttestationReport, Finding, Measurement, human_bytes
+from jupyter_sandbox.sandbox.attestation.expected import Expected
+from jupyter_sandbox.sandbox.attestation.interpret import interpret
+from jupyter_sandbox.sandbox.attestation.report import (
+    AttestationReport,
+    Finding,
+    Measurement,
+    human_bytes,
+)
+from jupyter_sandbox.sandbox.backends.records import EngineFacts, EngineStats, SandboxInfo
+from jupyter_sandbox.sandbox.host.clock import now_iso
 
 
 def check(measured: dict[str, Measurement], expected: Expected) -> list[Finding]:

@@ -6,13 +6,13 @@ yardstick must not come from the thing it measures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SandboxError
+from jupyter_sandbox.protocol.errors import SandboxError
 
 if TYPE_CHECKING:
-    from ..starting import SandboxStarter
+    from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 
 @dataclass(frozen=True)
@@ -37,20 +37,14 @@ class Expected:
         return "gvisor" if self.runtime == "runsc" else "host"
 
     def as_dict(self) -> dict[str, Any]:
+        # The kernel is derived, not a field, and shown after the runtime it follows from;
+        # JSON has lists, not tuples.
+        fields = asdict(self)
         return {
             "runtime": self.runtime,
             "kernel": self.kernel,
-            "uid": self.uid,
-            "gid": self.gid,
-            "read_only_root": self.read_only_root,
-            "memory_bytes": self.memory_bytes,
-            "pids": self.pids,
-            "cpus": self.cpus,
-            "nofile": self.nofile,
-            "tmp_bytes": self.tmp_bytes,
-            "workspace_bytes": self.workspace_bytes,
+            **fields,
             "capabilities": list(self.capabilities),
-            "network": self.network,
         }
 
     @classmethod
@@ -62,7 +56,7 @@ class Expected:
 
 def expected_from_state(manager: SandboxStarter, state: dict[str, Any]) -> Expected | None:
     """The configured policy of a sandbox, from its state file and the manager's settings."""
-    from ..limits import SandboxLimits
+    from jupyter_sandbox.sandbox.limits import SandboxLimits
 
     try:
         limits = SandboxLimits.parse(**state["limits"])

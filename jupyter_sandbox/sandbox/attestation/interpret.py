@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..backend_records import EngineStats
-from .report import Measurement
+from jupyter_sandbox.sandbox.attestation.report import Measurement
+from jupyter_sandbox.sandbox.backends.records import EngineStats
 
 # The kernel gVisor (runsc 2022-2024 releases) shows its sandboxes: a fixed, made-up identity.
 GVISOR_RELEASE = "4.4.0"

@@ -7,9 +7,9 @@ no network traffic except the egress probe (one TCP connect to a public anycast 
 address family and one DNS lookup, each with a short time limit).
 
 The probe is one script in two parts, which run.py's ``probe_source`` joins: probe_boundaries.py
-(the filesystems, network and limits that confine the sandbox), then this file, which records
-the results, measures the probe's own process (kernel, identity, privileges, the processes it
-can see) and runs every measurement.
+(where the results are recorded, and the filesystems, network and limits that confine the
+sandbox), then this file, which measures the probe's own process (kernel, identity, privileges,
+the processes it can see), runs every measurement and prints the results.
 
 Output: ``{"probe": 1, "fields": {name: {"value": ..., "source": "..."}}, "errors": {...}}``.
 """
@@ -23,25 +23,22 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # defined in the same script when it runs (probe_boundaries.py, joined first)
-    from .probe_boundaries import probe_egress, probe_filesystems, probe_limits, probe_network
+    from jupyter_sandbox.sandbox.attestation.probe_boundaries import (
+        errors,
+        fields,
+        probe_egress,
+        probe_filesystems,
+        probe_limits,
+        probe_network,
+        read,
+        record,
+    )
 
 PROBE_VERSION = 1
 # Seconds to wait for the kernel's process, which the sandbox's supervisor starts at boot.
 KERNEL_WAIT = 5.0
 PR_GET_SECCOMP = 21
 PR_GET_NO_NEW_PRIVS = 39
-
-fields: dict[str, dict[str, Any]] = {}
-errors: dict[str, str] = {}
-
-
-def record(name: str, value: Any, source: str) -> None:
-    fields[name] = {"value": value, "source": source}
-
-
-def read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
 
 
 def status_fields(pid: str = "self") -> dict[str, str]:

@@ -1,9 +1,10 @@
 """The probe's measurements of the sandbox's walls: its filesystems, network and limits.
 
 Not imported by the package: a part of the probe script (see probe.py). run.py's
-``probe_source`` joins it with probe.py into the one script the sandbox runs, this part first;
-the names it takes from probe.py (``record``, ``read``) are looked up only when a measurement
-runs, and are defined by then. Standard library only and Python 3.7 or later, like all of it.
+``probe_source`` joins it with probe.py into the one script the sandbox runs, this part first.
+It also holds what both parts share, where the results are kept (``fields``, ``errors``,
+``record``) and ``read``, so that it needs nothing of probe.py. Standard library only and
+Python 3.7 or later, like all of it.
 
 Kept apart from probe.py, which measures the probe's own process (kernel, identity, privileges,
 the processes it can see) and runs every measurement: what is measured here is what confines
@@ -19,10 +20,7 @@ import socket
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # defined in the same script when it runs (probe.py, joined after this part)
-    from .probe import read, record
+from typing import Any
 
 EGRESS_TIMEOUT = 1.0
 # Public anycast resolvers: never a private, link-local or Docker bridge address.
@@ -34,6 +32,19 @@ DNS_NAME = "example.com"
 CGROUP_ROOT = "/sys/fs/cgroup"
 UNLIMITED_CGROUP = 1 << 62  # cgroup v1 reports "no limit" as a huge page-rounded number
 ST_RDONLY = 1
+
+# What the measurements found, by name, and why those that failed did (probe.py prints both).
+fields: dict[str, dict[str, Any]] = {}
+errors: dict[str, str] = {}
+
+
+def record(name: str, value: Any, source: str) -> None:
+    fields[name] = {"value": value, "source": source}
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 def mounts() -> dict[str, dict[str, str]]:

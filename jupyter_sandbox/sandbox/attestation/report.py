@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expected import Expected
+from jupyter_sandbox.sandbox.attestation.expected import Expected
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ Two ways in. At start, the host puts the probe in the sandbox's ``io/`` director
 (:func:`stage_boot_probe`) and the image's supervisor (sandbox-init.py) runs it right after it
 has started the kernel, while the kernel imports: the result waits in ``io/`` when the kernel
 first answers (:func:`read_boot_probe`), which saves a ``docker exec`` and a second interpreter
-on every start (~0.4 s under gVisor). Later, or for an image whose supervisor does not do this,
-``docker exec`` pipes the probe into the sandbox's Python (:func:`run_probe`).
+on every start, slow under gVisor above all. Later, or for an image whose supervisor does not do
+this, ``docker exec`` pipes the probe into the sandbox's Python (:func:`run_probe`).
 
 The engine's view of the host cgroup comes from its stats, which Docker samples once a second:
 a request waits up to a second for the next sample. At start the request is made as the
@@ -28,18 +28,19 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import image_programs, sandbox_json
-from ..backend import SandboxBackend
-from ..backend_records import EngineStats, SandboxInfo
-from ..errors import SandboxError
-from ..hostdir import SandboxDirectory
-from ..timeouts import within
-from .checks import build_report
-from .expected import Expected, expected_from_state
-from .report import AttestationReport
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.attestation.checks import build_report
+from jupyter_sandbox.sandbox.attestation.expected import Expected, expected_from_state
+from jupyter_sandbox.sandbox.attestation.report import AttestationReport
+from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
+from jupyter_sandbox.sandbox.backends.records import EngineStats, SandboxInfo
+from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.programs import image_programs
 
 if TYPE_CHECKING:
-    from ..starting import SandboxStarter
+    from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,11 @@ async def run_probe(backend: SandboxBackend, sandbox_id: str, timeout: float) ->
     """The probe's JSON output, or ``{"error": ...}`` saying why there is none."""
     try:
         result = await within(
-            backend.exec(sandbox_id, PROBE_ARGV, timeout=timeout, stdin=probe_source()),
+            backend.exec(
+                sandbox_id,
+                PROBE_ARGV,
+                ExecOptions(timeout=timeout, stdin=probe_source(), supervised=False),
+            ),
             timeout + 5,
         )
     except asyncio.TimeoutError:

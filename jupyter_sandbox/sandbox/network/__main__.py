@@ -20,13 +20,13 @@ import signal
 import sys
 from pathlib import Path
 
-from ..process_lock import ProcessLock
-from ..timeouts import within
-from .audit import AuditLog
-from .control import PROXY_LOCK, TUNNEL_SOCKET
-from .proxy import EgressProxy
-from .settings import guard_from_options
-from .tunnels import TunnelKeeper
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.network.audit import AuditLog
+from jupyter_sandbox.sandbox.network.control import PROXY_LOCK, TUNNEL_SOCKET
+from jupyter_sandbox.sandbox.network.egress_proxy import EgressProxy
+from jupyter_sandbox.sandbox.network.settings import guard_from_options
+from jupyter_sandbox.sandbox.network.tunnels import TunnelKeeper
 
 WATCH_SECONDS = 1.0
 READY_TIMEOUT = 30.0

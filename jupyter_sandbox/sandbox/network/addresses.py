@@ -123,7 +123,7 @@ def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
 
 def check_private_ranges(ranges: Iterable[str]) -> list[IPNetwork]:
     """Parse ``allow_private_ranges``; a range outside the openable private ones is refused."""
-    from ..errors import InvalidSettingError
+    from jupyter_sandbox.protocol.errors import InvalidSettingError
 
     parsed = []
     for text in ranges:

@@ -10,12 +10,13 @@ never sees its host directory beyond ``io/``) and rotated at ``audit_max_bytes``
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections import deque
 from pathlib import Path
 from typing import Any
+
+from jupyter_sandbox.sandbox.host.clock import now_iso
 
 AUDIT_FILE = "network-audit.jsonl"
 ROTATED_FILE = "network-audit.1.jsonl"
@@ -41,7 +42,7 @@ class AuditLog:
         address: str | None = None,
     ) -> dict[str, Any]:
         entry: dict[str, Any] = {
-            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "time": now_iso("milliseconds"),
             "sandbox": self.sandbox_id,
             "host": host[:255],
             "port": port,

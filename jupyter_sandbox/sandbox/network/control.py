@@ -4,8 +4,10 @@ Who owns what (docs/architecture.md):
 
 * the policy and the per-sandbox token live in the host-only state file (the sandbox never sees
   it, so it cannot change its own egress);
-* the forwarder is started inside the sandbox through an engine exec the first time a policy
-  allows network, and lives as long as the sandbox;
+* the forwarder is started inside the sandbox through an engine exec as the sandbox starts
+  (``spawn_forwarder``, whatever its policy: under none it is what tells a program that the
+  policy refused it), or the first time a policy allows network, and lives as long as the
+  sandbox;
 * the host proxy process (``python -m jupyter_sandbox.sandbox.network``) is started detached
   when a policy allows network and stopped when the policy becomes ``none``; removal of the
   sandbox stops it (``stop_proxy`` in ``SandboxStarter._discard``), and it exits by itself
@@ -29,20 +31,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import image_programs
-from ..backend import SANDBOX_IO_DIR, SandboxBackend
-from ..errors import NetworkSetupError
-from ..host_python import module_command
-from ..hostdir import SandboxDirectory
-from ..inside_listener import last_line, start_listener
-from ..process_lock import ProcessLock
-from .forwarder import CONFIG_VARIABLE
-from .policy import NetworkPolicy, policy_of_state
-from .settings import FORWARDER_PORT
+from jupyter_sandbox.protocol.errors import NetworkSetupError, ProcessNotFoundError
+from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, SandboxBackend
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.python_command import module_command
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.network.forwarder import CONFIG_VARIABLE
+from jupyter_sandbox.sandbox.network.policy import NetworkPolicy, policy_of_state
+from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
+from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.inside_listener import last_line, wait_until_listening
 
 TUNNEL_SOCKET = "egress.sock"
 PROXY_LOCK = "egress-proxy.lock"
 PROXY_LOG = "egress-proxy.log"
+FORWARDER_SPAWN = "forwarder_spawn"  # state key: the engine's id of the forwarder's process
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 3.0
 # Processes started here and not yet reaped (they detach, but stay our children).
@@ -63,7 +66,7 @@ async def apply_policy(
     directory.update_state(network=policy.as_dict(), network_token=token)
     try:
         if policy.allows_network:
-            await start_forwarder(backend, directory, sandbox_id, token)
+            await start_forwarder(backend, directory, sandbox_id)
             await asyncio.to_thread(start_proxy, directory, proxy_options)
         else:
             await asyncio.to_thread(stop_proxy, directory)
@@ -87,22 +90,58 @@ def forwarder_environment(
     return {CONFIG_VARIABLE: json.dumps(config)}
 
 
+async def spawn_forwarder(
+    backend: SandboxBackend, directory: SandboxDirectory, sandbox_id: str
+) -> str:
+    """Start the forwarder inside the sandbox, unless it was started before, without waiting
+    for it to listen; the engine's id of its process.
+
+    Started with every sandbox, whatever its policy: under none no host proxy attaches, and
+    the forwarder answers each request with a 403 naming the policy (forwarder.py), where a
+    dead port would only say "connection refused". Not waited for, so a kernel start does not
+    pay for it; ``start_forwarder`` waits for it when a policy allows network. The token it
+    greets the host proxy with is made now and kept in the host-only state file.
+    """
+    state = directory.read_state()
+    spawned = state.get(FORWARDER_SPAWN)
+    if isinstance(spawned, str) and spawned:
+        return spawned
+    token = state.get("network_token")
+    if not isinstance(token, str) or not token:
+        token = secrets.token_urlsafe(24)
+        directory.update_state(network_token=token)
+    spawn_id = await backend.spawn(
+        sandbox_id,
+        image_programs.python(forwarder_source()),
+        environment=forwarder_environment(token),
+    )
+    directory.update_state(**{FORWARDER_SPAWN: spawn_id})
+    return spawn_id
+
+
 async def start_forwarder(
-    backend: SandboxBackend, directory: SandboxDirectory, sandbox_id: str, token: str
+    backend: SandboxBackend, directory: SandboxDirectory, sandbox_id: str
 ) -> None:
-    """Start the forwarder inside the sandbox, unless its socket is already there, and wait
-    until it listens."""
+    """Start the forwarder inside the sandbox, unless it was started before, and wait until it
+    listens."""
     socket_path = directory.io / TUNNEL_SOCKET
     if socket_path.exists() or socket_path.is_symlink():
         return  # started before (gVisor could not bind the path a second time anyway)
-    await start_listener(
+    spawn_id = await spawn_forwarder(backend, directory, sandbox_id)
+    try:
+        ended = await backend.spawned_exit_code(spawn_id) is not None
+    except ProcessNotFoundError:
+        ended = True
+    if ended:  # the one started with the sandbox is gone (its code may have ended it)
+        directory.update_state(**{FORWARDER_SPAWN: None})
+        spawn_id = await spawn_forwarder(backend, directory, sandbox_id)
+    await wait_until_listening(
         backend,
         sandbox_id,
-        image_programs.python(forwarder_source()),
+        spawn_id,
         socket_path,
         what="network forwarder",
         error=NetworkSetupError,
-        environment=forwarder_environment(token),
     )
 
 

@@ -10,7 +10,10 @@ It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has n
 interface) and on the Unix socket ``/run/sandbox/egress.sock``, where the host proxy connects
 its idle tunnels (the sandbox cannot connect out to a host socket). Each tunnel is greeted with
 the per-sandbox token. Each client connection is joined to one idle tunnel, byte for byte; with
-no tunnel (the policy is none, so no host proxy runs) the client gets a 403 saying so.
+no tunnel at all (the policy is none, so no host proxy runs) the client is at once given a 403
+whose reason phrase names the policy and the target (``refusal_text``), which is what urllib,
+requests and pip put in the error they raise. It is started in every sandbox, the policy none
+included (control.py), so that nobody meets a bare "connection refused".
 The host waits for the socket to appear; a failure to listen is written beside it
 (``egress.sock.error``).
 """
@@ -38,21 +41,25 @@ TUNNEL_WAIT = 3.0  # seconds a client waits for a tunnel before it is told there
 BUFFER = 1024 * 1024
 MAX_CLIENTS = 32  # each client holds two threads; the sandbox's process limit counts them
 IDLE_THREAD_SECONDS = 30.0  # how long a thread with nothing to do waits for the next client
-NO_PROXY_BODY = (
-    b"jupyter-sandbox: no network: this sandbox's network policy is none, or its host proxy "
-    b"is not running (setting the policy again starts it)\n"
+# What a refusal adds below its first line when no host proxy is attached.
+NO_PROXY_NOTE = (
+    "If the policy is not none, the sandbox's host proxy is not running: setting the policy "
+    "again starts it."
 )
+CHANGE_POLICY = "change it in the Sandboxes panel or with JUPYTER_SANDBOX_NETWORK"
+MAX_TARGET = 120  # characters of a refused host:port quoted in a refusal
+MAX_RULE = 160  # characters of the rule quoted in a refusal
 
 
 class Workers:
     """Threads that serve one task after another, and end after IDLE_THREAD_SECONDS without one.
 
-    Under gVisor starting a thread costs ~0.9 ms (0.1 ms under runc or on the host) and each
-    client needs two, one per direction, so back-to-back requests reuse them; the host proxy's
-    relay uses them too. Unlike a ThreadPoolExecutor's, idle threads end: the sandbox's process
-    limit (256 by default) counts them, and a burst of clients must not keep its threads from
-    the sandbox's own programs for good.
-    """
+    Under gVisor starting a thread costs several times what it does under runc or on the host
+    (docs/explanation/performance.md, "Figures behind the code") and each client needs two, one per
+    direction, so back-to-back requests reuse them; the host proxy's relay uses them too. Unlike a
+    ThreadPoolExecutor's, idle threads end: the sandbox's process limit (256 by default) counts
+    them, and a burst of clients must not keep its threads from the sandbox's own programs for
+    good."""
 
     def __init__(self, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:
         self.idle_seconds = idle_seconds
@@ -99,11 +106,16 @@ class Tunnels:
 
     def __init__(self) -> None:
         self.idle: list[socket.socket] = []
+        self.busy = 0  # tunnels handed out and not yet given back (``done``)
+        # Whether a host proxy ever attached: once one has, a refusal cannot tell the policy
+        # none (the proxy was stopped) from a proxy that died, and says so.
+        self.attached_before = False
         self.cond = threading.Condition()
 
     def add(self, sock: socket.socket) -> None:
         with self.cond:
             self.idle.append(sock)
+            self.attached_before = True
             self.cond.notify()
 
     def take(self, timeout: float) -> socket.socket | None:
@@ -113,12 +125,21 @@ class Tunnels:
                 while self.idle:
                     sock = self.idle.pop(0)
                     if _alive(sock):
+                        self.busy += 1
                         return sock
                     sock.close()
+                # No tunnel, not even a busy one: no host proxy is attached (the policy is
+                # none), and waiting would only delay the refusal.
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self.busy == 0:
                     return None
                 self.cond.wait(remaining)
+
+    def done(self, sock: socket.socket) -> None:
+        """Give back a tunnel that ``take`` handed out, closing it."""
+        sock.close()
+        with self.cond:
+            self.busy -= 1
 
 
 def _alive(sock: socket.socket) -> bool:
@@ -184,8 +205,45 @@ def _copy(src: socket.socket, dst: socket.socket) -> None:
         dst.sendall(view[:n])
 
 
-def _refuse(client: socket.socket) -> None:
-    """Answer a client when no host proxy is attached, after reading its request head."""
+def refusal_text(mode: str, target: str, rule: str = "", remedy: str = CHANGE_POLICY) -> str:
+    """The one line a refused program shows its user: the policy, the target, the rule and how
+    to change it. Used as the 403's reason phrase by this forwarder and by the host proxy, so
+    it is printable ASCII only (anything else becomes ``?``) and bounded (the quoted target and
+    rule are cut, never the remedy): a reason phrase is a header line, and the target is
+    whatever the sandbox asked for."""
+    why = f" ({_printable(rule, MAX_RULE)})" if rule else ""
+    return (
+        f"jupyter-sandbox: network policy {_printable(mode, 40)}: "
+        f"{_printable(target, MAX_TARGET)} not allowed{why}; {_printable(remedy, MAX_RULE)}"
+    )
+
+
+def _printable(text: str, limit: int) -> str:
+    cut = text if len(text) <= limit else text[: limit - 3] + "..."
+    return "".join(c if " " <= c <= "~" else "?" for c in cut)
+
+
+def request_target(head: bytes) -> str:
+    """``host:port`` of a proxy request head (CONNECT or an absolute http:// URI); ``?`` when
+    the request line is neither. Only for the refusal's text: nothing is sent anywhere."""
+    words = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(words) != 3:
+        return "?"
+    method, target = words[0], words[1].decode("ascii", "replace")
+    if method == b"CONNECT":
+        return target
+    scheme, sep, rest = target.partition("://")
+    if not sep or scheme.lower() != "http":
+        return "?"
+    authority = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+    has_port = authority.rpartition(":")[2].isdigit() and not authority.endswith("]")
+    return authority if has_port else f"{authority}:80"
+
+
+def _refuse(client: socket.socket, mode: str) -> None:
+    """Answer a client when no host proxy is attached, after reading its request head: a 403
+    whose reason phrase is the refusal under ``mode`` (clients show the reason, not the
+    body)."""
     client.settimeout(5)
     data = b""
     try:
@@ -194,13 +252,15 @@ def _refuse(client: socket.socket) -> None:
             if not chunk:
                 break
             data += chunk
+        reason = refusal_text(mode, request_target(data))
+        body = f"{reason}\n{NO_PROXY_NOTE}\n".encode()
         head = (
-            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-            f"Content-Length: {len(NO_PROXY_BODY)}\r\n"
+            f"HTTP/1.1 403 {reason}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+            f"Content-Length: {len(body)}\r\n"
             "X-Jupyter-Sandbox-Denied: network policy is none or its host proxy is not running"
             "\r\n\r\n"
         )
-        client.sendall(head.encode() + NO_PROXY_BODY)
+        client.sendall(head.encode() + body)
         client.shutdown(socket.SHUT_WR)
     except OSError:
         pass
@@ -215,7 +275,9 @@ def _serve_client(
     try:
         tunnel = tunnels.take(TUNNEL_WAIT)
         if tunnel is None:
-            _refuse(client)
+            _refuse(
+                client, "none (or its host proxy stopped)" if tunnels.attached_before else "none"
+            )
             return
         back_done = threading.Event()
 
@@ -228,7 +290,7 @@ def _serve_client(
         workers.submit(back)
         pipe(client, tunnel)
         back_done.wait()
-        tunnel.close()
+        tunnels.done(tunnel)
     finally:
         client.close()
         slots.release()

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 MODES = ("none", "allowlist", "open")
 ENV_VAR = "JUPYTER_SANDBOX_NETWORK"

@@ -19,9 +19,10 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..http_head import TOKEN, head_lines, header_fields
-from ..timeouts import within
-from .policy import normalize_host
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.host.http_head import TOKEN, split_head
+from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.network.policy import normalize_host
 
 MAX_HEAD = 64 * 1024  # bytes a request head may take
 MAX_HEADERS = 100  # header lines a request head may have
@@ -38,8 +39,12 @@ _PROXY_SCHEMES = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://")
 _ONCE = {b"content-length", b"transfer-encoding", b"host"}
 
 
-class BadRequest(Exception):
-    """A request the proxy cannot parse; answered with 400."""
+class BadRequest(SandboxError):
+    """A request the proxy cannot parse; answered with 400 by the proxy itself (no REST
+    handler sees it, but it is caught as a SandboxError like every other error of the core)."""
+
+    code = "bad_proxy_request"
+    http_status = 400
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,9 @@ def parse_head(head: bytes) -> ProxyRequest:
     grammar (ASCII tokens, ASCII digits), at most MAX_HEADERS headers, one Host, one
     Content-Length and no Transfer-Encoding beside it. Everything else is BadRequest."""
     try:
-        lines = head_lines(head, MAX_HEADERS)
-        headers = header_fields(lines[1:], _ONCE)
+        request_line, headers = split_head(head, _REQUEST_LINE, MAX_HEADERS, _ONCE)
     except ValueError as exc:
         raise BadRequest(f"malformed request head: {exc}") from None
-    request_line = _REQUEST_LINE.fullmatch(lines[0])
     if request_line is None:
         raise BadRequest(
             "malformed request line: send METHOD target HTTP/1.1, the target in printable ASCII"
@@ -139,7 +142,7 @@ async def read_head(
     if not data:
         first = await loop.sock_recv(client, BUFFER)  # an idle tunnel waits here
         if not first:
-            raise ClientClosed()
+            raise ClientClosed("the client closed the connection before sending a request")
         data += first
     started()
     deadline = loop.time() + HEAD_TIMEOUT
@@ -148,7 +151,7 @@ async def read_head(
             raise BadRequest("request head too large")
         chunk = await within(loop.sock_recv(client, BUFFER), deadline - loop.time())
         if not chunk:
-            raise ClientClosed()
+            raise ClientClosed("the client closed the connection before sending a request")
         data += chunk
     end = data.index(b"\r\n\r\n") + 4
     if end > MAX_HEAD:  # one read brings up to BUFFER bytes: the head may be past the limit

@@ -11,8 +11,12 @@ from typing import Any
 from traitlets import Bool, Dict, Integer, List, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
-from .addresses import AddressGuard, check_private_ranges, host_addresses
-from .policy import NetworkPolicy
+from jupyter_sandbox.sandbox.network.addresses import (
+    AddressGuard,
+    check_private_ranges,
+    host_addresses,
+)
+from jupyter_sandbox.sandbox.network.policy import NetworkPolicy
 
 # Where the forwarder inside the sandbox listens (its loopback; the sandbox has nothing else).
 FORWARDER_PORT = 3128

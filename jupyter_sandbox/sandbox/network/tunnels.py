@@ -22,10 +22,10 @@ import logging
 import socket
 from pathlib import Path
 
-from ..errors import SocketReplacedError
-from ..socket_pin import connect_pinned
-from ..timeouts import within
-from .proxy import EgressProxy
+from jupyter_sandbox.protocol.errors import SocketReplacedError
+from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.kernel_link.socket_pin import connect_pinned
+from jupyter_sandbox.sandbox.network.egress_proxy import EgressProxy
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import re
 import tarfile
 from collections import deque
 
-from .errors import ArchiveTooLargeError, UnsafeArchiveError, shown
+from jupyter_sandbox.protocol.snapshot_errors import ArchiveTooLargeError, UnsafeArchiveError, shown
 
 ROOT = "."
 _DRIVE = re.compile(r"^[A-Za-z]:")

@@ -2,19 +2,20 @@
 
 :func:`scan_archive` reads a plain tar file once (tar_reader.py: a strict reader of its headers,
 bounded in time and memory; compressed archives are refused, :func:`decompress_gzip` is for an
-import that asks for gzip), checks every member against :class:`~.archive_rules.ArchiveRules` and the caps of :class:`ArchiveLimits`, and
-hashes the raw bytes. :func:`write_clean_archive` does the same and also writes a new, plain tar
-of exactly the admitted members with canonical names, owners dropped and modes stripped of
-setuid/setgid/sticky/write-for-others bits. That clean archive is the only thing a sandbox ever
-unpacks: GNU tar in the sandbox never parses bytes this module did not write, so differences
-between Python's and GNU tar's readings of odd headers (the class of CVE-2025-4517) cannot be
-reached.
+import that asks for gzip), checks every member against :class:`~.archive_rules.ArchiveRules` and
+the caps of :class:`ArchiveLimits`, and hashes the raw bytes. :func:`write_clean_archive` does the
+same and also writes a new, plain tar of exactly the admitted members with canonical names, owners
+dropped and modes stripped of setuid/setgid/sticky/write-for-others bits. That clean archive is the
+only thing a sandbox ever unpacks: GNU tar in the sandbox never parses bytes this module did not
+write, so differences between Python's and GNU tar's readings of odd headers (the class of
+CVE-2025-4517) cannot be reached.
 
 Archives are seekable files (a stored snapshot, a private copy, bytes in memory): the reader
 reads the headers and seeks over the data, and the sha256 of the raw bytes is computed on a second
 thread with ``pread`` (hashlib releases the GIL), so a scan costs about one hash of the file.
-tarfile's stream mode, which this replaced, read everything in 10 KiB pieces and copied each
-several times: three times slower on a 200 MiB workspace (benchmarks/snapshots.py).
+tarfile's stream mode, which this replaced, read everything in small pieces and copied each
+several times, which was several times slower
+(benchmarks/snapshots.py; figures: docs/explanation/performance.md, "Figures behind the code").
 
 The caps bound the work: the raw size (known before anything is parsed), the member count, the
 bytes the members declare (checked from each header before its data is read), the headers'
@@ -40,9 +41,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
-from .archive_rules import ROOT, ArchiveRules, safe_mode
-from .errors import ArchiveTooLargeError, UnsafeArchiveError
-from .tar_reader import check_data_present, read_members
+from jupyter_sandbox.protocol.snapshot_errors import ArchiveTooLargeError, UnsafeArchiveError
+from jupyter_sandbox.sandbox.snapshots.archive_rules import ROOT, ArchiveRules, safe_mode
+from jupyter_sandbox.sandbox.snapshots.tar_reader import check_data_present, read_members
 
 # What one tar header block costs in the expansion count.
 HEADER_BYTES = 512

@@ -37,17 +37,27 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO
 
-from .. import image_programs
-from ..backend import WORKSPACE_DIR, SandboxBackend, Writable
-from ..backend_records import ExecResult
-from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive, write_clean_archive
-from .errors import (
+from jupyter_sandbox.protocol.snapshot_errors import (
     SnapshotFailedError,
     SnapshotIntegrityError,
     SnapshotTooLargeError,
     UnsafeArchiveError,
 )
-from .host_dir import HostDirInput, has_room_for
+from jupyter_sandbox.sandbox.backends.base import (
+    WORKSPACE_DIR,
+    ExecOptions,
+    SandboxBackend,
+    Writable,
+)
+from jupyter_sandbox.sandbox.backends.records import ExecResult
+from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.snapshots.archive_scan import (
+    ArchiveLimits,
+    ArchiveSummary,
+    scan_archive,
+    write_clean_archive,
+)
+from jupyter_sandbox.sandbox.snapshots.host_dir_transport import HostDirInput, has_room_for
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +125,7 @@ async def hydrate_workspace(
 ) -> ArchiveSummary:
     """Restore the archive into ``sandbox_id``'s /workspace; ``open_archive()`` opens it
     afresh (binary, at its start) each time it is read. With ``io_dir`` (the sandbox's host
-    directory) the clean archive passes through it (host_dir.py) instead of the exec stream.
+    directory) the clean archive passes through it (host_dir_transport.py) instead of the exec stream.
     Returns what the check found."""
     if io_dir is not None:
         size = await asyncio.to_thread(_size_of, open_archive)
@@ -188,7 +198,9 @@ async def _hydrate_from_host_dir(
                 directories.write(b"\0".join(d.encode() for d in summary.directories))
                 directories.flush()
                 command = [*CHECK_TARGET_COMMAND, listing.in_sandbox, *command]
-            result = await backend.exec(sandbox_id, command, timeout=timeout)
+            result = await backend.exec(
+                sandbox_id, command, ExecOptions(timeout=timeout, supervised=False)
+            )
     except OSError as exc:
         hint = (
             " (its io/ directory is capped at SandboxSettings.io_size: raise that above the "

@@ -20,9 +20,9 @@ import secrets
 import time
 from typing import Any
 
-from .. import sandbox_json
-from ..hostdir import SandboxDirectory
-from .errors import SnapshotFailedError
+from jupyter_sandbox.protocol.snapshot_errors import SnapshotFailedError
+from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 
 # Seconds a request may wait for its answer; the bridge looks every 20 ms.
 ANSWER_TIMEOUT = 10.0

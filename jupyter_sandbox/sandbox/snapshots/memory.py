@@ -28,30 +28,29 @@ with its container, and so does the record of it.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend_records import EngineFacts, SandboxInfo
-from ..container_spec import now_iso
-from ..contexts import kernel_attached
-from ..errors import SandboxConflictError, SandboxError
-from ..hostdir import SandboxDirectory, sandbox_directories
-from ..sandbox_types import Sandbox
-from .errors import (
+from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxError
+from jupyter_sandbox.protocol.snapshot_errors import (
     MemorySnapshotRefusedError,
     MemorySnapshotUnsupportedError,
     SnapshotFailedError,
     SnapshotNotFoundError,
 )
-from .kernel_bridge import close_bridge, open_bridge
-from .storage import check_snapshot_id, new_snapshot_id
+from jupyter_sandbox.sandbox.backends.records import EngineFacts, SandboxInfo
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
+from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
+from jupyter_sandbox.sandbox.sandbox_types import Sandbox
+from jupyter_sandbox.sandbox.snapshots.kernel_bridge import close_bridge, open_bridge
+from jupyter_sandbox.sandbox.snapshots.storage import check_snapshot_id, new_snapshot_id
 
 if TYPE_CHECKING:
-    from ..manager import SandboxManager
+    from jupyter_sandbox.sandbox.manager import SandboxManager
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +162,7 @@ class MemorySnapshots:
             "id": snapshot_id,
             "owner": owner,
             "kind": "memory",
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "created": now_iso("auto"),
             "source": {"sandbox": sandbox_id, "image": info.image, "runtime": info.runtime},
             "size": checkpoint_bytes(facts, info, snapshot_id),
             "sha256": None,
@@ -286,7 +285,7 @@ def checkpoint_bytes(facts: EngineFacts, info: SandboxInfo, name: str) -> int | 
 
 def local_runsc_release() -> int | None:
     """The release of the runsc on this host (the engine's, when the engine is local)."""
-    from ..doctor import command_version, runsc_release
+    from jupyter_sandbox.sandbox.doctor import command_version, runsc_release
 
     return runsc_release(command_version(["runsc", "--version"]))
 

@@ -19,11 +19,15 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from .. import image_programs
-from ..backend import WORKSPACE_DIR, SandboxBackend
-from .archive_scan import ArchiveLimits, ArchiveSummary, scan_archive
-from .errors import SnapshotFailedError, SnapshotTooLargeError
-from .host_dir import archive_to_host_dir
+from jupyter_sandbox.protocol.snapshot_errors import SnapshotFailedError, SnapshotTooLargeError
+from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, SandboxBackend
+from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.snapshots.archive_scan import (
+    ArchiveLimits,
+    ArchiveSummary,
+    scan_archive,
+)
+from jupyter_sandbox.sandbox.snapshots.host_dir_transport import archive_to_host_dir
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,7 @@ async def archive_workspace(
     """Write a tar of ``sandbox_id``'s /workspace to ``out`` (a new, empty seekable file opened
     for writing and reading) and check it; returns what the check found (sha256, size, members).
 
-    With ``io_dir`` (the sandbox's host directory) the archive passes through it (host_dir.py)
+    With ``io_dir`` (the sandbox's host directory) the archive passes through it (host_dir_transport.py)
     instead of the exec stream. The sandbox itself is only read: whatever fails (cap, full
     disk, a refused member), its files and processes are as they were.
     """

@@ -27,20 +27,28 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import InvalidRequestError, QuotaExceededError
-from ..hostdir import SandboxDirectory, replaced_atomically
-from ..limits import SandboxLimits
-from ..sandbox_types import Sandbox
-from .archive_scan import ArchiveSummary, decompress_gzip, scan_archive
-from .errors import SnapshotNotFoundError, SnapshotTooLargeError, shown
-from .hydrate import hydrate_workspace
-from .memory import MemorySnapshots
-from .persist import archive_workspace
-from .settings import SnapshotSettings
-from .storage import workspace_metadata
+from jupyter_sandbox.protocol.errors import InvalidRequestError, QuotaExceededError
+from jupyter_sandbox.protocol.snapshot_errors import (
+    SnapshotNotFoundError,
+    SnapshotTooLargeError,
+    shown,
+)
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, replaced_atomically
+from jupyter_sandbox.sandbox.limits import SandboxLimits
+from jupyter_sandbox.sandbox.sandbox_types import Sandbox
+from jupyter_sandbox.sandbox.snapshots.archive_scan import (
+    ArchiveSummary,
+    decompress_gzip,
+    scan_archive,
+)
+from jupyter_sandbox.sandbox.snapshots.hydrate import hydrate_workspace
+from jupyter_sandbox.sandbox.snapshots.memory import MemorySnapshots
+from jupyter_sandbox.sandbox.snapshots.persist import archive_workspace
+from jupyter_sandbox.sandbox.snapshots.settings import SnapshotSettings
+from jupyter_sandbox.sandbox.snapshots.storage import workspace_metadata
 
 if TYPE_CHECKING:
-    from ..manager import SandboxManager
+    from jupyter_sandbox.sandbox.manager import SandboxManager
 
 KINDS = ("workspace", "memory")
 COMPRESSIONS = (None, "gzip")  # what an import may declare (import_archive)

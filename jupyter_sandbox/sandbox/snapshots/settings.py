@@ -13,8 +13,8 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Enum, Float, Integer, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .archive_scan import ArchiveLimits
-from .storage import SnapshotStore
+from jupyter_sandbox.sandbox.snapshots.archive_scan import ArchiveLimits
+from jupyter_sandbox.sandbox.snapshots.storage import SnapshotStore
 
 
 class SnapshotSettings(LoggingConfigurable):
@@ -69,9 +69,9 @@ class SnapshotSettings(LoggingConfigurable):
         SandboxSettings.io_size when the host's writes are capped); an archive to restore
         that does not fit there goes over the exec stream instead. 'exec':
         streamed over the engine's exec socket, nothing written outside the snapshot
-        directory, but 2-4x slower (every byte crosses a pipe in dockerd and, under gVisor,
-        gVisor's slow pipes). Both check every member on the host and unpack inside the
-        sandbox.""",
+        directory, but several times slower (docs/explanation/performance.md; every byte crosses a
+        pipe in dockerd and, under gVisor, gVisor's slow pipes). Both check every member on the
+        host and unpack inside the sandbox.""",
     )
     timeout = Float(
         600.0,

@@ -21,7 +21,6 @@ is decided here too (:func:`workspace_metadata`), beside the files that keep it.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import errno
 import hashlib
 import json
@@ -35,12 +34,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from ..backend_records import SandboxInfo
-from ..errors import SandboxError
-from ..identity import check_owner
-from ..private_paths import make_private_dir
-from .archive_scan import ArchiveSummary
-from .errors import SnapshotNotFoundError, SnapshotStorageFullError
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.protocol.snapshot_errors import SnapshotNotFoundError, SnapshotStorageFullError
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
+from jupyter_sandbox.sandbox.identity import check_owner
+from jupyter_sandbox.sandbox.snapshots.archive_scan import ArchiveSummary
 
 _SNAPSHOT_ID = re.compile(r"^[0-9a-f]{16}$")
 _FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -61,7 +61,7 @@ def workspace_metadata(
         "id": new_snapshot_id(),
         "kind": "workspace",
         # Microseconds: listings sort by it, and two snapshots often share a second.
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "created": now_iso("auto"),
         "source": {
             "sandbox": info.sandbox_id if info else None,
             "image": info.image if info else None,
@@ -222,8 +222,9 @@ def _write_json_durably(path: Path, data: dict[str, Any]) -> None:
 def _early_writeback(fd: int) -> Iterator[None]:
     """While an archive is written to ``fd``, send what it holds to the disk every
     WRITEBACK_SECONDS on a thread of its own, so that the fsync of :meth:`SnapshotStore.commit`
-    waits only for the last bytes instead of the whole archive (measured: 0.3 s of a 0.7 s
-    persist of 200 MiB was that fsync). Errors are left to the writer and the commit to see."""
+    waits only for the last bytes instead of the whole archive (that fsync was a large part of
+    a persist: docs/explanation/performance.md, "Figures behind the code"). Errors are left to the
+    writer and the commit to see."""
     done = threading.Event()
 
     def flush() -> None:

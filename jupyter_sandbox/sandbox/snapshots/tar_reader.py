@@ -2,9 +2,10 @@
 
 The host reads archives that a sandbox or a user made: every byte is hostile. The standard
 library's ``tarfile`` is not used to read them: it reads pax and GNU long-name headers whole
-into memory before any cap applies (a 389 KiB gzip declaring a 400 MB long name took a server
-to 3.2 GB), and its pax parsing is quadratic on some Pythons (CVE-2024-6232: a 150 KiB header
-froze a server for 17.7 s). This reader:
+into memory before any cap applies (a small gzip declaring a huge long name takes a server's
+memory), and its pax parsing is quadratic on some Pythons (CVE-2024-6232: a small header
+freezes a server; the figures: docs/explanation/performance.md, "Figures behind the code"). This
+reader:
 
 * reads plain tar only: no decompression (a compressed archive is refused, saying so; an
   import that asks for gzip is decompressed before, with caps: service.py);
@@ -34,8 +35,8 @@ import time
 from collections.abc import Iterator
 from typing import IO
 
-from .archive_rules import MAX_PATH
-from .errors import ArchiveTooLargeError, UnsafeArchiveError, shown
+from jupyter_sandbox.protocol.snapshot_errors import ArchiveTooLargeError, UnsafeArchiveError, shown
+from jupyter_sandbox.sandbox.snapshots.archive_rules import MAX_PATH
 
 BLOCK = 512
 ZERO_BLOCK = bytes(BLOCK)

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.network.addresses import (
     AddressGuard,
     check_private_ranges,

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.network import NetworkPolicy, NetworkSettings, read_audit
 from jupyter_sandbox.sandbox.network.control import (
     PROXY_LOCK,
@@ -35,11 +36,9 @@ from jupyter_sandbox.sandbox.network.control import (
     stop_proxy,
 )
 from jupyter_sandbox.sandbox.network.tunnels import TunnelRefused, open_tunnel
-from jupyter_sandbox.sandbox.process_lock import ProcessLock
-
-from ...shadowing import imported, plant, working_directory
-from .servers import RecordingServer, recording_server
-from .test_sni import client_hello
+from tests.sandbox.network.servers import RecordingServer, recording_server
+from tests.sandbox.network.test_sni import client_hello
+from tests.shadowing import imported, plant, working_directory
 
 TOKEN = "test-token-0123456789"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_sandbox.sandbox.errors import InvalidSettingError
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.network import HostPattern, NetworkPolicy, NetworkSettings
 from jupyter_sandbox.sandbox.network.policy import policy_of_state
 

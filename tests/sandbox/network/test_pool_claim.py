@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager, WarmPool
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network import proxy_running
-
-from ...conftest import manager_config, remove_everything_under
-from .servers import FETCH, RecordingServer, recording_server
+from tests.conftest import manager_config, remove_everything_under
+from tests.sandbox.network.servers import FETCH, RecordingServer, recording_server
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,9 @@ async def test_a_claimed_member_gets_the_requested_policy(
         assert sandbox.sandbox_id == member  # the pool's member, not a new sandbox
         assert proxy_running(directory)
         url = f"http://allowed.test:{server.port}/"
-        result = await manager.exec("alice", member, ["python", "-c", FETCH, url], timeout=60)
+        result = await manager.exec(
+            "alice", member, ["python", "-c", FETCH, url], ExecOptions(timeout=60)
+        )
         assert result.stdout.decode().strip() == "200"
         # The next claim of the same key with no network finds a member without network too.
         [second] = await pool.refill()

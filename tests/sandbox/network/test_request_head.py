@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.network.request_head import (
     MAX_HEAD,
     BadRequest,
@@ -26,6 +27,17 @@ def head(*lines: str) -> bytes:
 def test_connect_names_host_and_port() -> None:
     request = parse_head(head("CONNECT PyPI.org.:443 HTTP/1.1", "Host: pypi.org:443"))
     assert request == ProxyRequest("CONNECT", "pypi.org", 443, b"")
+
+
+def test_a_malformed_head_is_an_error_of_the_project_root() -> None:
+    # Callers catch SandboxError for every error of the core; the proxy's 400 is one of them.
+    with pytest.raises(SandboxError) as caught:
+        parse_head(head("GET /path HTTP/1.1", "Host: pypi.org"))
+    assert isinstance(caught.value, BadRequest)
+    assert caught.value.to_dict() == {
+        "code": "bad_proxy_request",
+        "message": "send an absolute http:// URI to the proxy, not a path",
+    }
 
 
 def test_connect_to_an_ipv6_literal() -> None:

@@ -9,16 +9,15 @@ import tarfile
 
 import pytest
 
-from jupyter_sandbox.sandbox.snapshots import (
+from jupyter_sandbox.protocol.snapshot_errors import ArchiveTooLargeError, UnsafeArchiveError
+from jupyter_sandbox.sandbox.snapshots import archive_scan
+from jupyter_sandbox.sandbox.snapshots.archive_scan import (
     ArchiveLimits,
-    ArchiveTooLargeError,
-    UnsafeArchiveError,
-    archive_scan,
+    decompress_gzip,
     scan_archive,
+    write_clean_archive,
 )
-from jupyter_sandbox.sandbox.snapshots.archive_scan import decompress_gzip, write_clean_archive
-
-from .archives import Member, huge_declared_file, tar_bytes
+from tests.sandbox.snapshots.archives import Member, huge_declared_file, tar_bytes
 
 LIMITS = ArchiveLimits()
 

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.snapshots import (
+from jupyter_sandbox.protocol.snapshot_errors import (
     ArchiveTooLargeError,
     SnapshotStorageFullError,
     SnapshotTooLargeError,
     UnsafeArchiveError,
 )
-
-from .archives import Member, huge_declared_file, tar_bytes
-from .test_archive_rules import REFUSED
-from .workspace_files import OWNER, manifest, sh
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.sandbox.snapshots.archives import Member, huge_declared_file, tar_bytes
+from tests.sandbox.snapshots.test_archive_rules import REFUSED
+from tests.sandbox.snapshots.workspace_files import OWNER, manifest, sh
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.hostdir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.snapshots.kernel_bridge import MAX_ANSWER_BYTES, _read_answer
 
 

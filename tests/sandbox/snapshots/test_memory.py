@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox.backend_records import EngineFacts, SandboxInfo
-from jupyter_sandbox.sandbox.errors import SandboxConflictError
-from jupyter_sandbox.sandbox.snapshots.errors import MemorySnapshotUnsupportedError
+from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.protocol.snapshot_errors import MemorySnapshotUnsupportedError
+from jupyter_sandbox.sandbox.backends.records import EngineFacts, SandboxInfo
 from jupyter_sandbox.sandbox.snapshots.memory import check_checkpointable
 
 FACTS = EngineFacts("20.10.24", frozenset({"runc", "runsc"}), "2", True, experimental=True)

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.contexts import ContextLock
-from jupyter_sandbox.sandbox.errors import SandboxConflictError
-from jupyter_sandbox.sandbox.reaper import reap_orphans
-from jupyter_sandbox.sandbox.snapshots import MemorySnapshotUnsupportedError
-
-from ...conftest import manager_config, remove_everything_under
-from ...kernel_client import output_of
-from .workspace_files import OWNER
+from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.protocol.snapshot_errors import MemorySnapshotUnsupportedError
+from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock
+from jupyter_sandbox.sandbox.lifecycle.reaper import reap_orphans
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.conftest import manager_config, remove_everything_under
+from tests.kernel_client import output_of
+from tests.sandbox.snapshots.workspace_files import OWNER
 
 pytestmark = [pytest.mark.integration, pytest.mark.runsc]
 

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.snapshots import (
+from jupyter_sandbox.protocol.snapshot_errors import (
     MemorySnapshotUnsupportedError,
     SnapshotIntegrityError,
-    Snapshots,
 )
-
-from .workspace_files import OWNER, VARIED, manifest, sh
+from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.snapshots.service import Snapshots
+from tests.sandbox.snapshots.workspace_files import OWNER, VARIED, manifest, sh
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from jupyter_sandbox.sandbox import SandboxManager
-from jupyter_sandbox.sandbox.errors import QuotaExceededError
-from jupyter_sandbox.sandbox.snapshots import SnapshotNotFoundError, UnsafeArchiveError
-
-from .archives import Member, tar_bytes
+from jupyter_sandbox.protocol.errors import QuotaExceededError
+from jupyter_sandbox.protocol.snapshot_errors import SnapshotNotFoundError, UnsafeArchiveError
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from tests.sandbox.snapshots.archives import Member, tar_bytes
 
 
 @pytest.fixture

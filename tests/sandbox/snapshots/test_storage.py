@@ -13,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.snapshots import (
-    SnapshotNotFoundError,
-    SnapshotStorageFullError,
+from jupyter_sandbox.protocol.snapshot_errors import SnapshotNotFoundError, SnapshotStorageFullError
+from jupyter_sandbox.sandbox.snapshots import storage
+from jupyter_sandbox.sandbox.snapshots.storage import (
     SnapshotStore,
     check_snapshot_id,
-    storage,
+    new_snapshot_id,
 )
-from jupyter_sandbox.sandbox.snapshots.storage import new_snapshot_id
-
-from .archives import Member, tar_bytes
+from tests.sandbox.snapshots.archives import Member, tar_bytes
 
 
 def store_one(store: SnapshotStore, owner: str, data: bytes) -> dict[str, object]:

@@ -14,17 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_sandbox.sandbox.snapshots import (
+from jupyter_sandbox.protocol.snapshot_errors import ArchiveTooLargeError, UnsafeArchiveError
+from jupyter_sandbox.sandbox.snapshots import archive_rules
+from jupyter_sandbox.sandbox.snapshots.archive_scan import (
     ArchiveLimits,
-    ArchiveTooLargeError,
-    UnsafeArchiveError,
-    archive_rules,
     scan_archive,
+    write_clean_archive,
 )
-from jupyter_sandbox.sandbox.snapshots.archive_scan import write_clean_archive
 from jupyter_sandbox.sandbox.snapshots.tar_reader import MAX_PAX_HEADER
-
-from .archives import Member, tar_bytes
+from tests.sandbox.snapshots.archives import Member, tar_bytes
 
 LIMITS = ArchiveLimits()
 END = bytes(1024)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from jupyter_sandbox.sandbox import SandboxManager
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.manager import SandboxManager
 
 OWNER = "alice"
 
@@ -51,14 +52,16 @@ chmod 4755 suid.sh
 
 
 async def sh(manager: SandboxManager, sandbox_id: str, script: str, timeout: float = 120) -> str:
-    result = await manager.exec(OWNER, sandbox_id, ["sh", "-c", script], timeout=timeout)
+    result = await manager.exec(
+        OWNER, sandbox_id, ["sh", "-c", script], ExecOptions(timeout=timeout)
+    )
     assert result.exit_code == 0, result.stderr.decode()
     return result.stdout.decode()
 
 
 async def manifest(manager: SandboxManager, sandbox_id: str, root: str = "/workspace") -> dict:
     result = await manager.exec(
-        OWNER, sandbox_id, ["python3", "-I", "-c", MANIFEST, root], timeout=120
+        OWNER, sandbox_id, ["python3", "-I", "-c", MANIFEST, root], ExecOptions(timeout=120)
     )
     assert result.exit_code == 0, result.stderr.decode()
     return dict(json.loads(result.stdout))

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from ...server_extension.conftest import *  # fixtures, used by name (F403 allowed in pyproject)
+from tests.server_extension.conftest import *  # fixtures, used by name (F403 allowed in pyproject)

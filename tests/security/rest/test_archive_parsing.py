@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from ...sandbox.snapshots.archives import Member, tar_bytes
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_auth_and_spec import with_named_users
+from tests.sandbox.snapshots.archives import Member, tar_bytes
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_auth_and_spec import with_named_users
 
 pytestmark = pytest.mark.integration
 

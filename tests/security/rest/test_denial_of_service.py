@@ -29,9 +29,8 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_auth_and_spec import with_named_users
 
 pytestmark = pytest.mark.integration
 
@@ -73,15 +72,25 @@ class HeldRequest:
 
     @classmethod
     async def open(
-        cls, server_url: str, method: str, path: str, user: str, body: Any = None
+        cls,
+        server_url: str,
+        method: str,
+        path: str,
+        user: str,
+        body: Any = None,
+        *,
+        upload: int | None = None,
     ) -> HeldRequest:
+        """``body`` sent as JSON; or, with ``upload``, the head of an upload of that many bytes
+        and none of its body yet (the caller sends it on ``writer``, or not)."""
         url = urllib.parse.urlsplit(server_url)
         reader, writer = await asyncio.open_connection(url.hostname, url.port)
         data = b"" if body is None else json.dumps(body).encode()
+        kind = "application/json" if upload is None else "application/octet-stream"
         head = (
             f"{method} {url.path}{path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
-            f"Authorization: token {user}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n"
+            f"Authorization: token {user}\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(data) if upload is None else upload}\r\n\r\n"
         )
         writer.write(head.encode() + data)
         await writer.drain()
@@ -354,4 +363,75 @@ async def test_one_owners_uploads_and_archive_scans_do_not_hold_up_another(
         f"time, {uploads.per_owner} written at once) meanwhile; bob, quiet: {figures(quiet)}; under the flood: {figures(flooded)} "
         "(the worst of 2 rounds each)",
         cases=sum(done.values()),
+    )
+
+
+@pytest.mark.checklist(
+    row=75,
+    attack="one owner sends more file uploads (PUT files/content) than its share of upload "
+    "turns, two of them stalled after their head, a third of 64 MiB",
+    expected="the stalled two hold that owner's turns; the third's body is not read (its "
+    "sender stalls) until a turn is free, then it is written; another owner's upload is "
+    "answered meanwhile",
+)
+async def test_an_uploads_body_is_read_only_once_its_owner_has_a_turn(
+    jp_fetch: Fetch,
+    server_url: str,
+    extension: SandboxExtension,
+    bobs_sandbox: str,
+    held: list[HeldRequest],
+    observe: Callable[..., None],
+) -> None:
+    """The server read every upload's body whole into its memory before the upload waited for
+    its owner's turn: one owner's many uploads held memory and the network from all."""
+    alices = await make_sandbox(jp_fetch, ALICE)
+    uploads = extension.uploads
+    for n in range(uploads.per_owner):
+        path = f"api/sandboxes/{alices}/files/content?path=stalled-{n}.bin"
+        held.append(await HeldRequest.open(server_url, "PUT", path, "alice", upload=1024))
+    deadline = time.monotonic() + BOUND
+    while uploads.held.get("alice", 0) < uploads.per_owner:
+        assert time.monotonic() < deadline, f"alice's stalled uploads hold {uploads.held}"
+        await asyncio.sleep(0.05)
+
+    size = 64 * 1024**2
+    third = await HeldRequest.open(
+        server_url,
+        "PUT",
+        f"api/sandboxes/{alices}/files/content?path=big.bin",
+        "alice",
+        upload=size,
+    )
+    held.append(third)
+    third.writer.write(bytes(size))
+    with pytest.raises(TimeoutError):  # the server reads none of it: the sender stalls
+        await asyncio.wait_for(third.writer.drain(), 3)
+    assert uploads.waiting() == 1
+    unsent = third.writer.transport.get_write_buffer_size()
+    assert unsent > size // 2, f"only {unsent} of {size} bytes left to send"
+
+    started = time.monotonic()  # bob's turn is his own
+    status, entry = await api(
+        jp_fetch,
+        "PUT",
+        bobs_sandbox,
+        "files",
+        "content",
+        body="bob's",
+        params={"path": "bobs.txt"},
+        **BOB,
+    )
+    bobs = time.monotonic() - started
+    assert (status, entry["size"]) == (200, 5), entry
+    assert bobs < BOUND
+
+    await held[0].close()  # a stalled client leaves: its turn goes to the waiting upload
+    await asyncio.wait_for(third.writer.drain(), 60)
+    assert await third.read_until(b'"size": ' + str(size).encode(), 120), third.seen[:300]
+    assert third.status == 200
+    observe(
+        f"with alice's {uploads.per_owner} turns held by stalled uploads, {unsent} of the 64 MiB "
+        f"of her third upload stayed unsent for 3 s (the server read none of it); bob's upload "
+        f"was answered in {bobs:.2f} s; once a stalled client left, the 64 MiB were written",
+        cases=uploads.per_owner + 2,
     )

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_auth_and_spec import with_named_users
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_auth_and_spec import with_named_users
 
 pytestmark = pytest.mark.integration
 

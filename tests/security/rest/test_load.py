@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_pool import start_kernel
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_pool import start_kernel
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc]
 

@@ -12,9 +12,8 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_ports import PORT, follow, start_server
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_ports import PORT, follow, start_server
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,10 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_sandbox.sandbox.doctor import MIN_DOCKER, version_tuple
 from jupyter_sandbox.server_extension import SandboxExtension
-
-from ...kernel_client import output_of
-from ...server_extension.conftest import Fetch, api
-from ...server_extension.test_auth_and_spec import routes, with_named_users
-from ...server_extension.test_terminals import UPGRADE
+from tests.kernel_client import output_of
+from tests.server_extension.conftest import Fetch, api
+from tests.server_extension.test_auth_and_spec import routes, with_named_users
+from tests.server_extension.test_terminals import UPGRADE
 
 pytestmark = pytest.mark.integration
 

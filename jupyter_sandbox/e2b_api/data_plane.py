@@ -1,0 +1,319 @@
+"""The data plane, ``{base_url}api/e2b/sandbox/...`` (``E2B_SANDBOX_URL``): what E2B's SDK sends
+to a sandbox, routed as E2B's proxy routes it, by its own headers: ``E2b-Sandbox-Id`` (which
+sandbox), ``E2b-Sandbox-Port`` (49983: envd, its Connect services, ``/files``, ``/health``;
+49999: the code interpreter's ``/execute`` and ``/contexts``) and ``X-Access-Token`` (the
+sandbox's access token, keys.py), checked on every request before anything else is read.
+
+The request then acts as the owner the token names, through the same core calls as our REST
+API: another owner's sandbox, or one that is gone, is a sandbox that "was not found" (502, as
+E2B's proxy answers). Jupyter's login plays no part here: neither its cookies nor its tokens
+are read, so its XSRF check (which guards cookie-authenticated requests) is skipped on these
+routes alone; the access token is the credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+from jupyter_server.auth.decorator import allow_unauthenticated
+from tornado.iostream import StreamClosedError
+
+from jupyter_sandbox.e2b_api import execute_stream, filesystem_service, process_service
+from jupyter_sandbox.e2b_api.connect_protocol import (
+    STREAM_TYPE,
+    Message,
+    content_kind,
+    end_of_stream,
+    envelope,
+    request_message,
+)
+from jupyter_sandbox.e2b_api.errors import (
+    E2BUnsupportedError,
+    api_error,
+    as_sandbox_error,
+    connect_code,
+    connect_error,
+    data_plane_error,
+)
+from jupyter_sandbox.e2b_api.file_transfer import uploads, write_info
+from jupyter_sandbox.e2b_api.home import check_user, to_sandbox, user_of_authorization
+from jupyter_sandbox.e2b_api.keys import AccessTokens
+from jupyter_sandbox.e2b_api.process_service import Processes
+from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, TooManyStreamsError
+from jupyter_sandbox.sandbox.host.fair_share import current_owner
+from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest
+from jupyter_sandbox.sandbox.operations.commands import CommandRequest
+from jupyter_sandbox.server_extension.base import SandboxHandlerBase
+
+log = logging.getLogger(__name__)
+
+ENVD_PORT = "49983"
+JUPYTER_PORT = "49999"
+SANDBOX_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+NDJSON = "application/x-ndjson"
+
+
+def e2b_state(settings: dict[str, Any]) -> tuple[AccessTokens, Processes]:
+    """The server's access tokens and running processes, made at first use."""
+    if "e2b_tokens" not in settings:
+        extension = settings["sandbox_extension"]
+        settings["e2b_tokens"] = AccessTokens.in_state_directory(
+            extension.manager.settings.state_path
+        )
+        settings["e2b_processes"] = Processes()
+    return settings["e2b_tokens"], settings["e2b_processes"]
+
+
+class E2BSandboxHandler(SandboxHandlerBase):
+    """Every request of the data plane; :meth:`_route` says which service answers it."""
+
+    _sandbox_id = ""
+    _owner_of_token = ""
+    _connect = False  # whether errors are answered in Connect's form
+
+    def check_xsrf_cookie(self) -> None:
+        """Not cookie-authenticated (see the module's docstring): no XSRF to check."""
+
+    @property
+    def owner(self) -> str:
+        return self._owner_of_token
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)
+        route = self.path_kwargs.get("route", "")
+        self._connect = "/" in route
+        sandbox_id = self.request.headers.get("E2b-Sandbox-Id", "")
+        if not SANDBOX_ID.fullmatch(sandbox_id):
+            raise InvalidRequestError(
+                "the E2b-Sandbox-Id header must name a sandbox (the sandbox id E2B returned)"
+            )
+        self._sandbox_id = sandbox_id
+        tokens, _ = e2b_state(self.settings)
+        self._owner_of_token = tokens.owner(self.request.headers.get("X-Access-Token"), sandbox_id)
+        current_owner.set(self._owner_of_token)
+        check_user(user_of_authorization(self.request.headers.get("Authorization")))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        exc = as_sandbox_error(exc, status_code)
+        exc = data_plane_error(exc, self._sandbox_id or "?")
+        status, body = connect_error(exc) if self._connect else api_error(exc)
+        self.clear()
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+    # Not Jupyter's login: the access token, checked in prepare (said so for jupyter_server,
+    # which refuses unmarked methods of unauthenticated requests when
+    # ServerApp.allow_unauthenticated_access is off).
+    @allow_unauthenticated
+    async def get(self, route: str) -> None:
+        await self._route("GET", route)
+
+    @allow_unauthenticated
+    async def post(self, route: str) -> None:
+        await self._route("POST", route)
+
+    async def _route(self, method: str, route: str) -> None:
+        port = self.request.headers.get("E2b-Sandbox-Port", ENVD_PORT)
+        if port == JUPYTER_PORT:
+            if (method, route) == ("POST", "execute"):
+                await self._run_code()
+            elif (method, route) == ("GET", "contexts"):
+                self._write([{"id": "default", "language": "python", "cwd": "/home/user"}])
+            elif route == "health":
+                await self._health()
+            else:
+                raise E2BUnsupportedError(
+                    f"{method} /{route[:200]} of the code interpreter is not supported: a sandbox has "
+                    "one Python context (run_code without context or language)"
+                )
+            return
+        if port != ENVD_PORT:
+            raise E2BUnsupportedError(
+                f"port {port[:16]!r} is not served by the E2B API: reach a sandbox's own ports "
+                "through a port link (POST /api/sandboxes/{id}/ports)"
+            )
+        if route == "health" and method == "GET":
+            await self._health()
+        elif route == "files":
+            await (self._download() if method == "GET" else self._upload())
+        elif method == "POST" and route.startswith("process.Process/"):
+            await self._process(route.partition("/")[2])
+        elif method == "POST" and route.startswith("filesystem.Filesystem/"):
+            message = self._unary_message()
+            method_name = route.partition("/")[2]
+            answer = await filesystem_service.call(
+                self.manager, self.owner, self._sandbox_id, method_name, message
+            )
+            self._write(answer)
+        else:
+            raise E2BUnsupportedError(f"{method} /{route[:200]} is not an envd route served here")
+
+    @contextlib.contextmanager
+    def _stream_turn(self) -> Iterator[None]:
+        """One of the owner's event streams (SandboxExtension.max_event_streams_per_owner),
+        as our REST API's streams take (event_stream.py): one past the cap is a 429."""
+        streams, owner = self.extension.event_streams, self.owner
+        refusal = streams.refusal(
+            owner, self.extension.max_event_streams_per_owner, self.extension.max_event_streams
+        )
+        if refusal is not None:
+            raise TooManyStreamsError(refusal)
+        streams.take(owner)
+        try:
+            yield
+        finally:
+            streams.give_back(owner)
+
+    # -- envd's HTTP routes ---------------------------------------------------------------------
+
+    async def _health(self) -> None:
+        await self.manager.running(self.owner, self._sandbox_id)
+        self.set_status(204)
+        self.finish()
+
+    async def _download(self) -> None:
+        check_user(self.get_query_argument("username", None))
+        path = to_sandbox(self._path_argument())
+        data = await self.manager.files.read(self.owner, self._sandbox_id, path)
+        self.set_header("Content-Type", "application/octet-stream")
+        self.finish(data)
+
+    async def _upload(self) -> None:
+        check_user(self.get_query_argument("username", None))
+        given = self.request.query_arguments.get("path")
+        path = self._path_argument() if given else None
+        content_type = self.request.headers.get("Content-Type", "")
+        files = uploads(content_type, self.request.body, self.request.files, path)
+        written = []
+        async with self.extension.uploads.slot(self.owner):
+            for name, data in files:
+                entry = await self.manager.files.write(self.owner, self._sandbox_id, name, data)
+                written.append(write_info(entry))
+        self._write(written)
+
+    def _path_argument(self) -> str:
+        given = self.request.query_arguments.get("path", [])
+        if len(given) != 1:
+            raise InvalidRequestError("give the query argument path once: ?path=FILE")
+        try:
+            return given[0].decode()
+        except UnicodeDecodeError:
+            raise InvalidRequestError("the query argument path is not UTF-8") from None
+
+    # -- envd's Connect services ------------------------------------------------------------------
+
+    def _unary_message(self) -> Message:
+        kind = content_kind(self.request.headers.get("Content-Type"))
+        if kind != "unary":
+            raise InvalidRequestError("this call is unary: send Content-Type application/json")
+        route = self.path_kwargs.get("route", "")
+        return Message(request_message(self.request.body, kind), route)
+
+    async def _process(self, method: str) -> None:
+        _, processes = e2b_state(self.settings)
+        if method == "List":
+            self._unary_message().done()
+            self._write(process_service.list_response(processes, self._sandbox_id))
+            return
+        if method == "SendSignal":
+            self._write(process_service.signal(processes, self._sandbox_id, self._unary_message()))
+            return
+        if method != "Start":
+            raise E2BUnsupportedError(
+                f"process.Process/{method} is not supported by jupyter-sandbox's E2B API "
+                "(Start, List and SendSignal are)"
+            )
+        kind = content_kind(self.request.headers.get("Content-Type"))
+        if kind != "stream":
+            raise InvalidRequestError(f"Start is a stream: send Content-Type {STREAM_TYPE}")
+        data = request_message(self.request.body, kind)
+        request, tag = process_service.start_request(
+            Message(data, "StartRequest"), self.request.headers.get("Connect-Timeout-Ms")
+        )
+        with self._stream_turn():
+            await self._start(data.get("process", {}), tag, request)
+
+    async def _start(
+        self, config: dict[str, Any], tag: str | None, request: CommandRequest
+    ) -> None:
+        """Run ``request`` as a Start stream, listed under its pid while it runs."""
+        _, processes = e2b_state(self.settings)
+        running = processes.add(self._sandbox_id, config, tag)
+        try:
+            events = process_service.start_events(
+                self.manager, self.owner, self._sandbox_id, request, running
+            )
+            running.task = asyncio.ensure_future(self._send_stream(events))
+            await asyncio.wait({running.task})
+            if not running.task.cancelled():
+                running.task.result()
+        finally:
+            processes.discard(self._sandbox_id, running)
+
+    async def _send_stream(self, messages: AsyncGenerator[dict[str, Any], None]) -> None:
+        """A Connect server stream of ``messages``; an error before the first is raised for
+        an ordinary error answer, after it ends the stream."""
+        begun = False
+        try:
+            async for message in messages:
+                if not begun:
+                    begun = True
+                    self.set_header("Content-Type", STREAM_TYPE)
+                self.write(envelope(message))
+                await self.flush()
+            self.finish(end_of_stream())
+        except SandboxError as exc:
+            if not begun:
+                raise
+            exc = data_plane_error(exc, self._sandbox_id)
+            self.finish(end_of_stream({"code": connect_code(exc), "message": exc.message}))
+        except StreamClosedError:
+            log.info("the client left %s", self.request.path)
+        except asyncio.CancelledError:
+            if begun and not self._finished:  # a signal stopped it: the stream ends cleanly
+                self.finish(end_of_stream({"code": "canceled", "message": "killed by a signal"}))
+            raise
+        finally:
+            await messages.aclose()
+
+    # -- the code interpreter -------------------------------------------------------------------
+
+    async def _run_code(self) -> None:
+        try:
+            body = json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
+        request = execute_stream.code_request(body)
+        with self._stream_turn():
+            await self._send_lines(request)
+
+    async def _send_lines(self, request: CodeRequest) -> None:
+        lines = execute_stream.execute_lines(self.manager, self.owner, self._sandbox_id, request)
+        begun = False
+        try:
+            async for line in lines:
+                if not begun:
+                    begun = True
+                    self.set_header("Content-Type", NDJSON)
+                self.write(json.dumps(line, ensure_ascii=False) + "\n")
+                await self.flush()
+            self.finish()
+        except StreamClosedError:
+            log.info("the client left %s: its code was interrupted", self.request.path)
+        finally:
+            await lines.aclose()
+
+    def _write(self, data: Any) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+
+data_plane_handlers = [(r"/api/e2b/sandbox/(?P<route>.*)", E2BSandboxHandler)]

@@ -1,0 +1,320 @@
+"""The typed interface between sandbox policy and a container engine.
+
+:class:`SandboxManager` (manager.py) decides *what* a sandbox is: its limits, labels, host
+directory and kernel. A :class:`SandboxBackend` only knows *how* to make an engine do it. The
+manager is the only caller of a backend; the kernel process and the server extension talk to the
+manager. Backends raise :class:`~jupyter_sandbox.protocol.errors.SandboxError` subclasses only.
+
+This module holds what a backend is asked to do: the interface, the container spec it
+creates from, and the terminal it opens. What it answers (SandboxInfo, ExecResult,
+EngineFacts, EngineStats) is in records.py.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from jupyter_sandbox.sandbox.backends.records import (
+    DEFAULT_MAX_OUTPUT,
+    EngineFacts,
+    EngineStats,
+    ExecResult,
+    SandboxInfo,
+)
+
+# Where the sandbox's own host directory appears inside the container.
+SANDBOX_IO_DIR = "/run/sandbox"
+WORKSPACE_DIR = "/workspace"
+
+
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+# exec_stream: writes a command's standard input / receives its standard output in pieces.
+Feed = Callable[[Writable], None]
+Sink = Callable[[bytes], None]
+# exec: receives a command's output as it comes, ("stdout" or "stderr", the bytes of one piece).
+Output = Callable[[str, bytes], None]
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    """How :meth:`SandboxBackend.exec` runs one command; the manager passes it on unchanged.
+
+    ``timeout``: seconds until the command is killed. ``user``: whom it runs as (default: the
+    sandbox's own user). ``stdin``, when given, is the command's whole standard input (then end
+    of file). Standard output past ``max_output`` bytes raises OutputTooLargeError.
+    ``environment`` is added to the sandbox's own for this command; the backend's own variables
+    (the deadline's mark) win over it. A ``workdir`` (an absolute path; default: the sandbox's
+    working directory, /workspace) the command cannot start in raises SandboxFileNotFoundError
+    when it does not exist, else SandboxFileError.
+
+    With ``output``, the command's standard output and error go to it piece by piece as they
+    come, in the order they came, and nothing is kept: ``ExecResult.stdout`` and ``stderr`` are
+    empty and ``max_output`` does not apply. It is called on the engine's executor thread, not
+    the event loop's, and may block it: the command then waits for it (its output pipe fills),
+    which is how a slow reader holds a command back. What it raises stops the reading (the
+    command's next write fails, as past ``max_output``) and is raised by ``exec``. Output of a
+    command the engine could not start (the engine's own message) never reaches it; the reason
+    it gives instead comes as ``stderr``.
+
+    ``supervised`` (the default): a caller's command, which may start processes that leave its
+    session, group and environment; the kill reaches them all
+    (sandbox/backends/docker/exec_deadline.py). The project's own programs do not, and pass
+    False to save the supervisor's start. ``mark``: the exec's mark (exec_deadline.new_mark),
+    for a caller that must be able to kill the command from another process
+    (sandbox/backends/docker/exec_watcher.py); a new one by default.
+    """
+
+    timeout: float = 60.0
+    user: str | None = None
+    stdin: bytes | None = None
+    max_output: int = DEFAULT_MAX_OUTPUT
+    environment: dict[str, str] | None = None
+    workdir: str | None = None
+    output: Output | None = None
+    supervised: bool = True
+    mark: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class BindMount:
+    """A host directory shown inside the sandbox. Only the manager decides which."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class OverlayMount:
+    """A copy-on-write view of ``lower`` at ``target``; writes land in ``upper``."""
+
+    lower: str
+    upper: str
+    work: str
+    target: str
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything a backend needs to create one sandbox container.
+
+    The defaults are the hardened ones; the manager fills in the rest from SandboxSettings.
+    Nothing here comes from user input without validation (runtime flags never do).
+    """
+
+    name: str
+    image: str
+    runtime: str  # "runsc" or "runc"; the backend maps it to the engine's runtime name
+    command: list[str]
+    labels: dict[str, str]
+    user: str
+    environment: dict[str, str]
+    memory_bytes: int  # swap is always set equal: no swap
+    cpus: float
+    pids_limit: int  # the engine's pids cgroup limit
+    cpu_period_us: int = 100_000  # the window cpus is enforced over (SandboxSettings.cpu_period_ms)
+    ulimits: dict[str, int] = field(default_factory=dict)  # name -> soft = hard limit
+    mounts: list[BindMount] = field(default_factory=list)
+    overlays: list[OverlayMount] = field(default_factory=list)
+    tmpfs: dict[str, str] = field(default_factory=dict)  # target -> complete mount options
+    working_dir: str = WORKSPACE_DIR
+    read_only_root: bool = True
+    capabilities: tuple[str, ...] = ()  # added after dropping ALL
+    no_new_privileges: bool = True
+    network: str = "none"
+    init: bool = True
+    hostname: str = "sandbox"
+    stop_timeout: int = 5
+    log_max_size: str = "1m"
+
+
+class Terminal(abc.ABC):
+    """A shell on a TTY inside a running sandbox (:meth:`SandboxBackend.open_terminal`).
+
+    Handed out by the manager (terminals.py: counted, and closed with it), driven by the
+    server's terminal WebSocket (server_extension/terminal_handlers.py); one reader at a time.
+    """
+
+    @abc.abstractmethod
+    async def read(self) -> bytes:
+        """The TTY's next output as it comes; ``b""`` once the shell exited, its sandbox ended
+        or the terminal was closed. Output is read ahead only into a bounded buffer: a caller
+        that reads slowly holds the shell back rather than filling the server's memory."""
+
+    @abc.abstractmethod
+    async def write(self, data: bytes) -> None:
+        """Type ``data``; waits while the TTY takes no more. Dropped once the terminal ended."""
+
+    @abc.abstractmethod
+    async def resize(self, rows: int, cols: int) -> None:
+        """Set the TTY's size in character cells (the shell is told: SIGWINCH)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Kill the shell and every process it started, and end the output. Idempotent."""
+
+    async def exit_status(self) -> int | None:
+        """The shell's exit status, once its output ended because it exited; None while it
+        runs, or when it did not end by itself (closed, its sandbox gone), or if unknown."""
+        return None
+
+
+class SandboxBackend(abc.ABC):
+    """One container engine. Every method is a coroutine and every call is bounded in time.
+
+    Sandboxes are addressed by sandbox id; ids of containers that lack the project's labels are
+    treated as unknown (:class:`SandboxNotFoundError`). Owner checks are the manager's job.
+    """
+
+    @abc.abstractmethod
+    async def check_ready(self, runtime: str, image: str) -> None:
+        """Raise unless the engine answers, ``runtime`` is registered and ``image`` exists.
+
+        Called by the manager before it writes anything for a new sandbox, so that a missing
+        engine or image fails in well under a second with a message naming the fix.
+        """
+
+    @abc.abstractmethod
+    async def engine_facts(self) -> EngineFacts:
+        """Version and capabilities of the engine; EngineUnavailableError when none answers."""
+
+    @abc.abstractmethod
+    async def image_exists(self, image: str) -> bool:
+        """Whether ``image`` is present locally."""
+
+    @abc.abstractmethod
+    async def create(self, sandbox_id: str, spec: ContainerSpec) -> SandboxInfo:
+        """Create (not start) the container for ``sandbox_id``."""
+
+    @abc.abstractmethod
+    async def start(self, sandbox_id: str) -> None:
+        """Start a created container. A start that hangs raises SandboxStartTimeoutError."""
+
+    @abc.abstractmethod
+    async def stop(self, sandbox_id: str, timeout: int) -> None:
+        """SIGTERM the sandbox, SIGKILL after ``timeout`` seconds. Stopping a stopped one is fine."""
+
+    @abc.abstractmethod
+    async def remove(self, sandbox_id: str) -> None:
+        """Remove the container whatever its state. Idempotent: a missing one is not an error.
+
+        Also ends runtime processes a failed start left behind (runsc-sandbox, runsc-gofer).
+        """
+
+    @abc.abstractmethod
+    async def inspect(self, sandbox_id: str) -> SandboxInfo:
+        """Current state; SandboxNotFoundError when there is no such labelled container."""
+
+    @abc.abstractmethod
+    async def list_sandboxes(self, owner: str | None = None) -> list[SandboxInfo]:
+        """Every labelled sandbox container, or only those of ``owner``."""
+
+    @abc.abstractmethod
+    async def exec(self, sandbox_id: str, argv: list[str], options: ExecOptions) -> ExecResult:
+        """Run ``argv`` inside a running sandbox as ``options`` say (:class:`ExecOptions`); it
+        is killed after ``options.timeout`` seconds."""
+
+    async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        """Start ``argv`` inside the sandbox, detached (it lives until it exits or the sandbox
+        ends); returns an id for :meth:`spawned_exit_code`. Its parent is outside the sandbox,
+        so the kernel supervisor's clean-up at a restart leaves it alone."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
+    async def spawned_exit_code(self, spawn_id: str) -> int | None:
+        """The exit status of a process :meth:`spawn` started; None while it runs.
+        ProcessNotFoundError once the engine has forgotten it (Docker does, minutes after it
+        ended)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+
+    async def exec_stream(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        feed: Feed | None = None,
+        sink: Sink | None = None,
+    ) -> ExecResult:
+        """:meth:`exec` with streamed input and output, for archives too large for memory.
+
+        ``feed`` writes the whole standard input (then end of file); ``sink`` receives the
+        standard output in pieces (``ExecResult.stdout`` is then empty). This default buffers
+        both in memory; backends that can stream override it.
+        """
+        stdin = None
+        if feed is not None:
+            buffer = io.BytesIO()
+            feed(buffer)
+            stdin = buffer.getvalue()
+        own_program = ExecOptions(timeout=timeout, stdin=stdin, supervised=False)
+        result = await self.exec(sandbox_id, argv, own_program)
+        if sink is None:
+            return result
+        sink(result.stdout)
+        return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
+
+    @abc.abstractmethod
+    async def open_terminal(self, sandbox_id: str, *, rows: int, cols: int) -> Terminal:
+        """An interactive bash on a TTY of ``rows`` x ``cols`` in the running sandbox, as its
+        user, in its working directory, with its environment and TERM=xterm-256color.
+
+        Called by the manager only (SandboxManager.open_terminal checks the owner, the state
+        and the cap first) when a client opens a terminal WebSocket. Everything the shell
+        starts is marked as a command's processes are, so :meth:`Terminal.close` ends it all.
+        """
+
+    @abc.abstractmethod
+    async def stats(self, sandbox_id: str) -> EngineStats:
+        """One sample of the sandbox's resource use as the engine measures it (no waiting)."""
+
+    @abc.abstractmethod
+    async def put_archive(self, sandbox_id: str, path: str, data: bytes) -> None:
+        """Unpack the tar ``data`` at ``path`` inside the sandbox (as the engine does it)."""
+
+    @abc.abstractmethod
+    async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
+        """A tar of ``path`` inside the sandbox; SandboxError if it exceeds ``max_bytes``."""
+
+    @abc.abstractmethod
+    async def pause(self, sandbox_id: str) -> None:
+        """Freeze every process of the sandbox."""
+
+    @abc.abstractmethod
+    async def resume(self, sandbox_id: str) -> None:
+        """Thaw a paused sandbox."""
+
+    @abc.abstractmethod
+    async def checkpoint(self, sandbox_id: str, name: str, *, leave_running: bool) -> None:
+        """Save the running sandbox's memory and processes as checkpoint ``name``; it exits
+        unless ``leave_running``. Called by snapshots/memory.py only once the sandbox holds no
+        host socket (the engine's runtime may stop a sandbox whose checkpoint fails)."""
+
+    @abc.abstractmethod
+    async def start_from_checkpoint(self, sandbox_id: str, name: str) -> None:
+        """Start the stopped sandbox from checkpoint ``name`` instead of afresh."""
+
+    @abc.abstractmethod
+    async def remove_checkpoint(self, sandbox_id: str, name: str) -> None:
+        """Delete checkpoint ``name``; a missing one (or sandbox) is fine."""
+
+    @abc.abstractmethod
+    async def logs(self, sandbox_id: str, tail: int = 50) -> str:
+        """The last ``tail`` lines the sandbox's main process wrote (for error messages)."""
+
+    @abc.abstractmethod
+    async def end_stray_runtime_processes(self) -> list[int]:
+        """End runtime processes whose container the engine no longer knows; return their pids.
+
+        Called by the reaper. Processes of containers the engine still knows are never touched.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the engine connection and the executor."""

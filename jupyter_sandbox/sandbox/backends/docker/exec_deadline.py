@@ -1,0 +1,95 @@
+"""Stopping a command that an engine exec started, with everything it started, once its time
+is up or its wait is given up.
+
+Docker has no call to signal an exec's process, and under gVisor the exec's host-side process
+is runsc's, not the command's. Wrapping every command in coreutils' ``timeout`` stopped it from
+inside, at the price of one more program start per exec, which gVisor makes slow, on every
+snapshot, restore and attestation (figures: docs/explanation/performance.md, "Figures behind
+the code").
+
+So each exec's environment carries a random mark (``JUPYTER_SANDBOX_EXEC=<token>``), which
+every process the command starts inherits, and a command a caller gave (a command, a background
+command, a terminal's shell: ``supervised``) runs under a supervisor (supervisor_program.py),
+the subreaper of everything it starts, with the same token on its command line. When the time
+is up, a second exec as the same user (kill_program.py) stops the supervisor, kills its
+descendants and the marked processes in rounds until none is left, then the supervisor: a
+process that leaves its session and group and empties its environment (``setsid env -i``) is
+still the supervisor's descendant. The project's own programs (tar, the files and attestation
+programs, named so that the sandbox cannot swap them: image_programs.py) start nothing that
+hides, and run without a supervisor: its Python start would cost every file operation a
+second interpreter's start (benchmarks/exec.py; figures: docs/explanation/performance.md,
+"Figures behind the code"). Code in a sandbox can leave processes running anyway (its kernel runs
+whatever it is given). A process that kills its own supervisor (same user) and empties its
+environment is still reached under runc by the audit login uid the supervisor gave it, which it
+cannot change; under gVisor, which has no audit, it escapes. What a command leaves once its own
+process ended is the sandbox's
+(supervisor_program.py). The sandbox's init reaps what is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+import docker.errors
+
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
+from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
+from jupyter_sandbox.sandbox.programs import image_programs, kill_program, supervisor_program
+
+log = logging.getLogger(__name__)
+
+EXEC_MARK = "JUPYTER_SANDBOX_EXEC"
+KILL_SECONDS = 10.0  # at most this long for the killing exec itself (a frozen sandbox)
+
+# Sent as source, as the files program is (file_program.py).
+SUPERVISOR = Path(supervisor_program.__file__).read_text()
+KILLER = Path(kill_program.__file__).read_text()
+
+
+def supervised(argv: list[str], mark: dict[str, str]) -> list[str]:
+    """``argv`` under a supervisor that ``kill_marked`` with the same ``mark`` finds."""
+    ((_name, token),) = mark.items()
+    return image_programs.python(SUPERVISOR, token, *argv)
+
+
+def kill_argv(entry: str) -> list[str]:
+    """The program that kills every process of the exec marked ``entry`` (``NAME=TOKEN``) and
+    its supervisor's descendants, for callers that run it through an exec of their own (a
+    background command's removal). Exit status 0: none is left."""
+    return image_programs.python(KILLER, entry)
+
+
+def new_mark() -> dict[str, str]:
+    """The environment entry that marks one exec's processes (given to ``exec_create``)."""
+    return {EXEC_MARK: secrets.token_hex(16)}
+
+
+async def kill_marked(
+    engine: DockerEngine, container: str, user: str, mark: dict[str, str]
+) -> None:
+    """Kill every process in ``container`` marked with ``mark``, and every descendant of the
+    supervisor with its token (kill_program.py), as ``user`` (who started them, so may signal
+    them): at the command's time limit, or when its wait was given up (docker_exec.ExecWatch).
+    Failures are logged: the caller has given up on the command already, and the engine's own
+    time limit on it still ends the wait."""
+    ((name, token),) = mark.items()
+
+    def kill() -> int:
+        exec_id, _ = start_exec(engine, container, kill_argv(f"{name}={token}"), user=user)
+        code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
+        return int(code) if code is not None else -1
+
+    try:
+        code = await engine.run(f"stop a command in {container}", kill, timeout=KILL_SECONDS)
+    except (SandboxError, docker.errors.NotFound) as exc:
+        log.warning("could not stop a command in %s: %s", container, exc)
+        return
+    if code != 0:
+        log.warning(
+            "a command being stopped in %s kept starting processes (status %s)",
+            container,
+            code,
+        )

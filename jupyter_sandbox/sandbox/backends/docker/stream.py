@@ -1,0 +1,126 @@
+"""Commands inside a Docker sandbox whose input and output are streams, not bytes in memory.
+
+Snapshots move workspaces of a gigabyte in and out of sandboxes: holding them in memory (as
+:func:`~.docker_exec.run_exec` does with its ``stdin`` and output) would cost the server that
+much memory per snapshot. Here the caller's ``feed`` writes the command's standard input in
+pieces and ``sink`` receives its standard output frame by frame, so memory stays bounded.
+
+Output is read on a second thread while the input is written: a command that reports errors
+on stderr while it still has input to read (tar on a full disk) would otherwise fill the
+socket's buffer and both sides would wait for each other until the time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from docker.utils.socket import demux_adaptor, frames_iter
+
+from jupyter_sandbox.sandbox.backends.base import Feed, Sink
+from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
+from jupyter_sandbox.sandbox.backends.docker.exec import ExecWatch, Inspect, raw_socket
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import new_mark
+from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result, start_exec
+from jupyter_sandbox.sandbox.backends.records import ExecResult
+
+# stderr is for error messages: the first MiB is kept.
+MAX_STDERR = 1024**2
+
+
+class _SocketWriter:
+    """The exec's stdin as a file a ``feed`` writes to (tarfile writes to it directly)."""
+
+    def __init__(self, raw: socket.socket) -> None:
+        self._raw = raw
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        self._raw.sendall(data)
+        self.written += len(data)
+        return len(data)
+
+
+async def stream_exec(
+    engine: DockerEngine,
+    container: str,
+    argv: list[str],
+    *,
+    timeout: float,
+    inspect: Inspect,
+    user: str = "",
+    feed: Feed | None = None,
+    sink: Sink | None = None,
+) -> ExecResult:
+    """Run ``argv`` in ``container``, stopped after ``timeout`` s; ``ExecResult.stdout`` is
+    empty when a ``sink`` took the output. An exception raised by ``feed`` or ``sink`` ends the
+    command and is raised here."""
+    mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
+    sockets: list[Any] = []
+
+    def run() -> ExecResult:
+        api = engine.client.api
+        exec_id, sock = start_exec(
+            engine,
+            container,
+            argv,
+            start={"socket": True},
+            user=user,
+            stdin=feed is not None,
+            environment=mark,
+        )
+        sockets.append(sock)
+        out, err = bytearray(), bytearray()
+        failures: list[BaseException] = []
+        reader = threading.Thread(
+            target=_read_output, args=(sock, sink, out, err, failures), daemon=True
+        )
+        reader.start()
+        try:
+            if feed is not None:
+                raw = raw_socket(sock)
+                # A command that stops reading: its exit status and stderr say why.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    feed(_SocketWriter(raw))
+                with contextlib.suppress(OSError):
+                    raw.shutdown(socket.SHUT_WR)  # end of input
+            reader.join(timeout + 10)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                raw_socket(sock).shutdown(socket.SHUT_RDWR)
+            raise
+        finally:
+            reader.join(5)
+            sock.close()
+        if failures:
+            raise failures[0]
+        return exec_result(api.exec_inspect(exec_id), argv, bytes(out), bytes(err))
+
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
+    return await watch.wait(run, timeout + 20)
+
+
+def _read_output(
+    sock: Any,
+    sink: Callable[[bytes], None] | None,
+    out: bytearray,
+    err: bytearray,
+    failures: list[BaseException],
+) -> None:
+    try:
+        for stream, data in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
+            stdout, stderr = demux_adaptor(stream, data)
+            if stdout:
+                if sink is not None:
+                    sink(stdout)
+                else:
+                    out += stdout
+            if stderr and len(err) < MAX_STDERR:
+                err += stderr
+    except BaseException as exc:  # handed to the caller's thread
+        failures.append(exc)
+        with contextlib.suppress(OSError, AttributeError):
+            raw_socket(sock).shutdown(socket.SHUT_RDWR)  # the command's writes now fail: it ends

@@ -1,0 +1,287 @@
+"""One execute_request to a sandbox's kernel, from the host, and everything it publishes.
+
+The Jupyter protocol as a frontend speaks it, reduced to what a caller without a frontend
+wants (code_runs.py): the code's output as events, in order, and the reply. An execution is
+done when both its ``execute_reply`` (shell) and its ``status: idle`` (iopub) have arrived:
+ipykernel publishes idle after the last of the code's output, so nothing is missed, whatever
+order the two sockets deliver in. Only messages whose parent is this request count: the
+kernel may be serving a notebook at the same time, whose output is none of this caller's.
+
+``timeout`` counts from the code's start (its ``execute_input``), not from the request: the
+kernel runs one request at a time, and a run queued behind a notebook's cell must not be the
+reason that cell is interrupted. Past it the kernel is sent an ``interrupt_request`` on control
+(ipykernel raises KeyboardInterrupt in the code, the reply says so) and given INTERRUPT_GRACE
+seconds more; code that ignores the interrupt (stuck in C) is left running and reported as
+such. A caller that goes away (cancels) has its code interrupted too, once it runs, so nothing
+keeps running for nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jupyter_sandbox.protocol.statuses import RunStatus, run_status
+from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedKernelClient
+
+log = logging.getLogger(__name__)
+
+INTERRUPT_GRACE = 5.0  # seconds the kernel has to stop the code once interrupted
+WATCH_SECONDS = 0.5  # how often the sandbox is looked at while its kernel runs the code
+# Terminal colour codes in IPython's tracebacks: noise to a program (or a model) reading them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+# What the code published, in order: ("stdout" | "stderr", {"text"}), ("display", {"type":
+# "display_data" | "execute_result" | "update_display_data", "data", "metadata", "transient"}),
+# or ("clear", {"wait"}) when the code cleared its output (IPython.display.clear_output).
+Output = Callable[[str, dict[str, Any]], None]
+DISPLAY_TYPES = ("display_data", "execute_result", "update_display_data")
+
+
+@dataclass
+class KernelOutcome:
+    """How the execution ended: the reply's status ("ok", "error", "aborted"), its execution
+    count, the exception (name, value, traceback as plain text), whether the timeout
+    interrupted it, and whether the code still runs (it ignored the interrupt)."""
+
+    status: RunStatus = "ok"
+    execution_count: int | None = None
+    error: dict[str, Any] | None = None
+    timed_out: bool = False
+    still_running: bool = False
+    duration: float = 0.0  # seconds from the request to its end
+    queued: float = 0.0  # seconds of those it waited for code ahead of it to end
+    began: float = 0.0  # when it started (time.monotonic()); 0 until then
+
+
+class MessageChannel(Protocol):
+    """A kernel client's channel, as jupyter_client's async clients have them."""
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]: ...
+
+
+async def received(channel: MessageChannel, seconds: float) -> AsyncIterator[dict[str, Any]]:
+    """The messages ``channel`` gets in the next ``seconds``, as they come; none after them
+    (each wait is cut at the deadline, so a message after it never counts)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            yield await channel.get_msg(timeout=left)
+        except queue.Empty:
+            return
+
+
+class SendObserver(Protocol):
+    """Something that follows one request from outside: awaited before it is sent (it may have
+    to get ready to see it), then told its message id."""
+
+    async def before_send(self) -> None: ...
+
+    def sent(self, message_id: str) -> None: ...
+
+
+def plain_traceback(lines: list[str]) -> list[str]:
+    """IPython's traceback lines without their terminal colours."""
+    return [_ANSI.sub("", line) for line in lines]
+
+
+async def execute(
+    client: PinnedKernelClient,
+    code: str,
+    *,
+    timeout: float,
+    output: Output,
+    still_running: Callable[[], Awaitable[str | None]],
+    on_reason: Callable[[str], BaseException],
+    observer: SendObserver | None = None,
+) -> KernelOutcome:
+    """Run ``code`` on ``client``'s kernel (shell, iopub and control started, iopub joined:
+    kernel_link.ready_client, or a client kept from an earlier run: clients.py; either
+    way the caller's alone while this runs), passing what it publishes to ``output`` as it
+    comes. Returning without raising, and without an interrupt sent (neither ``timed_out``
+    nor ``still_running``), means nothing of this request can still arrive on the client.
+
+    ``timeout`` counts from the moment the code starts (its ``execute_input``): a request
+    queued behind other code (a notebook's cell, another caller's run) waits for it, and is
+    never the reason that code is interrupted. ``still_running`` is awaited every
+    WATCH_SECONDS: None while the kernel can still answer, or why not (the sandbox stopped,
+    the kernel was restarted), which ends the wait with ``on_reason(why)`` raised. Standard
+    input is refused (``input()`` raises), and an error does not abort requests other callers
+    have queued (``stop_on_error`` false). ``observer`` is awaited just before the request is
+    sent and told its message id once it is (a CLI's run watcher: operations/run_watcher.py).
+    """
+    if observer is not None:
+        await observer.before_send()
+    sent = time.monotonic()
+    msg_id = client.execute(
+        code, silent=False, store_history=True, allow_stdin=False, stop_on_error=False
+    )
+    if observer is not None:
+        observer.sent(msg_id)
+    outcome = KernelOutcome()
+    began = asyncio.Event()
+    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, output, outcome, began))
+    reply = asyncio.ensure_future(_reply(client, msg_id))
+    both = asyncio.gather(idle, reply)
+    deadline: float | None = None  # set once the code has started
+    content: dict[str, Any] = {}
+    finished = False
+    try:
+        while True:
+            done, _ = await asyncio.wait({both}, timeout=_until(deadline))
+            if done:
+                content = both.result()[1]
+                finished = True
+                break
+            if deadline is None and began.is_set():
+                deadline = outcome.began + timeout
+            if deadline is not None and time.monotonic() >= deadline:
+                if outcome.timed_out:  # interrupted, and it did not stop within the grace
+                    outcome.still_running = True
+                    finished = True  # nothing more to interrupt: it ignores interrupts
+                    log.info("code run in kernel did not stop when interrupted")
+                    break
+                outcome.timed_out = True
+                interrupt(client)
+                deadline = time.monotonic() + INTERRUPT_GRACE
+                continue
+            reason = await still_running()
+            if reason is not None:
+                finished = True
+                raise on_reason(reason)
+    finally:
+        both.cancel()
+        await asyncio.gather(both, return_exceptions=True)
+        # The caller went away, or the output was refused: stop the code, unless its idle
+        # status came already (then it has ended, and an interrupt would hit the next code).
+        ended = idle.done() and not idle.cancelled() and idle.exception() is None
+        if not finished and not ended:
+            await _stop_for_nobody(client, msg_id, began, still_running)
+    if outcome.still_running:
+        outcome.status = "error"
+        outcome.error = {
+            "ename": "TimeoutError",
+            "evalue": f"the code ran past its timeout of {timeout:g} s and did not stop when "
+            "interrupted: it still runs in the kernel, and later runs wait for it (restart the "
+            "interpreter to end it)",
+            "traceback": [],
+        }
+    else:
+        outcome.status = run_status(content.get("status"))
+        outcome.execution_count = content.get("execution_count", outcome.execution_count)
+        if outcome.status == "error" and outcome.error is None:
+            outcome.error = _exception(content)
+    outcome.queued = (outcome.began or time.monotonic()) - sent
+    outcome.duration = time.monotonic() - sent
+    return outcome
+
+
+def interrupt(client: PinnedKernelClient) -> None:
+    """Ask the kernel to interrupt the code it runs (as a frontend's interrupt button does).
+
+    Only ever sent while this client's own code runs. The code may end just as the request
+    travels, and the kernel then interrupts whatever it started next: a window of one
+    message's transit, which the protocol gives no way to close."""
+    with contextlib.suppress(Exception):  # a kernel gone already has nothing to interrupt
+        client.control_channel.send(client.session.msg("interrupt_request", {}))
+
+
+async def _stop_for_nobody(
+    client: PinnedKernelClient,
+    msg_id: str,
+    began: asyncio.Event,
+    still_running: Callable[[], Awaitable[str | None]],
+) -> None:
+    """Interrupt the code nobody waits for any more, once it runs: a request still queued
+    cannot be withdrawn, so this waits for it to start (or end: a queued request can be
+    aborted) rather than interrupt the code ahead of it, which is someone else's. Then waits
+    for the kernel's interrupt_reply: the client's sockets close without lingering, and an
+    interrupt still in their queue would be lost."""
+    with contextlib.suppress(Exception):
+        while not began.is_set():
+            try:
+                msg = await client.iopub_channel.get_msg(timeout=WATCH_SECONDS)
+            except queue.Empty:
+                if await still_running() is not None:
+                    return
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "execute_input":
+                began.set()
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                return  # done (or aborted) already
+        interrupt(client)
+        async for answer in received(client.control_channel, INTERRUPT_GRACE):
+            if answer["msg_type"] == "interrupt_reply":
+                return
+
+
+async def _reply(client: PinnedKernelClient, msg_id: str) -> dict[str, Any]:
+    while True:
+        msg = await client.shell_channel.get_msg(timeout=None)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_reply":
+            return dict(msg["content"])
+
+
+async def _published_until_idle(
+    client: PinnedKernelClient,
+    msg_id: str,
+    output: Output,
+    outcome: KernelOutcome,
+    began: asyncio.Event,
+) -> None:
+    while True:
+        msg = await client.iopub_channel.get_msg(timeout=None)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue  # another client's request, or the kernel's own status
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status" and content.get("execution_state") == "idle":
+            return
+        if kind == "stream":
+            name = "stderr" if content.get("name") == "stderr" else "stdout"
+            output(name, {"text": content.get("text", "")})
+        elif kind in DISPLAY_TYPES:
+            output(
+                "display",
+                {
+                    "type": kind,
+                    "data": content.get("data", {}),
+                    "metadata": content.get("metadata", {}),
+                    "transient": content.get("transient", {}),
+                },
+            )
+        elif kind == "clear_output":
+            output("clear", {"wait": bool(content.get("wait", False))})
+        elif kind == "execute_input":  # the code starts now: its timeout counts from here
+            outcome.execution_count = content.get("execution_count")
+            outcome.began = time.monotonic()
+            began.set()
+        elif kind == "error":
+            outcome.error = _exception(content)
+
+
+def _exception(content: dict[str, Any]) -> dict[str, Any]:
+    # The sandbox writes these: a traceback that is one long string, not a list of lines,
+    # would become a list of one-character strings (tens of bytes each on the host).
+    lines = content.get("traceback", [])
+    return {
+        "ename": str(content.get("ename", "")),
+        "evalue": str(content.get("evalue", "")),
+        "traceback": plain_traceback(
+            [str(line) for line in lines] if isinstance(lines, list) else []
+        ),
+    }
+
+
+def _until(deadline: float | None) -> float:
+    if deadline is None:
+        return WATCH_SECONDS
+    return max(0.0, min(WATCH_SECONDS, deadline - time.monotonic()))

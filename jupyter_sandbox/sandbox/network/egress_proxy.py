@@ -1,0 +1,232 @@
+"""The host-side HTTP proxy of one sandbox: CONNECT and plain absolute-URI HTTP.
+
+Each request is decided in three steps, and every decision is written to the audit:
+
+1. the sandbox's *current* policy (read from its state file on each request, so a change made
+   through the API applies to the very next request) judges the name and port, before any
+   lookup: a name the policy refuses is never resolved (no DNS exfiltration through us);
+2. the proxy resolves the name itself and checks **every** address against the guard
+   (addresses.py); one refused address refuses the request, and the server is not contacted;
+3. it connects to an address it checked (no second lookup: no DNS rebinding).
+
+Refusals are ``403`` answers from the proxy whose reason phrase names the policy, the target and
+the rule (forwarder.refusal_text: urllib, requests and pip show a proxy's reason phrase in the
+error they raise, and never its body), with the same line in the body and the bare rule in the
+``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
+set to the URI's authority (no smuggled Host) and ``Connection: close`` (request_head.py).
+TLS is not terminated; a CONNECT to a name whose client then asks TLS for another server name
+(SNI) is closed before any byte of it is passed on (sni.py), but domain fronting through an
+allowed CDN name (the fronted name is inside the encryption) is not prevented: a documented
+limitation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.network.addresses import AddressGuard
+from jupyter_sandbox.sandbox.network.audit import AuditLog
+from jupyter_sandbox.sandbox.network.forwarder import refusal_text
+from jupyter_sandbox.sandbox.network.policy import NO_NETWORK, NetworkPolicy, policy_of_state
+from jupyter_sandbox.sandbox.network.request_head import (
+    BadRequest,
+    ClientClosed,
+    ProxyRequest,
+    answer,
+    is_address,
+    parse_head,
+    read_head,
+)
+from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, server_name
+from jupyter_sandbox.sandbox.network.splice import relay
+
+log = logging.getLogger(__name__)
+
+# What a user can do about an address refusal: no policy reaches such an address.
+ADDRESS_REMEDY = (
+    "no policy reaches it; a server's admin can open private ranges with "
+    "c.NetworkSettings.allow_private_ranges"
+)
+
+
+class EgressProxy:
+    """Serves proxy requests arriving on tunnels from one sandbox's forwarder."""
+
+    def __init__(
+        self,
+        root: Path,
+        guard: AddressGuard,
+        audit: AuditLog,
+        *,
+        test_host_addresses: dict[str, str] | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.state_file = root / "state.json"
+        self.guard = guard
+        self.audit = audit
+        self.test_host_addresses = test_host_addresses or {}
+        self.connect_timeout = connect_timeout
+        self._policy: tuple[tuple[int, int], NetworkPolicy] | None = None
+
+    def current_policy(self) -> NetworkPolicy:
+        """The policy in the state file now (re-read when the file was replaced)."""
+        try:
+            stat = os.stat(self.state_file)
+        except FileNotFoundError:
+            return NO_NETWORK
+        key = (stat.st_ino, stat.st_mtime_ns)
+        if self._policy is None or self._policy[0] != key:
+            try:
+                with open(self.state_file) as f:
+                    state = json.load(f)
+            except (OSError, ValueError):
+                return NO_NETWORK
+            self._policy = (key, policy_of_state(state if isinstance(state, dict) else {}))
+        return self._policy[1]
+
+    async def handle(
+        self, client: socket.socket, received: bytes, started: Callable[[], None]
+    ) -> None:
+        """One client on a tunnel (non-blocking socket; ``received``: bytes already read from
+        it): waits, idle, for the request, serves it, then moves the bytes both ways."""
+        try:
+            head, rest = await read_head(client, received, started)
+            request = parse_head(head)
+        except ClientClosed:
+            return
+        except (BadRequest, asyncio.TimeoutError) as exc:
+            await answer(client, 400, "Bad Request", f"bad proxy request: {exc}")
+            return
+        upstream = await self._open(request, client)
+        if upstream is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            if request.method == "CONNECT":
+                await loop.sock_sendall(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                await loop.sock_sendall(upstream, request.head)
+            # The client's early bytes go out through the relay, after the server name check.
+            check = self._tls_name_check(request) if request.method == "CONNECT" else None
+            await relay(client, upstream, check, rest)
+        finally:
+            upstream.close()
+
+    def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
+        """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""
+        if is_address(request.host):
+            return None
+
+        def check(first: bytes) -> bool:  # runs on the relay's thread
+            if not is_tls(first):
+                return True
+            try:
+                name = server_name(first)
+            except (ValueError, Incomplete):
+                return True  # not a ClientHello we can read: the server will judge it
+            if name is None or name == request.host:
+                return True
+            rule = f"TLS server name {name} is not the CONNECT host {request.host}"
+            self._record(request, allowed=False, rule=rule)
+            log.info("closed a tunnel to %s:%s: %s", request.host, request.port, rule)
+            return False
+
+        return check
+
+    async def _open(self, request: ProxyRequest, client: socket.socket) -> socket.socket | None:
+        host, port = request.host, request.port
+        policy = self.current_policy()
+        decision = policy.decide(host, port)
+        if not decision.allowed:
+            await self._deny(client, request, policy.mode, decision.rule)
+            return None
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            self._record(request, allowed=False, rule=f"lookup failed: {exc}")
+            await answer(client, 502, "Bad Gateway", f"{host} did not resolve: {exc}")
+            return None
+        for address in addresses:
+            why = self.guard.refusal(address)
+            if why is not None:
+                rule = f"resolved to a denied address {address} ({why})"
+                await self._deny(client, request, policy.mode, rule, address)
+                return None
+        error: Exception | None = None
+        loop = asyncio.get_running_loop()
+        for address in addresses:  # each one checked above; connected to as it is
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            upstream = socket.socket(family, socket.SOCK_STREAM)
+            upstream.setblocking(False)
+            try:
+                await within(loop.sock_connect(upstream, (address, port)), self.connect_timeout)
+            except (OSError, asyncio.TimeoutError) as exc:
+                upstream.close()
+                error = exc
+                continue
+            self._record(request, allowed=True, rule=decision.rule, address=address)
+            return upstream
+        self._record(
+            request,
+            allowed=False,
+            rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
+        )
+        await answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
+        return None
+
+    async def _deny(
+        self,
+        client: socket.socket,
+        request: ProxyRequest,
+        mode: str,
+        rule: str,
+        address: str | None = None,
+    ) -> None:
+        """Refuse ``request`` under the policy ``mode`` by ``rule``; ``address``: the refused
+        address it resolved to (a rule no policy can change)."""
+        self._record(request, allowed=False, rule=rule, address=address)
+        log.info("denied %s:%s: %s", request.host, request.port, rule)
+        host = f"[{request.host}]" if ":" in request.host else request.host
+        # The policy none's own rule would only repeat the mode.
+        shown = "" if mode == "none" else rule
+        if address is None:
+            text = refusal_text(mode, f"{host}:{request.port}", shown)
+        else:
+            text = refusal_text(mode, f"{host}:{request.port}", shown, ADDRESS_REMEDY)
+        await answer(client, 403, text, text, rule)
+
+    def _record(
+        self, request: ProxyRequest, *, allowed: bool, rule: str, address: str | None = None
+    ) -> None:
+        """One audit entry for ``request``'s decision."""
+        self.audit.record(
+            host=request.host,
+            port=request.port,
+            method=request.method,
+            allowed=allowed,
+            rule=rule,
+            address=address,
+        )
+
+    async def _resolve(self, host: str, port: int) -> list[str]:
+        """Every address of ``host``, resolved here (the sandbox has no resolver)."""
+        if host in self.test_host_addresses:
+            return [self.test_host_addresses[host]]
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )
+        found: list[str] = []
+        for _family, _type, _proto, _name, sockaddr in infos:
+            address = str(sockaddr[0])
+            if address not in found:
+                found.append(address)
+        if not found:
+            raise OSError(f"no address for {host}")
+        return found

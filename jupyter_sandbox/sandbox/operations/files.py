@@ -1,0 +1,305 @@
+"""Files in a running sandbox: list a directory, read, write, remove, look one up, make a
+directory and move, for agent code and the REST API (``/api/sandboxes/{id}/files``).
+
+Every operation is a short program run *inside* the sandbox, as its own non-root user, through
+the engine's exec: it sees exactly the files the sandbox's code sees and can touch only what that
+code could, so a symlink planted in /workspace leads nowhere the sandbox could not already go,
+and nothing is read or written on the host. (Under ``copy-on-write`` this is the one way to get
+a file the notebook wrote: its writes never reach the host's directory.) Relative paths are taken
+from /workspace; absolute paths name anything the sandbox's user can reach.
+
+Contents travel over the exec stream, held in memory and capped at ``max_bytes`` each way; for
+whole directories or bigger data, persist a snapshot (snapshots/).
+
+:meth:`SandboxFiles.watch` watches a directory for changes with a program of its own that
+runs until the watch is closed (file_watch.py, watch_program.py).
+
+Usage (agent code)::
+
+    files = manager.files
+    await files.write(owner, sandbox_id, "data/input.csv", b"a,b\\n1,2\\n")
+    entries = await files.list(owner, sandbox_id, "data")
+    result = await files.read(owner, sandbox_id, "data/output.csv")
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traitlets import Float, Integer
+from traitlets.config import LoggingConfigurable
+
+from jupyter_sandbox.protocol.errors import (
+    FileTooLargeError,
+    InvalidRequestError,
+    SandboxConflictError,
+    SandboxFileError,
+    SandboxFileExistsError,
+    SandboxFileNotFoundError,
+    SandboxFilePermissionError,
+    SandboxFileTypeError,
+)
+from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Feed, Writable
+from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.sandbox.host.fair_share import OwnerCap
+from jupyter_sandbox.sandbox.programs import file_program, image_programs
+
+if TYPE_CHECKING:
+    from jupyter_sandbox.sandbox.manager import SandboxManager
+
+MAX_PATH_BYTES = 4096
+# Most bytes of a listing or of a write's report: the program's output is the sandbox's to
+# write, and is held in the server's memory (a directory of ~100,000 entries fits).
+MAX_REPORT_BYTES = 32 * 1024**2
+MAX_ERROR_REPORT_BYTES = 64 * 1024  # the program's error report: a code and a message
+
+# The program each operation runs in the sandbox, sent as source (file_program.py says why).
+PROGRAM = Path(file_program.__file__).read_text()
+
+
+def check_path(path: Any) -> str:
+    """``path`` if it can name a file in a sandbox; InvalidRequestError saying why otherwise."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise InvalidRequestError(
+            "path must be a non-empty string without NUL: a path in the sandbox, relative to "
+            f"{WORKSPACE_DIR} or absolute"
+        )
+    try:
+        encoded = path.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequestError("path must be valid UTF-8") from None
+    if len(encoded) > MAX_PATH_BYTES:
+        raise InvalidRequestError(f"path must be at most {MAX_PATH_BYTES} bytes")
+    return path
+
+
+class SandboxFiles(LoggingConfigurable):
+    """Files of ``manager``'s running sandboxes (configured as ``c.SandboxFiles.*``).
+
+    Every method takes the ``owner`` first; another owner's sandbox is "not found".
+    """
+
+    max_bytes = Integer(
+        100 * 1024**2,
+        config=True,
+        help="""Largest file in bytes read from or written to a sandbox through this API
+        (0: no cap). Contents are held in the server's memory on the way; for bigger data
+        persist a workspace snapshot instead.""",
+    )
+    timeout = Float(
+        120.0,
+        config=True,
+        help="Seconds one file operation (the program run in the sandbox) may take.",
+    )
+
+    watch_interval = Float(
+        0.2,
+        min=0.05,
+        config=True,
+        help="""Seconds between two looks of a directory watch at its directory (file_watch.py):
+        a change is seen within about this long. Each look lists the whole directory.""",
+    )
+    watch_max_entries = Integer(
+        10_000,
+        min=1,
+        config=True,
+        help="""Most entries a watched directory (with everything under it, for a recursive
+        watch) may hold: past it the watch ends with an error naming this cap.""",
+    )
+    max_watches = Integer(
+        64,
+        min=0,
+        config=True,
+        help="""Most directory watches (a count) this server follows at once, all owners
+        together (0: no cap): each holds one of the engine's long-call threads
+        (SandboxSettings.engine_long_threads) while it lasts.""",
+    )
+    max_watches_per_owner = Integer(
+        8,
+        min=0,
+        config=True,
+        help="""Most directory watches (a count) one owner has at once, all their sandboxes
+        together (0: no cap), so that one owner cannot take every watch of a shared server.""",
+    )
+    watch_timeout = Float(
+        86400.0,
+        config=True,
+        help="Most seconds a directory watch lasts; it then ends with an error.",
+    )
+
+    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.manager = manager
+        # Directory watches running now, by owner (file_watch.py).
+        self.watches = OwnerCap(
+            "directory watches", "SandboxFiles.max_watches_per_owner", "SandboxFiles.max_watches"
+        )
+
+    @property
+    def watch_count(self) -> int:
+        """Directory watches running now, all owners together."""
+        return self.watches.in_use
+
+    async def list(self, owner: str, sandbox_id: str, path: str = ".") -> dict[str, Any]:
+        """The entries of a directory: ``{"path": absolute, "entries": [entry, ...]}``, each
+        entry ``name, path, type (file|directory|symlink|other), size, mode (octal text),
+        modified (ISO 8601, UTC)``."""
+        too_long = (
+            f"the listing of {path} is larger than {MAX_REPORT_BYTES} bytes; list a subdirectory"
+        )
+        report = await self._run(owner, sandbox_id, "list", path, MAX_REPORT_BYTES, too_long)
+        return _decoded(report, sandbox_id)
+
+    async def read(self, owner: str, sandbox_id: str, path: str) -> bytes:
+        """The bytes of a regular file (symlinks followed, inside the sandbox)."""
+        return await self._run(
+            owner, sandbox_id, "read", path, self.max_bytes, self._too_large(path)
+        )
+
+    async def write(self, owner: str, sandbox_id: str, path: str, data: bytes) -> dict[str, Any]:
+        """Write ``data`` to ``path`` whole (made with its missing parent directories, or
+        replaced keeping its mode); returns its entry, as :meth:`list` gives it."""
+        self.check_size(path, len(data))
+
+        def feed(out: Writable) -> None:
+            out.write(data)
+
+        report = await self._run(owner, sandbox_id, "write", path, MAX_REPORT_BYTES, "", feed=feed)
+        return _decoded(report, sandbox_id)
+
+    async def remove(self, owner: str, sandbox_id: str, path: str) -> None:
+        """Remove a file, a link, or a directory with all it holds (not /workspace itself)."""
+        await self._run(owner, sandbox_id, "remove", path, MAX_REPORT_BYTES, "")
+
+    async def info(self, owner: str, sandbox_id: str, path: str) -> dict[str, Any]:
+        """The entry of ``path`` itself (a symlink is not followed), as :meth:`list` gives
+        entries; SandboxFileNotFoundError when there is none."""
+        report = await self._run(owner, sandbox_id, "info", path, MAX_REPORT_BYTES, "")
+        return _decoded(report, sandbox_id)
+
+    async def make_directory(self, owner: str, sandbox_id: str, path: str) -> dict[str, Any]:
+        """Make the directory ``path`` with its missing parents; its entry, with ``created``
+        false when it was already there. SandboxFileExistsError when a file is."""
+        report = await self._run(owner, sandbox_id, "mkdir", path, MAX_REPORT_BYTES, "")
+        return _decoded(report, sandbox_id)
+
+    async def move(
+        self, owner: str, sandbox_id: str, path: str, target: str, overwrite: bool = False
+    ) -> dict[str, Any]:
+        """Move (rename) ``path`` to ``target``, made with its missing parents; the entry at
+        ``target``. A target already there is SandboxFileExistsError unless ``overwrite`` (a
+        file, or an empty directory, is then replaced); neither may be /workspace itself."""
+        check_path(target)
+        how = "overwrite" if overwrite else "keep"
+        report = await self._run(
+            owner, sandbox_id, "move", path, MAX_REPORT_BYTES, "", arguments=(target, how)
+        )
+        return _decoded(report, sandbox_id)
+
+    def watch(
+        self, owner: str, sandbox_id: str, path: str = ".", recursive: bool = False
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """The changes under the directory ``path`` as they come: ("ready", ...), then
+        ("change", {"type": created|modified|removed, "path", "entry"}) each, until closed
+        (closing it stops the watcher in the sandbox). file_watch.py has the details."""
+        from jupyter_sandbox.sandbox.operations.file_watch import (
+            watch_directory,  # it needs this module's helpers
+        )
+
+        return watch_directory(self, owner, sandbox_id, path, recursive)
+
+    async def check_running(self, owner: str, sandbox_id: str) -> None:
+        """SandboxConflictError, naming the fix, unless the owner's sandbox runs."""
+        info = await self.manager.get(owner, sandbox_id)
+        if not info.running:
+            raise SandboxConflictError(
+                f"sandbox {sandbox_id} is {info.status}: its files are reachable while it runs"
+                + (" (resume it first)" if info.status == "paused" else "")
+            )
+
+    async def _run(
+        self,
+        owner: str,
+        sandbox_id: str,
+        operation: str,
+        path: str,
+        max_output: int,
+        too_much: str,
+        feed: Feed | None = None,
+        arguments: tuple[str, ...] = (),
+    ) -> bytes:
+        """Run the program's ``operation`` on ``path`` (and ``arguments``); its standard
+        output, at most ``max_output`` bytes (0: no cap; past it, FileTooLargeError saying
+        ``too_much``)."""
+        check_path(path)
+        await self.check_running(owner, sandbox_id)
+        received = bytearray()
+
+        def sink(data: bytes) -> None:
+            received.extend(data)
+            if max_output and len(received) > max_output:
+                raise FileTooLargeError(too_much or f"{operation} of {path} answered too much")
+
+        argv = image_programs.python(PROGRAM, operation, path, *arguments)
+        with self.manager.usage.using(sandbox_id):  # activity, for the idle culler
+            result = await self.manager.backend.exec_stream(
+                sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink
+            )
+        if result.timed_out:
+            raise SandboxFileError(
+                f"{operation} of {path} in sandbox {sandbox_id} took longer than "
+                f"{self.timeout:g}s (SandboxFiles.timeout)"
+            )
+        if result.exit_code == file_program.FAILED:
+            raise reported_error(result.stderr, sandbox_id)
+        if result.exit_code != 0:
+            raise SandboxFileError(
+                f"{operation} of {path} in sandbox {sandbox_id} failed (exit status "
+                f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()[:500]}"
+            )
+        return bytes(received)
+
+    def check_size(self, path: str, size: int) -> None:
+        """FileTooLargeError if ``size`` bytes written to ``path`` would pass ``max_bytes``:
+        for a caller that learns a body's size before it has all of it."""
+        if self.max_bytes and size > self.max_bytes:
+            raise FileTooLargeError(self._too_large(path))
+
+    def _too_large(self, path: str) -> str:
+        return (
+            f"{path} is larger than {self.max_bytes} bytes (SandboxFiles.max_bytes); move "
+            "bigger data with a workspace snapshot"
+        )
+
+
+def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
+    """The program's JSON report (which code in the sandbox could have tampered with)."""
+    try:
+        decoded = sandbox_json.loads(report, max_bytes=MAX_REPORT_BYTES)
+    except sandbox_json.MalformedJSONError:
+        decoded = None
+    if not isinstance(decoded, dict):
+        raise SandboxFileError(f"sandbox {sandbox_id} answered something unreadable")
+    return decoded
+
+
+def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
+    """The error the program in the sandbox reported (its stderr is the sandbox's to write, so
+    it is only ever shown as text, never trusted for more than picking the error class)."""
+    try:  # MalformedJSONError is a ValueError
+        report = sandbox_json.loads(stderr, max_bytes=MAX_ERROR_REPORT_BYTES)
+        code, message = str(report["error"]), str(report["message"])[:1000]
+    except (ValueError, KeyError, TypeError):
+        code, message = "", stderr.decode(errors="replace").strip()[:500]
+    message = f"sandbox {sandbox_id}: {message}"
+    if code == "not_found":
+        return SandboxFileNotFoundError(message)
+    if code == "file_exists":
+        return SandboxFileExistsError(message)
+    if code in ("is_a_directory", "not_a_directory", "not_a_file"):
+        return SandboxFileTypeError(message)
+    if code == "permission_denied":
+        return SandboxFilePermissionError(message)
+    return SandboxFileError(message)

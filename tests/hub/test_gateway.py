@@ -1,0 +1,616 @@
+"""A real JupyterHub whose users get Sandboxed Python from the sandbox gateway, configured by
+examples/jupyterhub_gateway_config.py, with two fresh system users who are NOT in the docker
+group.
+
+The hub (root, 127.0.0.1, configurable-http-proxy) runs `jupyter sandbox gateway` as a managed
+service: it alone holds the engine, its state in a 0700 directory of root's. LocalProcessSpawner
+starts each user's server as that user, with GatewayClient.url the gateway behind the hub's
+proxy and its own hub token. Every request goes through the proxy with tokens the hub issued:
+the users' servers at /user/NAME/, the gateway at /services/sandbox-gateway/.
+
+The gateway's log, the hub's and each server's go to test-artifacts/hub/; their ends are added
+to a failing test's report. About 40 s for the module on this machine, most of it the hub's and
+the servers' starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.websocket import websocket_connect
+
+from jupyter_sandbox.sandbox import labels
+from tests.conftest import remove_state_dir
+from tests.hub.conftest import LOG_TAILS
+from tests.hub.gateway_hub import (
+    GATEWAY_LOG,
+    SERVICE,
+    USER_SANDBOX_CONFIG,
+    gateway_hub_config,
+    gateway_sandbox_config,
+)
+from tests.hub.hub_process import (
+    ARTIFACTS,
+    KERNEL_TIMEOUT,
+    PROXY,
+    REQUEST_TIMEOUT,
+    SYSTEM_PYTHON,
+    VENV,
+    Hub,
+    free_ports,
+    home_of,
+    make_user,
+    remove_user,
+    stop_hub,
+    stop_servers,
+    tail,
+    uid_of,
+    wait_for_servers,
+    wait_until_no_containers,
+    wait_until_up,
+)
+from tests.kernel.sandbox_env import remove_containers_under
+from tests.kernel_websocket import run_cell
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.runc,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the hub makes host users and runs as root"),
+]
+
+GATEWAY = f"services/{SERVICE}"
+ENGINE_SOCKET = "/var/run/docker.sock"
+# Seconds for the hub to answer: it routes its own API once its services answered, and the
+# gateway (a Jupyter Server) takes a minute to import under this machine's shared load.
+HUB_AND_GATEWAY_START = 180.0
+
+
+class GatewayHub(Hub):
+    gateway_state: Path
+    gateway_log: Path
+
+    def gateway(self, role: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """A request to the gateway, through the proxy, with a token of ``role``'s user."""
+        name = self.users[role]
+        return self.request(method, f"{GATEWAY}/{path}", self.tokens[name], body)
+
+    def log_tails(self, lines: int = 80) -> str:
+        return f"{super().log_tails(lines)}\n--- gateway\n{tail(self.gateway_log, lines)}"
+
+
+@pytest.fixture(scope="module")
+def gateway_hub() -> Iterator[GatewayHub]:
+    for needed, how in [
+        (SYSTEM_PYTHON, "the users' servers run under it"),
+        (PROXY, "the hub's proxy: 'make hub-proxy' installs it (part of 'make test')"),
+    ]:
+        if not needed.exists():
+            pytest.fail(f"{needed} is missing: {how}", pytrace=False)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as cleanup:
+        users = {}
+        for role in ("alice", "bob"):
+            users[role] = make_user(role, groups=())
+            cleanup.callback(remove_user, users[role], role)
+        base = Path(tempfile.mkdtemp(prefix="jsbx-gwhub-", dir="/tmp"))
+        cleanup.callback(shutil.rmtree, base, ignore_errors=True)
+        base.chmod(0o755)
+        config_dir, hub_dir = base / "config", base / "hub"
+        gateway_state = base / "gw"  # short: the sandboxes' sockets are under it
+        config_dir.mkdir(mode=0o755)
+        hub_dir.mkdir(mode=0o700)
+        gateway_state.mkdir(mode=0o700)
+        gateway_config = base / "gateway-config"
+        gateway_config.mkdir(mode=0o700)
+        (gateway_config / "jupyter_sandbox_config.py").write_text(
+            gateway_sandbox_config(gateway_state)
+        )
+        cleanup.callback(remove_state_dir, gateway_state)
+        cleanup.callback(remove_containers_under, gateway_state)
+        (config_dir / "jupyter_sandbox_config.py").write_text(USER_SANDBOX_CONFIG)
+        (config_dir / "jupyter_sandbox_config.py").chmod(0o644)
+        ports = free_ports(4)
+        (hub_dir / "jupyterhub_config.py").write_text(
+            gateway_hub_config(
+                ports, hub_dir, config_dir, gateway_config, gateway_state, list(users.values())
+            )
+        )
+        hub = GatewayHub(
+            url=f"http://127.0.0.1:{ports[2]}",
+            admin_token=secrets.token_hex(32),
+            users=users,
+            log_path=ARTIFACTS / "gateway-hub.log",
+        )
+        hub.gateway_state, hub.gateway_log = gateway_state, hub_dir / GATEWAY_LOG
+        cleanup.callback(lambda: shutil.copyfile(hub.gateway_log, ARTIFACTS / GATEWAY_LOG))
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("JUPYTER", "PYTHON", "VIRTUAL_ENV"))
+        }
+        env.update(
+            PATH=f"{VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", HUB_TEST_TOKEN=hub.admin_token
+        )
+        with hub.log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(hub_dir / "jupyterhub_config.py")],
+                cwd=hub_dir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        proxy_pid: list[int] = []
+        cleanup.callback(
+            lambda: stop_hub_and_services(process, proxy_pid[0] if proxy_pid else None)
+        )
+        wait_until_up(hub, process, ports[0], timeout=HUB_AND_GATEWAY_START)
+        with contextlib.suppress(OSError, ValueError):
+            proxy_pid.append(int((hub_dir / "jupyterhub-proxy.pid").read_text()))
+
+        cleanup.callback(stop_servers, hub)
+        with ThreadPoolExecutor() as pool:
+            spawns = pool.map(
+                lambda name: hub.hub_api("POST", f"users/{name}/server"), users.values()
+            )
+            for status, answer in spawns:
+                assert status in (201, 202), f"{answer}\n{hub.log_tails()}"
+        for name in users.values():
+            status, answer = hub.hub_api(
+                "POST", f"users/{name}/tokens", {"note": "tests/hub", "expires_in": 3600}
+            )
+            assert status == 201, f"{answer}\n{hub.log_tails()}"
+            hub.tokens[name] = answer["token"]
+        wait_for_servers(hub, ready=True)
+        yield hub
+
+
+def stop_hub_and_services(process: subprocess.Popen[bytes], proxy_pid: int | None) -> None:
+    """stop_hub, then the processes the hub started that outlived it. A managed service runs
+    in a session of its own, and a hub stopped while it still starts one (the gateway takes a
+    minute to start under load) leaves it running; each is known by its pid and start time,
+    taken while the hub is its parent."""
+    children = [(pid, started_at(pid)) for pid in children_of(process.pid)]
+    stop_hub(process, proxy_pid)
+    for pid, start in children:
+        if start is not None and started_at(pid) == start:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command's name (which may hold spaces)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def children_of(parent: int) -> list[int]:
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return [pid for pid in pids if (fields := _stat_fields(pid)) and int(fields[1]) == parent]
+
+
+def started_at(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields else None  # starttime, in clock ticks since boot
+
+
+@pytest.fixture(autouse=True)
+def report_logs(request: pytest.FixtureRequest, gateway_hub: GatewayHub) -> None:
+    """Instead of conftest's (which would start the docker-group hub of test_jupyterhub.py)."""
+    request.node.stash[LOG_TAILS] = gateway_hub.log_tails
+
+
+def owner_labels(names: list[str]) -> dict[str, str]:
+    """container name -> its owner label, for those owners' containers."""
+    client = docker.from_env(version="auto")
+    return {
+        row["Names"][0].lstrip("/"): row["Labels"][labels.OWNER]
+        for name in names
+        for row in client.api.containers(all=True, filters=labels.owner_filter(name))
+    }
+
+
+async def cell(hub: Hub, path: str, token: str, code: str) -> tuple[str, dict[str, Any]]:
+    """Run ``code`` over the kernel WebSocket at ``path`` (behind the proxy) with ``token``."""
+    url = f"{hub.url.replace('http', 'ws', 1)}/{path}"
+    connection = await asyncio.wait_for(
+        websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"})),
+        timeout=REQUEST_TIMEOUT,
+    )
+    try:
+        return await run_cell(connection, code, KERNEL_TIMEOUT)
+    finally:
+        connection.close()
+
+
+def test_the_users_servers_hold_no_engine(gateway_hub: GatewayHub) -> None:
+    docker_group = grp.getgrnam("docker")
+    for name in gateway_hub.users.values():
+        assert name not in docker_group.gr_mem
+    status, specs = gateway_hub.server("alice", "GET", "api/kernelspecs")
+    assert status == 200, specs
+    assert list(specs["kernelspecs"]) == ["sandboxed-python"]  # the gateway's only kernel
+    assert specs["default"] == "sandboxed-python"
+
+
+@pytest.mark.checklist(
+    row=88,
+    attack="a hub user's server (not in the docker group) starts a kernel through the gateway",
+    expected="the kernel runs in a sandbox whose owner label is the token's hub user",
+)
+async def test_a_kernel_through_the_users_own_server(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice = gateway_hub.users["alice"]
+    status, kernel = gateway_hub.server(
+        "alice", "POST", "api/kernels", {"name": "sandboxed-python"}
+    )
+    assert status == 201, kernel
+    try:
+        stdout, reply = await cell(
+            gateway_hub,
+            f"user/{alice}/api/kernels/{kernel['id']}/channels",
+            gateway_hub.tokens[alice],
+            "import os; print(os.getcwd(), 6 * 7)",
+        )
+        assert reply["status"] == "ok", reply
+        assert stdout == "/workspace 42\n"
+        owners = owner_labels([alice])
+        assert list(owners.values()) == [alice], owners
+        status, listed = gateway_hub.gateway("alice", "GET", "api/sandboxes")
+        assert status == 200, listed
+        assert [s["owner"] for s in listed] == [alice]
+        observe(f"one sandbox, labelled owner={alice}, listed at the gateway for her token")
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/kernels/{kernel['id']}")
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []
+
+
+@pytest.mark.checklist(
+    row=89,
+    attack="user B asks the gateway, and his own server, for user A's kernel and sandbox by id",
+    expected="404 for every route (model, delete, interrupt, restart, channels, sandbox)",
+)
+async def test_another_users_kernel_is_not_found(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice, bob = gateway_hub.users["alice"], gateway_hub.users["bob"]
+    status, kernel = gateway_hub.gateway(
+        "alice", "POST", "api/kernels", {"name": "sandboxed-python"}
+    )
+    assert status == 201, kernel
+    kernel_id = kernel["id"]
+    try:
+        # Her kernel runs (its sandbox is made as it starts, after the 201).
+        stdout, reply = await cell(
+            gateway_hub,
+            f"{GATEWAY}/api/kernels/{kernel_id}/channels",
+            gateway_hub.tokens[alice],
+            "print(6 * 7)",
+        )
+        assert (stdout, reply["status"]) == ("42\n", "ok")
+        status, listed = gateway_hub.gateway("alice", "GET", "api/sandboxes")
+        assert status == 200, listed
+        (sandbox_id,) = [s["id"] for s in listed]
+        tried = [
+            ("GET", f"api/kernels/{kernel_id}", None),
+            ("POST", f"api/kernels/{kernel_id}/interrupt", {}),
+            ("POST", f"api/kernels/{kernel_id}/restart", {}),
+            ("DELETE", f"api/kernels/{kernel_id}", None),
+            ("GET", f"api/sandboxes/{sandbox_id}", None),
+            ("POST", f"api/sandboxes/{sandbox_id}/execute", {"code": "print(1)"}),
+            ("DELETE", f"api/sandboxes/{sandbox_id}", None),
+        ]
+        for method, path, body in tried:
+            status, answer = gateway_hub.gateway("bob", method, path, body)
+            assert status == 404, (method, path, answer)
+        assert gateway_hub.gateway("bob", "GET", "api/kernels") == (200, [])
+        assert gateway_hub.gateway("bob", "GET", "api/sandboxes") == (200, [])
+        # Through his own server, which asks the gateway with its own token: the same.
+        status, answer = gateway_hub.server("bob", "GET", f"api/kernels/{kernel_id}")
+        assert status == 404, answer
+        with pytest.raises(HTTPClientError) as refused:
+            await cell(
+                gateway_hub,
+                f"{GATEWAY}/api/kernels/{kernel_id}/channels",
+                gateway_hub.tokens[bob],
+                "print(1)",
+            )
+        assert refused.value.code == 404
+        observe(
+            f"{len(tried) + 2} requests by B for A's kernel or sandbox: all 404",
+            cases=len(tried) + 2,
+        )
+    finally:
+        status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel_id}")
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []
+
+
+@pytest.mark.checklist(
+    row=90,
+    attack="user B starts a kernel claiming to be A: KERNEL_USERNAME, JUPYTER_SANDBOX_OWNER, "
+    "JUPYTERHUB_USER and KERNEL_SANDBOX_OWNER in its env, ?user=A in the URL",
+    expected="the kernel and its sandbox are B's; A sees none of it",
+)
+async def test_no_claim_changes_the_owner(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice, bob = gateway_hub.users["alice"], gateway_hub.users["bob"]
+    claims = {
+        "KERNEL_USERNAME": alice,
+        "JUPYTER_SANDBOX_OWNER": alice,
+        "JUPYTERHUB_USER": alice,
+        "KERNEL_SANDBOX_OWNER": alice,
+    }
+    status, kernel = gateway_hub.request(
+        "POST",
+        f"{GATEWAY}/api/kernels?user={alice}",
+        gateway_hub.tokens[bob],
+        {"name": "sandboxed-python", "env": claims},
+    )
+    assert status == 201, kernel
+    try:
+        stdout, reply = await cell(
+            gateway_hub,
+            f"{GATEWAY}/api/kernels/{kernel['id']}/channels",
+            gateway_hub.tokens[bob],
+            "import os; print(os.environ.get('JUPYTER_SANDBOX_OWNER'))",
+        )
+        assert (stdout, reply["status"]) == ("None\n", "ok"), reply  # nothing reaches inside
+        assert set(owner_labels([alice, bob]).values()) == {bob}
+        assert gateway_hub.gateway("alice", "GET", "api/kernels") == (200, [])
+        status, answer = gateway_hub.gateway("alice", "GET", f"api/kernels/{kernel['id']}")
+        assert status == 404, answer
+        observe(f"4 variables and a query naming {alice}: the sandbox's owner is {bob}", cases=5)
+    finally:
+        status, answer = gateway_hub.gateway("bob", "DELETE", f"api/kernels/{kernel['id']}")
+    assert status == 204, answer
+    assert wait_until_no_containers([bob]) == []
+
+
+@pytest.mark.checklist(
+    row=91,
+    attack="a kernel's working directory outside the user's root, or leaving it through a "
+    "symbolic link",
+    expected="the start is refused with a message naming the directory; nothing is started",
+)
+def test_a_working_directory_outside_the_users_root_is_refused(
+    gateway_hub: GatewayHub, observe: Any
+) -> None:
+    alice = gateway_hub.users["alice"]
+    link = home_of(alice) / "escape"
+    link.symlink_to("/root")
+    try:
+        for asked in [
+            "/root",
+            f"{home_of(alice)}/../../root",
+            str(link),
+            str(home_of(gateway_hub.users["bob"])),
+        ]:
+            status, answer = gateway_hub.gateway(
+                "alice",
+                "POST",
+                "api/kernels",
+                {"name": "sandboxed-python", "env": {"KERNEL_WORKING_DIR": asked}},
+            )
+            assert status == 400, (asked, answer)
+            assert "KERNEL_WORKING_DIR" in answer["message"], answer
+        assert owner_labels([alice]) == {}
+        observe("4 directories outside /home/{username}, one through a symlink: 400 each", cases=4)
+    finally:
+        link.unlink()
+
+
+async def test_the_notebooks_directory_is_the_workspace(gateway_hub: GatewayHub) -> None:
+    alice = gateway_hub.users["alice"]
+    notes = home_of(alice) / "notes"
+    notes.mkdir()
+    shutil.chown(notes, alice, alice)
+    (notes / "data.txt").write_text("hers\n")
+    shutil.chown(notes / "data.txt", alice, alice)
+    session = {
+        "path": "notes/a.ipynb",
+        "type": "notebook",
+        "name": "a.ipynb",
+        "kernel": {"name": "sandboxed-python"},
+    }
+    status, made = gateway_hub.server("alice", "POST", "api/sessions", session)
+    assert status == 201, made
+    try:
+        stdout, reply = await cell(
+            gateway_hub,
+            f"user/{alice}/api/kernels/{made['kernel']['id']}/channels",
+            gateway_hub.tokens[alice],
+            "print(open('/workspace/data.txt').read(), end='')",
+        )
+        assert (stdout, reply["status"]) == ("hers\n", "ok"), reply
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/sessions/{made['id']}")
+        shutil.rmtree(notes)
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []
+
+
+@pytest.mark.checklist(
+    row=92,
+    attack="code run on the host as user A (a compromised server) opens the engine's socket "
+    "and reads the gateway's state directory",
+    expected="both refused (EACCES); the gateway answers it only as A",
+)
+def test_user_code_on_the_host_reaches_no_engine(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice = gateway_hub.users["alice"]
+    probe = f"""
+import os, socket
+for what, act in [
+    ("engine", lambda: socket.socket(socket.AF_UNIX).connect({ENGINE_SOCKET!r})),
+    ("state", lambda: os.listdir({str(gateway_hub.gateway_state)!r})),
+]:
+    try:
+        act()
+        print(what, "open")
+    except OSError as error:
+        print(what, error.errno)
+"""
+    done = subprocess.run(
+        [str(SYSTEM_PYTHON), "-I", "-c", probe],
+        user=uid_of(alice),
+        group=pwd.getpwnam(alice).pw_gid,
+        extra_groups=[],
+        capture_output=True,
+        text=True,
+        timeout=REQUEST_TIMEOUT,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["engine 13", "state 13"], done.stdout
+    observe("engine socket: EACCES; gateway state directory: EACCES", cases=2)
+
+
+@pytest.mark.checklist(
+    row=93,
+    attack="the gateway is stopped (SIGTERM) while a user's named context holds variables",
+    expected="the hub starts it again; a new kernel of that context reattaches, its variables "
+    "intact, and it is still the user's alone",
+)
+async def test_a_named_context_survives_the_gateways_restart(
+    gateway_hub: GatewayHub, observe: Any
+) -> None:
+    alice = gateway_hub.users["alice"]
+    start = {"name": "sandboxed-python", "env": {"KERNEL_SANDBOX_CONTEXT": "kept"}}
+    status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+    assert status == 201, kernel
+    try:
+        channels = f"{GATEWAY}/api/kernels/{kernel['id']}/channels"
+        stdout, _ = await cell(gateway_hub, channels, gateway_hub.tokens[alice], "x = 6 * 7")
+        status, service = gateway_hub.hub_api("GET", f"services/{SERVICE}")
+        assert status == 200, service
+        assert service["pid"], service
+        os.kill(service["pid"], signal.SIGTERM)
+        restarted = await asyncio.to_thread(wait_for_a_new_gateway, gateway_hub, service["pid"])
+        status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+        assert status == 201, kernel
+        channels = f"{GATEWAY}/api/kernels/{kernel['id']}/channels"
+        stdout, reply = await cell(gateway_hub, channels, gateway_hub.tokens[alice], "print(x)")
+        assert (stdout, reply["status"]) == ("42\n", "ok"), reply
+        assert gateway_hub.gateway("bob", "GET", "api/sandboxes") == (200, [])
+        observe(f"gateway pid {service['pid']} -> {restarted}; x == 42 after reattaching")
+    finally:
+        gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
+        status, listed = gateway_hub.gateway("alice", "GET", "api/sandboxes")
+        for sandbox in listed if status == 200 else []:
+            gateway_hub.gateway("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
+    assert wait_until_no_containers([alice]) == []
+
+
+GATEWAY_RESTART = 120.0  # seconds: the hub polls its services every 30 s, then starts one
+
+
+def wait_for_a_new_gateway(hub: GatewayHub, old_pid: int) -> int:
+    """The pid of the gateway the hub started after ``old_pid`` ended, once it answers."""
+    deadline = time.monotonic() + GATEWAY_RESTART
+    while time.monotonic() < deadline:
+        status, service = hub.hub_api("GET", f"services/{SERVICE}")
+        new = status == 200 and service["pid"] not in (0, old_pid)
+        if new and hub.gateway("alice", "GET", "api/kernels")[0] == 200:
+            return int(service["pid"])
+        time.sleep(0.5)  # polling for the restart, not waiting a fixed time
+    raise AssertionError(f"no new gateway in {GATEWAY_RESTART:g}s:\n{hub.log_tails()}")
+
+
+@pytest.mark.checklist(
+    row=94,
+    attack="a token acts as another user at the gateway with the Sandbox-Act-As header",
+    expected="only a token with custom:sandbox-gateway:admin may, and each request is logged; "
+    "any other token is refused (403), and a service's token owns nothing",
+)
+def test_admin_access_is_explicit_and_logged(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice, bob = gateway_hub.users["alice"], gateway_hub.users["bob"]
+    status, kernel = gateway_hub.gateway(
+        "alice", "POST", "api/kernels", {"name": "sandboxed-python"}
+    )
+    assert status == 201, kernel
+    try:
+        as_alice = {"Sandbox-Act-As": alice}
+        admin = gateway_hub.admin_token  # the hub-test service, given the gateway's admin role
+        status, listed = gateway_hub.request(
+            "GET", f"{GATEWAY}/api/kernels", admin, headers=as_alice
+        )
+        assert status == 200, listed
+        assert [k["id"] for k in listed] == [kernel["id"]]
+        status, answer = gateway_hub.request(
+            "GET", f"{GATEWAY}/api/kernels", gateway_hub.tokens[bob], headers=as_alice
+        )
+        assert status == 403, answer
+        status, answer = gateway_hub.request("GET", f"{GATEWAY}/api/kernels", admin)
+        assert status == 403, answer  # a service acts as someone or not at all
+        logged = gateway_hub.gateway_log.read_text(errors="replace")
+        assert f"admin access: service hub-test acts as {alice}: GET" in logged
+        assert f"refused user {bob} acting as '{alice}'" in logged
+        observe("the admin service's request as A: logged and answered; B's: 403", cases=3)
+    finally:
+        status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []
+
+
+def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: GatewayHub) -> None:
+    alice = gateway_hub.users["alice"]
+    status, sandbox = gateway_hub.server("alice", "POST", "api/sandboxes", {"runtime": "runc"})
+    assert status == 201, sandbox
+    try:
+        assert sandbox["owner"] == alice
+        assert list(owner_labels([alice]).values()) == [alice]  # made by the gateway's engine
+        status, run = gateway_hub.server(
+            "alice", "POST", f"api/sandboxes/{sandbox['id']}/execute", {"code": "print(6 * 7)"}
+        )
+        assert (status, run["stdout"]) == (200, "42\n"), run
+        status, listed = gateway_hub.server("alice", "GET", "api/sandboxes")
+        assert status == 200, listed
+        assert [s["id"] for s in listed] == [sandbox["id"]]
+        assert gateway_hub.gateway("alice", "GET", "api/sandboxes")[1] == listed
+        # Bob's server asks the gateway as Bob: none of hers.
+        assert gateway_hub.server("bob", "GET", "api/sandboxes") == (200, [])
+        status, answer = gateway_hub.server("bob", "GET", f"api/sandboxes/{sandbox['id']}")
+        assert status == 404, answer
+        assert answer["code"] == "sandbox_not_found", answer  # the gateway's own answer
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+async def test_the_runtime_is_the_users_choice(gateway_hub: GatewayHub, runtime: str) -> None:
+    """KERNEL_SANDBOX_RUNTIME from the client picks the runtime (the gateway's default: runc)."""
+    alice = gateway_hub.users["alice"]
+    start = {"name": "sandboxed-python", "env": {"KERNEL_SANDBOX_RUNTIME": runtime}}
+    status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+    assert status == 201, kernel
+    try:
+        channels = f"{GATEWAY}/api/kernels/{kernel['id']}/channels"
+        stdout, reply = await cell(gateway_hub, channels, gateway_hub.tokens[alice], "print(7)")
+        assert (stdout, reply["status"]) == ("7\n", "ok"), reply
+        (name,) = owner_labels([alice])
+        container = docker.from_env(version="auto").containers.get(name)
+        assert container.attrs["HostConfig"]["Runtime"] == runtime
+    finally:
+        status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
+    assert status == 204, answer
+    assert wait_until_no_containers([alice]) == []

@@ -1,0 +1,154 @@
+"""A pause that lands while execs start in the sandbox (exec_gate.py).
+
+Without the gate this wedged the container on the first try: the exec's ``runc init`` waited in
+the frozen cgroup, and inspect, resume and remove of the sandbox each hung until their time
+limit. Here the execs and the pause go out together, as a panel's stats probe and a click on
+Pause, or a fresh sandbox's network forwarder and an early pause, do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import docker
+import pytest
+
+from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.backends.docker.exec_gate import ExecGate
+from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.sandbox_types import Sandbox
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_pause_among_starting_execs_leaves_the_sandbox_usable(
+    manager: SandboxManager, sandbox: Sandbox
+) -> None:
+    sandbox_id = sandbox.sandbox_id
+    # The engine's limit is what a wedged container shows up as: every call times out.
+    manager.backend.engine.timeout = 15  # type: ignore[attr-defined]
+    for delay in (0.0, 0.005, 0.02):
+        execs = [
+            asyncio.ensure_future(
+                manager.backend.exec(sandbox_id, ["true"], ExecOptions(timeout=20))
+            )
+            for _ in range(3)
+        ]
+        await asyncio.sleep(delay)
+        await manager.pause("alice", sandbox_id)
+        assert (await manager.get("alice", sandbox_id)).status == "paused"
+        await manager.resume("alice", sandbox_id)
+        # Each ran (a command the pause froze goes on once resumed) or was refused as paused.
+        outcomes = await asyncio.gather(*execs, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                assert isinstance(outcome, SandboxConflictError), outcome
+                assert "paused" in str(outcome)
+            else:
+                assert outcome.exit_code == 0, outcome
+        result = await manager.exec("alice", sandbox_id, ["true"], ExecOptions(timeout=20))
+        assert result.exit_code == 0
+    # And a spawned process (the forwarder's kind), started just before the pause.
+    spawn = asyncio.ensure_future(
+        manager.backend.spawn(sandbox_id, ["sleep", "30"], environment={})
+    )
+    await manager.pause("alice", sandbox_id)
+    await asyncio.gather(spawn, return_exceptions=True)
+    await manager.resume("alice", sandbox_id)
+    assert (await manager.get("alice", sandbox_id)).status == "running"
+
+
+def test_the_gate_holds_a_pause_until_starting_execs_have_started() -> None:
+    gate = ExecGate()
+    order: list[str] = []
+    in_start = threading.Event()
+    release = threading.Event()
+
+    def start() -> None:
+        with gate.starting("c", wait=5):
+            in_start.set()
+            release.wait(5)
+            order.append("started")
+
+    def pause() -> None:
+        with gate.pausing("c", wait=5):
+            order.append("paused")
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert in_start.wait(5)
+    pauser = threading.Thread(target=pause)
+    pauser.start()
+    time.sleep(0.05)
+    assert order == []  # the pause waits for the start
+    release.set()
+    starter.join(5)
+    pauser.join(5)
+    assert order == ["started", "paused"]
+
+
+def test_no_exec_starts_while_a_pause_is_on_its_way_and_waits_are_bounded() -> None:
+    gate = ExecGate()
+    order: list[str] = []
+    pausing = threading.Event()
+    release = threading.Event()
+
+    def pause() -> None:
+        with gate.pausing("c", wait=5):
+            pausing.set()
+            release.wait(5)
+            order.append("paused")
+
+    pauser = threading.Thread(target=pause)
+    pauser.start()
+    assert pausing.wait(5)
+    starter = threading.Thread(target=lambda: gate.starting("c", wait=5).__enter__())
+    starter.start()
+    time.sleep(0.05)
+    with gate.starting("other", wait=5):  # another container is not held up
+        order.append("other started")
+    release.set()
+    starter.join(5)
+    pauser.join(5)
+    assert order == ["other started", "paused"]
+    # A start that never ends holds a pause only for the pause's wait.
+    began = time.monotonic()
+    with gate.pausing("c", wait=0.2):
+        pass
+    assert time.monotonic() - began < 2
+
+
+def wedge(container: str) -> bool:
+    """Pause ``container`` while an exec starts in it, as a process without the gate would
+    (another client of the engine); whether the engine was left waiting on the exec."""
+    client = docker.from_env(version="auto", timeout=60)
+    api = client.api
+    for attempt in range(30):  # the pause must land inside the exec's start: tens of ms
+        exec_id = api.exec_create(container, ["true"])["Id"]
+        start = threading.Thread(target=api.exec_start, args=(exec_id,), daemon=True)
+        start.start()
+        time.sleep(0.002 * attempt)
+        api.pause(container)
+        start.join(3)
+        if start.is_alive():
+            return True
+        api.unpause(container)
+    return False
+
+
+@pytest.mark.runc
+async def test_a_sandbox_wedged_by_another_client_is_still_removed(
+    manager: SandboxManager, purpose: str
+) -> None:
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    container = labels.container_name(sandbox.sandbox_id)
+    assert await asyncio.to_thread(wedge, container), "the engine no longer wedges: drop the thaw"
+    await manager.backend.remove(sandbox.sandbox_id)  # thawed by hand, then removed
+    rows = manager.backend.engine.client.api.containers(  # type: ignore[attr-defined]
+        all=True, filters={"name": container}
+    )
+    assert rows == []

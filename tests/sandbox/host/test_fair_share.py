@@ -1,0 +1,110 @@
+"""Shared slots given out fairly between owners: no owner holds more than their share, and a
+free slot goes to the waiting owner holding fewest."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from jupyter_sandbox.sandbox.host.fair_share import FairShare, OwnerCap, current_owner
+
+
+async def settle() -> None:
+    """Let every task that can run, run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_one_owner_at_their_share_leaves_the_rest_to_others() -> None:
+    share = FairShare(total=4, per_owner=2)
+    for _ in range(2):
+        await share.acquire("alice")
+    third = asyncio.ensure_future(share.acquire("alice"))
+    await settle()
+    assert not third.done()  # alice waits for one of her own
+    await asyncio.wait_for(share.acquire("bob"), 0.1)  # bob is served at once
+    assert share.held == {"alice": 2, "bob": 1}
+    share.release("alice")
+    assert await asyncio.wait_for(third, 0.1) == "alice"
+    assert share.held == {"alice": 2, "bob": 1}
+
+
+async def test_a_free_slot_goes_to_the_waiting_owner_holding_fewest() -> None:
+    share = FairShare(total=2, per_owner=2)
+    await share.acquire("alice")
+    await share.acquire("alice")
+    # alice asked first, many times; bob once, after her.
+    alices = [asyncio.ensure_future(share.acquire("alice")) for _ in range(3)]
+    await settle()
+    bobs = asyncio.ensure_future(share.acquire("bob"))
+    await settle()
+    share.release("alice")
+    await settle()
+    assert bobs.done()
+    assert not any(task.done() for task in alices)
+    share.release("alice")  # now alice holds 0 and bob 1: alice's first waiter is next
+    await settle()
+    assert [task.done() for task in alices] == [True, False, False]
+    for task in alices:
+        task.cancel()
+    await asyncio.gather(*alices, return_exceptions=True)
+
+
+async def test_a_cancelled_wait_holds_nothing_and_loses_no_grant() -> None:
+    share = FairShare(total=1, per_owner=1)
+    await share.acquire("alice")
+    waiting = asyncio.ensure_future(share.acquire("bob"))
+    await settle()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert share.waiting() == 0
+    # Granted and cancelled in the same turn: the slot goes on to the next waiter.
+    granted_then_cancelled = asyncio.ensure_future(share.acquire("bob"))
+    after = asyncio.ensure_future(share.acquire("carol"))
+    await settle()
+    share.release("alice")
+    granted_then_cancelled.cancel()
+    await asyncio.gather(granted_then_cancelled, return_exceptions=True)
+    assert await asyncio.wait_for(after, 0.1) == "carol"
+    assert share.held == {"carol": 1}
+    assert share.in_use == 1
+
+
+async def test_the_owner_is_the_current_tasks_unless_named() -> None:
+    share = FairShare(total=4, per_owner=1)
+
+    async def as_owner(owner: str) -> str:
+        current_owner.set(owner)
+        async with share.slot() as taken:
+            return taken
+
+    assert await asyncio.gather(as_owner("alice"), as_owner("bob")) == ["alice", "bob"]
+    async with share.slot() as taken:  # no request: the server's own work
+        assert taken == ""
+    assert share.in_use == 0
+
+
+def test_an_owner_cap_refuses_past_either_cap_naming_its_setting() -> None:
+    cap = OwnerCap("watches", "X.per_owner", "X.total")
+    for _ in range(2):
+        assert cap.refusal("alice", 2, 3) is None
+        cap.take("alice")
+    assert "X.per_owner" in (cap.refusal("alice", 2, 3) or "")
+    assert cap.refusal("bob", 2, 3) is None  # alice's watches refuse only alice
+    cap.take("bob")
+    refusal = cap.refusal("carol", 2, 3) or ""
+    assert "X.total" in refusal
+    assert "3 watches" in refusal
+    assert cap.refusal("carol", 0, 0) is None  # 0: no cap
+    for owner in ("alice", "alice", "bob"):
+        cap.give_back(owner)
+    assert cap.held == {}
+    assert cap.in_use == 0
+
+
+def test_a_share_without_slots_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs slots"):
+        FairShare(total=0, per_owner=1)
+    assert FairShare(total=2, per_owner=5).per_owner == 2  # a share is at most the whole
