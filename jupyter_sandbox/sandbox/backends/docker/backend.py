@@ -146,7 +146,7 @@ class DockerBackend(SandboxBackend):
 
         def pause() -> None:  # never while an exec starts in it: that wedges it (exec_gate.py)
             api = self.engine.client.api
-            with self.engine.exec_gate.pausing(container):
+            with self.engine.exec_gate.halting(container):
                 wait_for_exec_processes(api, container)
                 api.pause(container)
 

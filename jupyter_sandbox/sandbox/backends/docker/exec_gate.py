@@ -1,4 +1,4 @@
-"""Keeping a pause away from the execs that are starting in the same container.
+"""Keeping pauses and removals away from the execs that are starting in the same container.
 
 An exec whose runtime process joins the container's cgroup after the freezer froze it never
 starts: ``runc init`` waits in the frozen cgroup, uninterruptibly, and the engine holds the
@@ -9,11 +9,18 @@ lands while an exec starts wedges the container (tried with a detached exec and 
 at once: every time, on runc). A sandbox is paused right after it starts (its network forwarder
 is started beside the caller) and while a panel's stats probe runs, so this is not rare.
 
-So a pause, and the start of every exec, pass through :class:`ExecGate`: in this process no exec
-is created while a pause of its container is on its way, and a pause waits until the execs that
-are starting have started. Execs started by other processes (a CLI beside the server) are seen
-through the engine: before it pauses, :func:`wait_for_exec_processes` waits until every exec of
-the container has a process or has ended.
+A removal that lands while execs start fares no better under runsc: a sandbox with twenty
+commands attached, removed while ten more execs were being started into it, took 5 to 80 s to
+go, or was refused ("PID … is zombie"), where it goes in 1 s once those starts are done. In the
+test of one owner flooding a server (tests/security/rest/test_denial_of_service.py) the removal
+hung for minutes, until the clients of the flood left.
+
+So a pause or a removal, and the start of every exec, pass through :class:`ExecGate`: in this
+process no exec is created while a pause or removal of its container is on its way, and the
+pause or removal waits until the execs that are starting have started. Execs started by other
+processes (a CLI beside the server) are seen through the engine: before it pauses,
+:func:`wait_for_exec_processes` waits until every exec of the container has a process or has
+ended.
 """
 
 from __future__ import annotations
@@ -30,14 +37,15 @@ import docker.errors
 
 log = logging.getLogger(__name__)
 
-# Seconds a pause waits for execs that are starting: a start takes well under one; one that
-# takes longer (an exec created and never started, by a process that died) is not waited for.
-PAUSE_WAIT = 5.0
+# Seconds a pause or removal waits for execs that are starting: a start takes well under one;
+# one that takes longer (an exec created and never started, by a process that died) is not
+# waited for.
+HALT_WAIT = 5.0
 POLL_INTERVAL = 0.01  # seconds between the engine's answers about a starting exec
 
 
 class ExecGate:
-    """Per container: execs being created and started, and pauses on their way.
+    """Per container: execs being created and started, and pauses and removals on their way.
 
     Blocking (threads of the engine's executors hold it); one per :class:`DockerEngine`.
     """
@@ -45,16 +53,17 @@ class ExecGate:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._starting: Counter[str] = Counter()
-        self._pausing: Counter[str] = Counter()
+        self._halting: Counter[str] = Counter()
 
     @contextlib.contextmanager
     def starting(self, container: str, wait: float) -> Iterator[None]:
-        """Around an exec's create and start: waits up to ``wait`` seconds for a pause of
-        ``container`` on its way (the engine then refuses the exec as paused, a clear error)."""
+        """Around an exec's create and start: waits up to ``wait`` seconds for a pause or
+        removal of ``container`` on its way (the engine then refuses the exec as paused, or
+        finds no such container: clear errors)."""
         with self._changed:
-            if not self._changed.wait_for(lambda: not self._pausing[container], wait):
+            if not self._changed.wait_for(lambda: not self._halting[container], wait):
                 log.warning(
-                    "an exec in %s starts while a pause of it is still on its way", container
+                    "an exec in %s starts while a pause or removal of it is on its way", container
                 )
             self._starting[container] += 1
         try:
@@ -63,20 +72,20 @@ class ExecGate:
             self._leave(self._starting, container)
 
     @contextlib.contextmanager
-    def pausing(self, container: str, wait: float = PAUSE_WAIT) -> Iterator[None]:
-        """Around a pause: no exec of ``container`` is created until it is done, and it begins
-        once those being started have been (waiting at most ``wait`` seconds)."""
+    def halting(self, container: str, wait: float = HALT_WAIT) -> Iterator[None]:
+        """Around a pause or a removal: no exec of ``container`` is created until it is done,
+        and it begins once those being started have been (waiting at most ``wait`` seconds)."""
         with self._changed:
-            self._pausing[container] += 1
+            self._halting[container] += 1
             if not self._changed.wait_for(lambda: not self._starting[container], wait):
-                log.warning("pausing %s while an exec is still being started in it", container)
+                log.warning("halting %s while an exec is still being started in it", container)
         try:
             yield
         finally:
-            self._leave(self._pausing, container)
+            self._leave(self._halting, container)
 
     def _leave(self, counts: Counter[str], container: str) -> None:
-        """One start or pause of ``container`` is done: count it out and wake the waiters."""
+        """One start, pause or removal of ``container`` is done: count it out and wake the waiters."""
         with self._changed:
             counts[container] -= 1
             if not counts[container]:
@@ -84,7 +93,7 @@ class ExecGate:
             self._changed.notify_all()
 
 
-def wait_for_exec_processes(api: Any, container: str, wait: float = PAUSE_WAIT) -> None:
+def wait_for_exec_processes(api: Any, container: str, wait: float = HALT_WAIT) -> None:
     """Blocking: wait up to ``wait`` seconds until every exec of ``container`` has a process or
     has ended, whoever made it: one with neither a pid nor an exit code (``exec_inspect``) is
     still on its way."""

@@ -4,9 +4,16 @@
 (seen with ``--platform=kvm``) blocks that removal until its runtime processes are gone, so after
 one time limit the runsc processes of that container are killed (runtime_processes.py) and the
 removal asked for again. So is a container wedged by a pause among starting execs
-(exec_gate.py): its cgroup is thawed by hand, and the engine answers again. The engine may still be running the first request, which it answers
-with "already in progress": then wait for it, up to another time limit. A container that is
-already gone (404) counts as removed, so removal can be repeated safely.
+(exec_gate.py): its cgroup is thawed by hand, and the engine answers again. The removal itself
+waits for the execs that this process is starting in the container, and holds off new ones, as
+a pause does: under runsc, a removal racing exec starts can take minutes (exec_gate.py).
+
+The engine may still be carrying out the first request, which it answers with "already in
+progress". That is not a conflict for the caller: the container is on its way out. The removal
+then watches the engine's list until the container has left it (or is no longer being removed,
+when it is asked for again), up to :data:`ENGINE_REMOVING_LIMITS` engine time limits. A runsc sandbox holding
+dozens of commands and streams was seen taking minutes to leave under load. A container that
+is already gone (404) counts as removed, so removal can be repeated safely.
 """
 
 from __future__ import annotations
@@ -33,15 +40,20 @@ log = logging.getLogger(__name__)
 # "PID … is zombie and can not be killed", seen for a container ending as it was removed).
 REMOVAL_IN_PROGRESS = "already in progress"
 NOT_REAPED_YET = "is zombie"
-RETRY_SECONDS = 0.5  # between the repeated removals while the first one still runs
+RETRY_SECONDS = 0.5  # between two looks at a removal that is not done yet
+# How long a removal the engine is already carrying out is waited for, in engine time limits
+# (DockerEngine.timeout): past it the caller gets an EngineTimeoutError that says the container
+# is still on its way out.
+ENGINE_REMOVING_LIMITS = 4
 
 
 async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
     """Remove the sandbox's container and its anonymous volumes; a missing one is no error."""
     name = labels.container_name(sandbox_id)
 
-    def remove() -> None:
-        engine.client.api.remove_container(name, force=True, v=True)
+    def remove() -> None:  # never while an exec starts in it (exec_gate.py)
+        with engine.exec_gate.halting(name):
+            engine.client.api.remove_container(name, force=True, v=True)
 
     await _thaw(engine, sandbox_id, name)
     try:
@@ -54,7 +66,9 @@ async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
             "removing sandbox %s failed (%s); ending its runtime processes", sandbox_id, exc
         )
     await _end_runtime(engine, name)
-    deadline = time.monotonic() + engine.timeout
+    started = time.monotonic()
+    not_reaped_until = started + engine.timeout
+    removing_until = started + engine.timeout * ENGINE_REMOVING_LIMITS
     while True:
         try:
             await engine.run(f"remove sandbox {sandbox_id}", remove)
@@ -62,11 +76,33 @@ async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
         except docker.errors.NotFound:
             return
         except SandboxError as exc:
-            if not any(w in str(exc) for w in (REMOVAL_IN_PROGRESS, NOT_REAPED_YET)):
-                raise
-            if time.monotonic() > deadline:
+            if REMOVAL_IN_PROGRESS in str(exc):
+                if time.monotonic() > removing_until:
+                    raise _still_removing(engine, sandbox_id) from None
+                await _engine_done_removing(engine, name, removing_until)
+            elif NOT_REAPED_YET not in str(exc) or time.monotonic() > not_reaped_until:
                 raise
         await asyncio.sleep(RETRY_SECONDS)
+
+
+async def _engine_done_removing(engine: DockerEngine, name: str, until: float) -> None:
+    """Wait while the engine's list shows the container being removed, up to ``until``; then
+    the removal is asked for again (a 404 once the container is gone)."""
+    while time.monotonic() < until:
+        row = await _list_row(engine, name)
+        if row is None or row.get("State") != "removing":
+            return
+        await asyncio.sleep(RETRY_SECONDS)
+
+
+def _still_removing(engine: DockerEngine, sandbox_id: str) -> EngineTimeoutError:
+    """The engine has the removal in hand, only slowly: not the caller's conflict."""
+    return EngineTimeoutError(
+        f"the container engine is still removing sandbox {sandbox_id} after "
+        f"{engine.timeout * ENGINE_REMOVING_LIMITS:g}s; it goes when the engine is done. Look "
+        "again later (GET /api/sandboxes/<id>, or 'jupyter sandbox list'), and see 'jupyter "
+        "sandbox doctor' if it stays"
+    )
 
 
 async def _thaw(engine: DockerEngine, sandbox_id: str, name: str) -> None:

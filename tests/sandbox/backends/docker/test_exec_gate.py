@@ -1,21 +1,24 @@
-"""A pause that lands while execs start in the sandbox (exec_gate.py).
+"""A pause or a removal that lands while execs start in the sandbox (exec_gate.py).
 
-Without the gate this wedged the container on the first try: the exec's ``runc init`` waited in
-the frozen cgroup, and inspect, resume and remove of the sandbox each hung until their time
+Without the gate a pause wedged the container on the first try: the exec's ``runc init`` waited
+in the frozen cgroup, and inspect, resume and remove of the sandbox each hung until their time
 limit. Here the execs and the pause go out together, as a panel's stats probe and a click on
-Pause, or a fresh sandbox's network forwarder and an early pause, do.
+Pause, or a fresh sandbox's network forwarder and an early pause, do. A removal racing exec
+starts into a sandbox full of running commands took under runsc from 5 s to minutes, or was
+refused; here it is asked for while they start, as an owner's DELETE during a flood of commands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
 import docker
 import pytest
 
-from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxError
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.backends.docker.exec_gate import ExecGate
@@ -62,6 +65,65 @@ async def test_a_pause_among_starting_execs_leaves_the_sandbox_usable(
     assert (await manager.get("alice", sandbox_id)).status == "running"
 
 
+async def test_a_removal_among_starting_execs_goes_at_its_first_try(
+    manager: SandboxManager, sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    sandbox_id = sandbox.sandbox_id
+    running = [
+        asyncio.ensure_future(
+            manager.backend.exec(sandbox_id, ["sleep", "60"], ExecOptions(timeout=90))
+        )
+        for _ in range(20)
+    ]
+    deadline = time.monotonic() + 60
+    while len(await sandbox_processes(manager, sandbox_id, "sleep 60")) < 20:
+        assert time.monotonic() < deadline, "the twenty commands did not all start"
+        await asyncio.sleep(0.5)
+    removed = asyncio.Event()
+
+    async def keep_starting() -> None:  # execs go on starting until the sandbox is gone
+        while not removed.is_set():
+            try:
+                await manager.backend.exec(sandbox_id, ["true"], ExecOptions(timeout=60))
+            except SandboxError:
+                return
+
+    starting = [asyncio.ensure_future(keep_starting()) for _ in range(6)]
+    await asyncio.sleep(0.5)
+    with caplog.at_level(logging.WARNING, logger="jupyter_sandbox.sandbox.backends.docker"):
+        try:
+            await manager.remove("alice", sandbox_id)
+        finally:
+            removed.set()
+    # Its first removal was in time: not retried after killing runtime processes.
+    assert not [r for r in caplog.records if "removing sandbox" in r.getMessage()], caplog.text
+    assert sandbox_id not in [s.sandbox_id for s in await manager.backend.list_sandboxes()]
+    # Every command ended with its sandbox: a result, or an error that says what happened.
+    for outcome in await asyncio.gather(*running, *starting, return_exceptions=True):
+        assert not isinstance(outcome, BaseException) or isinstance(outcome, SandboxError), outcome
+
+
+async def sandbox_processes(manager: SandboxManager, sandbox_id: str, command: str) -> list[str]:
+    """The command lines of the sandbox's processes that contain ``command``."""
+    listed = await manager.backend.exec(
+        sandbox_id,
+        ["/opt/sandbox/bin/python3", "-I", "-c", LIST_PROCESSES],
+        ExecOptions(timeout=30, supervised=False),
+    )
+    return [line for line in listed.stdout.decode().splitlines() if line == command]
+
+
+# Prints each process's command line, its arguments joined by spaces (the image has no ps).
+LIST_PROCESSES = """
+import os
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        print(open(f"/proc/{pid}/cmdline", "rb").read().rstrip(b"\\0").replace(b"\\0", b" ").decode())
+    except OSError:
+        pass
+"""
+
+
 def test_the_gate_holds_a_pause_until_starting_execs_have_started() -> None:
     gate = ExecGate()
     order: list[str] = []
@@ -75,7 +137,7 @@ def test_the_gate_holds_a_pause_until_starting_execs_have_started() -> None:
             order.append("started")
 
     def pause() -> None:
-        with gate.pausing("c", wait=5):
+        with gate.halting("c", wait=5):
             order.append("paused")
 
     starter = threading.Thread(target=start)
@@ -98,7 +160,7 @@ def test_no_exec_starts_while_a_pause_is_on_its_way_and_waits_are_bounded() -> N
     release = threading.Event()
 
     def pause() -> None:
-        with gate.pausing("c", wait=5):
+        with gate.halting("c", wait=5):
             pausing.set()
             release.wait(5)
             order.append("paused")
@@ -117,7 +179,7 @@ def test_no_exec_starts_while_a_pause_is_on_its_way_and_waits_are_bounded() -> N
     assert order == ["other started", "paused"]
     # A start that never ends holds a pause only for the pause's wait.
     began = time.monotonic()
-    with gate.pausing("c", wait=0.2):
+    with gate.halting("c", wait=0.2):
         pass
     assert time.monotonic() - began < 2
 
