@@ -82,6 +82,8 @@ class E2BSandboxHandler(SandboxHandlerBase):
     _sandbox_id = ""
     _owner_of_token = ""
     _connect = False  # whether errors are answered in Connect's form
+    _running: process_service.Running | None = None  # the process this Start stream runs
+    _client_left = False
 
     def check_xsrf_cookie(self) -> None:
         """Not cookie-authenticated (see the module's docstring): no XSRF to check."""
@@ -299,6 +301,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         it runs and followed by those who Connect to it."""
         _, processes = e2b_state(self.settings)
         running = processes.add(self._sandbox_id, config, tag)
+        self._running = running
         try:
             owner, sandbox_id = self.owner, self._sandbox_id
             started = (
@@ -334,11 +337,19 @@ class E2BSandboxHandler(SandboxHandlerBase):
         except StreamClosedError:
             log.info("the client left %s", self.request.path)
         except asyncio.CancelledError:
-            if begun and not self._finished:  # a signal stopped it: the stream ends cleanly
+            if begun and not self._finished and not self._client_left:  # a signal stopped it
                 self.finish(end_of_stream({"code": "canceled", "message": "killed by a signal"}))
             raise
         finally:
             await messages.aclose()
+
+    def on_connection_close(self) -> None:
+        """The client of a Start stream left: its process is stopped now, with all it started,
+        not at its next output (a quiet PTY or command would run on to its timeout)."""
+        self._client_left = True
+        if self._running is not None and self._running.task is not None:
+            self._running.task.cancel()
+        super().on_connection_close()
 
     # -- the code interpreter -------------------------------------------------------------------
 
