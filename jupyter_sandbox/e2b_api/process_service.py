@@ -45,8 +45,6 @@ from jupyter_sandbox.sandbox.operations.terminals import MAX_SIZE
 SIGNALS = ("SIGNAL_SIGKILL", "SIGNAL_SIGTERM", 9, 15)  # envd's enum, by name or number
 MAX_FOLLOWERS = 8  # Connect streams following one process at once
 MAX_INPUT = 64 * 1024  # bytes one SendInput may type into a PTY
-
-
 FOLLOWER_QUEUE = 1024  # events a Connect follower may be behind before it is ended
 
 
