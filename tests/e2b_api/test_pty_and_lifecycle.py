@@ -24,6 +24,7 @@ from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.lifecycle.reaper import past_its_timeout
 from jupyter_sandbox.server_extension import SandboxExtension
 from tests.e2b_api.conftest import e2b_server_config
+from tests.e2b_api.test_code_interpreter import SHOW_PROCESSES
 
 NOW = datetime.datetime.now(datetime.timezone.utc)
 
@@ -141,16 +142,20 @@ async def test_a_pty_round_trip(e2b_env: str) -> None:
         result = await asyncio.wait_for(handle.wait(), 30)
         assert result.exit_code == 0
 
-        chunks.clear()
+        async def sleeping() -> bool:
+            shown = await sandbox.commands.run(SHOW_PROCESSES)
+            return "sleep 600" in shown.stdout
+
+        async def not_sleeping() -> bool:
+            return not await sleeping()
+
         killed = await sandbox.pty.create(PtySize(rows=24, cols=80), on_data=chunks.append)
         await sandbox.pty.send_stdin(killed.pid, b"sleep 600 &\n")
+        await until(sleeping, "the PTY's background job never started")
         assert await sandbox.pty.kill(killed.pid)
         with pytest.raises(Exception):  # noqa: B017, PT011  (the SDK's error of a killed stream)
             await asyncio.wait_for(killed.wait(), 30)
-        shown_processes = await sandbox.commands.run(
-            "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
-        )
-        assert "sleep 600" not in shown_processes.stdout  # closing the PTY killed its jobs
+        await until(not_sleeping, "killing the PTY left its background job running")
     finally:
         await sandbox.kill()
 
@@ -165,7 +170,7 @@ async def test_auto_pause_at_the_timeout_and_resume_by_the_next_request(
     )
     killed = await AsyncSandbox.create(timeout=4)  # E2B's default: removed at its timeout
     try:
-        assert (await pausing.commands.run("echo kept > /home/user/kept")).exit_code == 0
+        assert (await pausing.commands.run("echo kept > kept")).exit_code == 0
         sandbox_id = pausing.sandbox_id
 
         async def paused_and_the_other_gone() -> bool:
@@ -180,7 +185,7 @@ async def test_auto_pause_at_the_timeout_and_resume_by_the_next_request(
         await extension.culler.cull_once()  # paused so, it stays
         assert (await manager.get("alice", sandbox_id)).status == "paused"
 
-        result = await pausing.commands.run("cat /home/user/kept")  # resumes it
+        result = await pausing.commands.run("cat kept")  # resumes it
         assert result.stdout == "kept\n"
         assert (await manager.get("alice", sandbox_id)).status == "running"
         state = manager.read_state(sandbox_id)
