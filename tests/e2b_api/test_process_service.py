@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from e2b import InvalidArgumentException
+from e2b import CommandExitException, InvalidArgumentException
 from e2b_code_interpreter import Sandbox
 
 from jupyter_sandbox.e2b_api import agents_helpers
@@ -189,18 +189,19 @@ async def test_connect_follows_a_running_command(e2b_env: str) -> None:
                 background=True,
             )
             lines: list[str] = []
-            follower = sandbox.commands.connect(started.pid, on_stdout=lines.append)
-            with pytest.raises(Exception) as ended:  # noqa: PT011  (the SDK's exit exception)
-                follower.wait()
-            assert getattr(ended.value, "exit_code", None) == 4
+            follower = sandbox.commands.connect(started.pid)
+            with pytest.raises(CommandExitException) as ended:
+                follower.wait(on_stdout=lines.append)
+            assert ended.value.exit_code == 4
             assert "".join(lines) == "line 1\nline 2\nline 3\n"
-            with pytest.raises(Exception) as own:  # noqa: PT011
+            with pytest.raises(CommandExitException) as own:
                 started.wait()
-            assert getattr(own.value, "exit_code", None) == 4
+            assert own.value.exit_code == 4
+            assert own.value.stdout == "line 1\nline 2\nline 3\n"
+            # Held: a handle dropped closes its stream, which stops its command here.
+            sleeper = sandbox.commands.run("sleep 30", background=True)
             with pytest.raises(InvalidArgumentException, match="only a PTY takes input"):
-                sandbox.commands.send_stdin(
-                    sandbox.commands.run("sleep 30", background=True).pid, "x"
-                )
+                sandbox.commands.send_stdin(sleeper.pid, "x")
         finally:
             sandbox.kill()
 
