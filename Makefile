@@ -9,9 +9,9 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy benchmark fuzz fuzz-api docs docs-env
+.PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark fuzz fuzz-api docs docs-env
 
-test: image browser labextension hub-proxy docs-env
+test: image browser labextension hub-proxy agents-env docs-env
 	$(BIN)/pytest
 
 lab: image labextension
@@ -66,6 +66,21 @@ $(HUB_PROXY): | $(STAMP)
 	touch $@
 
 hub-proxy: $(HUB_PROXY)
+
+# The OpenAI Agents SDK with its E2B extra, unmodified from PyPI, for tests/e2b_api's scenario
+# (tests/e2b_api/agents_scenario.py runs in it as a subprocess): its own virtualenv, because
+# openai-agents[e2b] pins older e2b packages than the e2b-code-interpreter that .venv has.
+AGENTS_VENV    := .venv-agents
+AGENTS_VERSION := 0.24
+AGENTS_STAMP   := $(AGENTS_VENV)/.installed-$(AGENTS_VERSION)
+
+$(AGENTS_STAMP):
+	rm -rf $(AGENTS_VENV)
+	$(PYTHON) -m venv $(AGENTS_VENV)
+	$(AGENTS_VENV)/bin/pip install --quiet 'openai-agents[e2b]~=$(AGENTS_VERSION).0'
+	touch $@
+
+agents-env: $(AGENTS_STAMP)
 
 # Long coverage-guided runs of every fuzz target (fuzz/README.md); the inputs that reach new code
 # are copied into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.

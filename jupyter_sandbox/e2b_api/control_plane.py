@@ -10,6 +10,12 @@ token's user, as for our REST API, and only a token counts (never a cookie), whi
 Jupyter's XSRF check does not apply (it exempts token-authenticated requests). What returns a
 sandbox's access token (create, connect, resume, get) needs the "execute" permission on
 sandboxes, as running code through our REST API does.
+
+E2B's ``autoPause`` (the OpenAI Agents SDK asks for it: ``lifecycle={"on_timeout": "pause"}``)
+is honoured by the culler: such a sandbox is paused at its timeout instead of removed
+(``timeout_action`` in its state, sandbox/lifecycle/culler.py), kept until the culler's ``ttl``,
+and resumed by connect, or, with ``autoResume`` enabled, by its next data-plane request
+(data_plane.py), each time with its timeout anew.
 """
 
 from __future__ import annotations
@@ -165,6 +171,8 @@ class E2BSandboxesHandler(E2BControlHandler):
         timeout = _seconds(body.get("timeout", DEFAULT_TIMEOUT))
         expires = self.extension.culler.expiry({}, timeout)
         metadata = _strings(body.get("metadata"), "metadata")
+        auto_pause = _optional_flag(body.get("autoPause"), "autoPause") or False
+        auto_resume = _auto_resume(body.get("autoResume"), auto_pause)
         network = {None: None, True: {"mode": "open"}, False: {"mode": "none"}}[
             _optional_flag(body.get("allow_internet_access"), "allow_internet_access")
         ]
@@ -175,7 +183,9 @@ class E2BSandboxesHandler(E2BControlHandler):
             purpose=self.extension.container_purpose,
             network=network,
         )
-        changes: dict[str, Any] = {"e2b_template": template}
+        changes: dict[str, Any] = {"e2b_template": template, "e2b_timeout": timeout}
+        if auto_pause:
+            changes.update(timeout_action="pause", e2b_auto_resume=auto_resume)
         if metadata:
             changes["metadata"] = metadata
         self.manager.update_state(sandbox.sandbox_id, **changes)
@@ -227,7 +237,11 @@ class E2BSandboxActionHandler(E2BControlHandler):
             await self.manager.resume(owner, sandbox_id)
         elif action == "resume":
             raise _conflict(f"sandbox {sandbox_id} is not paused")
-        self.deadline_in(sandbox_id, body.get("timeout"))
+        timeout = body.get("timeout")
+        if resumed and timeout is None:  # paused at its timeout: it has none left
+            timeout = self.manager.read_state(sandbox_id).get("e2b_timeout")
+        self.manager.update_state(sandbox_id, paused_at_timeout=None)
+        self.deadline_in(sandbox_id, timeout)
         info = await self.manager.get(owner, sandbox_id)
         self.write_json(self.sandbox(info), 201 if resumed else 200)
 
@@ -243,18 +257,33 @@ def _conflict(message: str) -> SandboxError:
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
-    for name in ("mcp", "network", "volumeMounts", "iam", "lifecycle", "autoResume"):
+    for name in ("mcp", "network", "volumeMounts", "iam", "lifecycle"):
         if body.get(name) not in (None, {}, []):
             raise E2BUnsupportedError(
                 f"{name} is not supported by jupyter-sandbox's E2B API (docs/how-to/e2b.md): "
                 "set a sandbox's network policy with our REST API "
                 "(PUT /api/sandboxes/{id}/network)"
             )
-    if body.get("autoPause"):
+    if body.get("autoPauseMemory") not in (None, True):
         raise E2BUnsupportedError(
-            "autoPause is not supported: a sandbox is removed at its timeout; pause it "
-            "yourself (Sandbox.pause()) to keep it"
+            "autoPauseMemory false (a filesystem-only pause) is not supported: a sandbox "
+            "paused at its timeout keeps its memory and processes, frozen"
         )
+
+
+def _auto_resume(value: Any, auto_pause: bool) -> bool:
+    """Whether E2B's ``autoResume`` (``{"enabled": bool}``) is enabled; only with autoPause."""
+    if value is None:
+        return False
+    if not isinstance(value, dict) or set(value) - {"enabled"}:
+        raise InvalidRequestError('autoResume must be {"enabled": true} or {"enabled": false}')
+    enabled = _optional_flag(value.get("enabled"), "autoResume.enabled") or False
+    if enabled and not auto_pause:
+        raise InvalidRequestError(
+            "autoResume needs autoPause: only a sandbox paused at its "
+            "timeout is resumed by its next request"
+        )
+    return enabled
 
 
 def _seconds(value: Any) -> float:

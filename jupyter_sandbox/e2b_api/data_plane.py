@@ -24,7 +24,7 @@ from typing import Any
 from jupyter_server.auth.decorator import allow_unauthenticated
 from tornado.iostream import StreamClosedError
 
-from jupyter_sandbox.e2b_api import execute_stream, filesystem_service, process_service
+from jupyter_sandbox.e2b_api import execute_stream, filesystem_service, process_service, pty_service
 from jupyter_sandbox.e2b_api.connect_protocol import (
     STREAM_TYPE,
     Message,
@@ -45,8 +45,14 @@ from jupyter_sandbox.e2b_api.file_transfer import uploads, write_info
 from jupyter_sandbox.e2b_api.home import check_user, to_sandbox, user_of_authorization
 from jupyter_sandbox.e2b_api.keys import AccessTokens
 from jupyter_sandbox.e2b_api.process_service import Processes
-from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, TooManyStreamsError
+from jupyter_sandbox.protocol.errors import (
+    InvalidRequestError,
+    SandboxConflictError,
+    SandboxError,
+    TooManyStreamsError,
+)
 from jupyter_sandbox.sandbox.host.fair_share import current_owner
+from jupyter_sandbox.sandbox.identity import is_sandbox_id
 from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.server_extension.base import SandboxHandlerBase
@@ -76,6 +82,8 @@ class E2BSandboxHandler(SandboxHandlerBase):
     _sandbox_id = ""
     _owner_of_token = ""
     _connect = False  # whether errors are answered in Connect's form
+    _running: process_service.Running | None = None  # the process this Start stream runs
+    _client_left = False
 
     def check_xsrf_cookie(self) -> None:
         """Not cookie-authenticated (see the module's docstring): no XSRF to check."""
@@ -98,6 +106,27 @@ class E2BSandboxHandler(SandboxHandlerBase):
         self._owner_of_token = tokens.owner(self.request.headers.get("X-Access-Token"), sandbox_id)
         current_owner.set(self._owner_of_token)
         check_user(user_of_authorization(self.request.headers.get("Authorization")))
+        await self._resume_if_paused_at_timeout()
+
+    async def _resume_if_paused_at_timeout(self) -> None:
+        """E2B's autoResume: a sandbox that the culler paused at its timeout, made with
+        autoResume enabled, is resumed by this request and given its timeout anew (one read of
+        its state file for every other request)."""
+        if not is_sandbox_id(self._sandbox_id):
+            return  # an unknown sandbox: the service called answers that it is gone
+        state = self.manager.read_state(self._sandbox_id)
+        if not (state.get("paused_at_timeout") and state.get("e2b_auto_resume")):
+            return
+        with contextlib.suppress(SandboxConflictError):  # another request resumed it just now
+            await self.manager.resume(self.owner, self._sandbox_id)
+        self.manager.update_state(self._sandbox_id, paused_at_timeout=None)
+        timeout = state.get("e2b_timeout")
+        if isinstance(timeout, int | float) and timeout > 0:
+            culler = self.extension.culler
+            expires = culler.expiry(self.manager.read_state(self._sandbox_id), float(timeout))
+            self.manager.update_state(self._sandbox_id, expires=expires.isoformat())
+            culler.deadline_changed(expires)
+        log.info("sandbox %s resumed by a request: it was paused at its timeout", self._sandbox_id)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -219,38 +248,68 @@ class E2BSandboxHandler(SandboxHandlerBase):
 
     async def _process(self, method: str) -> None:
         _, processes = e2b_state(self.settings)
+        sandbox_id = self._sandbox_id
         if method == "List":
             self._unary_message().done()
-            self._write(process_service.list_response(processes, self._sandbox_id))
+            self._write(process_service.list_response(processes, sandbox_id))
             return
         if method == "SendSignal":
-            self._write(process_service.signal(processes, self._sandbox_id, self._unary_message()))
+            self._write(process_service.signal(processes, sandbox_id, self._unary_message()))
             return
-        if method != "Start":
+        if method == "SendInput":
+            message = self._unary_message()
+            self._write(await process_service.send_input(processes, sandbox_id, message))
+            return
+        if method == "Update":
+            message = self._unary_message()
+            self._write(await process_service.update(processes, sandbox_id, message))
+            return
+        if method not in ("Start", "Connect"):
             raise E2BUnsupportedError(
                 f"process.Process/{method} is not supported by jupyter-sandbox's E2B API "
-                "(Start, List and SendSignal are)"
+                "(Start, Connect, List, SendInput, Update and SendSignal are)"
             )
         kind = content_kind(self.request.headers.get("Content-Type"))
         if kind != "stream":
-            raise InvalidRequestError(f"Start is a stream: send Content-Type {STREAM_TYPE}")
+            raise InvalidRequestError(f"{method} is a stream: send Content-Type {STREAM_TYPE}")
         data = request_message(self.request.body, kind)
-        request, tag = process_service.start_request(
-            Message(data, "StartRequest"), self.request.headers.get("Connect-Timeout-Ms")
-        )
+        timeout_ms = self.request.headers.get("Connect-Timeout-Ms")
+        if method == "Connect":
+            process_service.timeout_seconds(timeout_ms)  # checked; the process has its own
+            events = process_service.connect_events(
+                processes, sandbox_id, Message(data, "ConnectRequest")
+            )
+            with self._stream_turn():
+                await self._send_stream(events)
+            return
+        if pty_service.wants_pty(data):
+            pty = pty_service.pty_request(Message(data, "StartRequest"), timeout_ms)
+            with self._stream_turn():
+                await self._start(data.get("process", {}), pty.tag, pty)
+            return
+        request, tag = process_service.start_request(Message(data, "StartRequest"), timeout_ms)
         with self._stream_turn():
             await self._start(data.get("process", {}), tag, request)
 
     async def _start(
-        self, config: dict[str, Any], tag: str | None, request: CommandRequest
+        self,
+        config: dict[str, Any],
+        tag: str | None,
+        request: CommandRequest | pty_service.PtyRequest,
     ) -> None:
-        """Run ``request`` as a Start stream, listed under its pid while it runs."""
+        """Run ``request`` (a command, or a PTY) as a Start stream, listed under its pid while
+        it runs and followed by those who Connect to it."""
         _, processes = e2b_state(self.settings)
         running = processes.add(self._sandbox_id, config, tag)
+        self._running = running
         try:
-            events = process_service.start_events(
-                self.manager, self.owner, self._sandbox_id, request, running
+            owner, sandbox_id = self.owner, self._sandbox_id
+            started = (
+                pty_service.pty_events(self.manager, owner, sandbox_id, request, running)
+                if isinstance(request, pty_service.PtyRequest)
+                else process_service.start_events(self.manager, owner, sandbox_id, request, running)
             )
+            events = process_service.published(running, started)
             running.task = asyncio.ensure_future(self._send_stream(events))
             await asyncio.wait({running.task})
             if not running.task.cancelled():
@@ -278,11 +337,19 @@ class E2BSandboxHandler(SandboxHandlerBase):
         except StreamClosedError:
             log.info("the client left %s", self.request.path)
         except asyncio.CancelledError:
-            if begun and not self._finished:  # a signal stopped it: the stream ends cleanly
+            if begun and not self._finished and not self._client_left:  # a signal stopped it
                 self.finish(end_of_stream({"code": "canceled", "message": "killed by a signal"}))
             raise
         finally:
             await messages.aclose()
+
+    def on_connection_close(self) -> None:
+        """The client of a Start stream left: its process is stopped now, with all it started,
+        not at its next output (a quiet PTY or command would run on to its timeout)."""
+        self._client_left = True
+        if self._running is not None and self._running.task is not None:
+            self._running.task.cancel()
+        super().on_connection_close()
 
     # -- the code interpreter -------------------------------------------------------------------
 

@@ -1,43 +1,85 @@
 """envd's ``process.Process`` Connect service: Start (a server stream: start, data, end
-events), List and SendSignal, on the core's streamed commands (sandbox/operations/command_stream.py), so a
-command started through E2B has the same limits, timeout, kill and audit as one of our REST API.
+events), Connect, List, SendInput, Update and SendSignal. A command runs on the core's streamed
+commands (sandbox/operations/command_stream.py), so a command started through E2B has the same
+limits, timeout, kill and audit as one of our REST API; a PTY is the core's terminal
+(pty_service.py).
 
 A process is named by a pid this server gives it (the sandbox's own pids are not the server's to
 hand out): the running Start streams of each sandbox, kept in :class:`Processes` while they
-run. SendSignal (SIGKILL or SIGTERM) stops the stream, which kills the command with everything
-it started. What cannot be honoured is refused: a PTY, standard input after start, Connect to
-a running process, a program named without its absolute path (the sandbox's PATH would pick
-it).
+run, found only under the sandbox the request's access token names. Connect follows a running
+process: each follower gets every event the Start stream sends from then on, through a bounded
+queue (one that falls FOLLOWER_QUEUE events behind is ended with an error rather than holding
+the process back). SendSignal (SIGKILL or SIGTERM) stops the Start stream, which kills the
+process with everything it started. What cannot be honoured is refused: standard input of a
+command (only a PTY takes input), a program named without its absolute path (the sandbox's PATH
+would pick it). One command is rewritten, the OpenAI Agents SDK's helper scripts
+(agents_helpers.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import itertools
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_sandbox.e2b_api import agents_helpers
 from jupyter_sandbox.e2b_api.connect_protocol import Message
 from jupyter_sandbox.e2b_api.errors import E2BUnsupportedError
 from jupyter_sandbox.e2b_api.home import to_sandbox
-from jupyter_sandbox.protocol.errors import InvalidRequestError, ProcessNotFoundError, SandboxError
+from jupyter_sandbox.protocol.errors import (
+    InvalidRequestError,
+    ProcessNotFoundError,
+    SandboxError,
+    TooManyStreamsError,
+)
+from jupyter_sandbox.sandbox.backends.base import Terminal
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.command_stream import stream_command
 from jupyter_sandbox.sandbox.operations.commands import MAX_TIMEOUT, CommandRequest
+from jupyter_sandbox.sandbox.operations.terminals import MAX_SIZE
 
 SIGNALS = ("SIGNAL_SIGKILL", "SIGNAL_SIGTERM", 9, 15)  # envd's enum, by name or number
+MAX_FOLLOWERS = 8  # Connect streams following one process at once
+MAX_INPUT = 64 * 1024  # bytes one SendInput may type into a PTY
+FOLLOWER_QUEUE = 1024  # events a Connect follower may be behind before it is ended
 
 
 @dataclass
 class Running:
-    """A Start stream running now: its pid, what it runs, and the task sending it."""
+    """A Start stream running now: its pid, what it runs, the task sending it, its terminal
+    if it is a PTY, and the queues of those following it (Connect)."""
 
     pid: int
     config: dict[str, Any]
     tag: str | None
     task: asyncio.Task[Any] | None = None
+    terminal: Terminal | None = None
+    followers: set[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=set)
+    failure: SandboxError | None = None  # how the Start stream ended, if with an error
+
+    def publish(self, message: dict[str, Any]) -> None:
+        """Hand ``message`` (one StartResponse) to every follower; one whose queue is full
+        is let go (its stream ends with an error), never waited for."""
+        for queue in list(self.followers):
+            if queue.qsize() >= FOLLOWER_QUEUE - 1:
+                self.followers.discard(queue)
+                queue.put_nowait(_FELL_BEHIND)
+            else:
+                queue.put_nowait(message)
+
+    def ended(self, failure: SandboxError | None) -> None:
+        """The Start stream ended (``failure``: with that error): so do its followers'."""
+        self.failure = failure
+        for queue in self.followers:
+            queue.put_nowait(None)
+        self.followers.clear()
+
+
+_FELL_BEHIND: dict[str, Any] = {"fell_behind": True}
 
 
 @dataclass
@@ -86,18 +128,16 @@ def start_request(request: Message, timeout_ms: str | None) -> tuple[CommandRequ
             "looked up in the sandbox's PATH"
         )
     tag = request.optional_string("tag", limit=1024)
-    if request.message("pty") is not None:
-        raise E2BUnsupportedError("a PTY is not supported by jupyter-sandbox's E2B API")
     if request.flag("stdin"):
         raise E2BUnsupportedError(
             "standard input after start (stdin=True) is not supported by jupyter-sandbox's "
-            "E2B API: pass the input in the command itself"
+            "E2B API for a command (a PTY takes input): pass the input in the command itself"
         )
     request.done()
     body: dict[str, Any] = {
-        "command": [cmd, *args],
+        "command": agents_helpers.rewritten([cmd, *args]),
         "env": envs,
-        "timeout": _timeout(timeout_ms),
+        "timeout": timeout_seconds(timeout_ms),
         "stream": True,
     }
     if cwd:
@@ -126,6 +166,51 @@ async def start_events(
         await events.aclose()
 
 
+async def connect_events(
+    processes: Processes, sandbox_id: str, request: Message
+) -> AsyncGenerator[dict[str, Any], None]:
+    """The ConnectResponse messages of a ConnectRequest: the process's start event, then every
+    event its Start stream sends from now on, to its end."""
+    running = processes.find(sandbox_id, request.message("process"))
+    request.done()
+    if len(running.followers) >= MAX_FOLLOWERS:
+        raise TooManyStreamsError(
+            f"process {running.pid} already has {MAX_FOLLOWERS} followers: disconnect one"
+        )
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(FOLLOWER_QUEUE)
+    running.followers.add(queue)
+    try:
+        yield {"event": {"start": {"pid": running.pid}}}
+        while (message := await queue.get()) is not None:
+            if message is _FELL_BEHIND:
+                raise _FellBehind(
+                    f"this follower of process {running.pid} fell {FOLLOWER_QUEUE} events "
+                    "behind and was let go: connect again"
+                )
+            yield message
+        if running.failure is not None:
+            raise running.failure
+    finally:
+        running.followers.discard(queue)
+
+
+async def published(
+    running: Running, messages: AsyncGenerator[dict[str, Any], None]
+) -> AsyncGenerator[dict[str, Any], None]:
+    """``messages`` (a Start stream's), each also handed to the process's followers."""
+    failure: SandboxError | None = None
+    try:
+        async for message in messages:
+            running.publish(message)
+            yield message
+    except SandboxError as exc:
+        failure = exc
+        raise
+    finally:
+        running.ended(failure)
+        await messages.aclose()
+
+
 def list_response(processes: Processes, sandbox_id: str) -> dict[str, Any]:
     return {
         "processes": [
@@ -137,6 +222,47 @@ def list_response(processes: Processes, sandbox_id: str) -> dict[str, Any]:
             for running in processes.by_sandbox.get(sandbox_id, {}).values()
         ]
     }
+
+
+async def send_input(processes: Processes, sandbox_id: str, request: Message) -> dict[str, Any]:
+    """SendInput: what a PTY's user types (``input.pty``, base64). A command's standard
+    input (``input.stdin``) is refused: the core runs a command with its input closed."""
+    running = processes.find(sandbox_id, request.message("process"))
+    given = request.message("input")
+    request.done()
+    if given is None:
+        raise InvalidRequestError('SendInput needs input: {"pty": BASE64} or {"stdin": BASE64}')
+    pty = given.optional_string("pty", limit=2 * MAX_INPUT)
+    stdin = given.raw("stdin")
+    given.done()
+    if stdin is not None or running.terminal is None:
+        raise E2BUnsupportedError(
+            "standard input of a command is not supported by jupyter-sandbox's E2B API (only a "
+            "PTY takes input): pass the input in the command itself, or run it in a PTY"
+        )
+    if pty is None:
+        raise InvalidRequestError('SendInput to a PTY needs input: {"pty": BASE64}')
+    await running.terminal.write(_base64(pty, "input.pty"))
+    return {}
+
+
+async def update(processes: Processes, sandbox_id: str, request: Message) -> dict[str, Any]:
+    """Update: a PTY's new size (``pty.size``: rows and cols)."""
+    running = processes.find(sandbox_id, request.message("process"))
+    pty = request.message("pty")
+    request.done()
+    size = pty.message("size") if pty is not None else None
+    if pty is not None:
+        pty.done()
+    if size is None:
+        raise InvalidRequestError('Update needs pty: {"size": {"rows": 24, "cols": 80}}')
+    rows = size.integer("rows", low=1, high=MAX_SIZE)
+    cols = size.integer("cols", low=1, high=MAX_SIZE)
+    size.done()
+    if running.terminal is None:
+        raise E2BUnsupportedError(f"process {running.pid} is not a PTY: it has no size")
+    await running.terminal.resize(rows, cols)
+    return {}
 
 
 def signal(processes: Processes, sandbox_id: str, request: Message) -> dict[str, Any]:
@@ -169,13 +295,28 @@ class _TimedOut(SandboxError):
     http_status = 504
 
 
+class _FellBehind(SandboxError):
+    code = "follower_fell_behind"
+    http_status = 429
+
+
+def _base64(text: str, what: str) -> bytes:
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError(f"{what} must be base64 (what E2B's SDK sends)") from None
+    if len(data) > MAX_INPUT:
+        raise InvalidRequestError(f"{what} may hold at most {MAX_INPUT} bytes at a time")
+    return data
+
+
 def _failed(data: dict[str, Any]) -> SandboxError:
     error = SandboxError(str(data.get("message", "the command failed")))
     error.code = str(data.get("code", "sandbox_error"))
     return error
 
 
-def _timeout(timeout_ms: str | None) -> float:
+def timeout_seconds(timeout_ms: str | None) -> float:
     """Seconds from Connect's Connect-Timeout-Ms header (at most MAX_TIMEOUT; none: that)."""
     if timeout_ms is None:
         return MAX_TIMEOUT

@@ -264,12 +264,20 @@ class SandboxManager(SandboxStarter):
         return info
 
     async def open_terminal(
-        self, owner: str, sandbox_id: str, *, rows: int = DEFAULT_ROWS, cols: int = DEFAULT_COLS
+        self,
+        owner: str,
+        sandbox_id: str,
+        *,
+        rows: int = DEFAULT_ROWS,
+        cols: int = DEFAULT_COLS,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> Terminal:
         """A shell on a TTY of ``rows`` x ``cols`` in the owner's running sandbox, as its user,
-        in /workspace (terminals.py); TooManyTerminalsError past the sandbox's cap. The caller
-        closes it, which kills the shell and all it started; :meth:`close` closes what is left."""
-        return await self.terminals.open(owner, sandbox_id, rows=rows, cols=cols)
+        in /workspace or ``cwd``, with ``env`` added (terminals.py); TooManyTerminalsError past
+        the sandbox's cap. The caller closes it, which kills the shell and all it started;
+        :meth:`close` closes what is left."""
+        return await self.terminals.open(owner, sandbox_id, rows=rows, cols=cols, cwd=cwd, env=env)
 
     async def exec(
         self, owner: str, sandbox_id: str, argv: list[str], options: ExecOptions | None = None

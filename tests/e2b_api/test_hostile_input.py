@@ -224,9 +224,10 @@ async def test_only_the_api_key_authenticates_the_control_plane(
 @pytest.mark.checklist(
     row=84,
     attack="Process/Start naming its program by a name the sandbox's PATH would resolve "
-    "('sh'), a PTY, and a multipart upload of 101 files",
+    "('sh'), a PTY running another program than the sandbox's shell, and a multipart upload "
+    "of 101 files",
     expected="refused before anything runs or is written: the program must be an absolute "
-    "path, a PTY and a 101-part upload are named as unsupported or too many",
+    "path, a PTY runs only the shell, and a 101-part upload is named as too many",
 )
 async def test_programs_by_path_and_oversized_uploads_are_refused(
     e2b_env: str, observe: Callable[..., None]

@@ -261,9 +261,18 @@ class SandboxBackend(abc.ABC):
         return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
 
     @abc.abstractmethod
-    async def open_terminal(self, sandbox_id: str, *, rows: int, cols: int) -> Terminal:
+    async def open_terminal(
+        self,
+        sandbox_id: str,
+        *,
+        rows: int,
+        cols: int,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Terminal:
         """An interactive bash on a TTY of ``rows`` x ``cols`` in the running sandbox, as its
-        user, in its working directory, with its environment and TERM=xterm-256color.
+        user, in its working directory (or ``cwd``), with its environment, TERM=xterm-256color
+        and the variables ``env`` adds (checked by the caller, as a command's are).
 
         Called by the manager only (SandboxManager.open_terminal checks the owner, the state
         and the cap first) when a client opens a terminal WebSocket. Everything the shell

@@ -17,6 +17,11 @@ orphans (reaper.py). What counts, read from each sandbox's state file:
   OpenSandbox's sandboxes have one) or ``ttl`` after its creation, whichever comes first. The
   culler wakes for the soonest deadline rather than the next ``interval``, so a sandbox goes
   within a second of its timeout.
+* paused at its timeout: a sandbox whose ``timeout_action`` is ``"pause"`` (E2B's
+  ``autoPause``, e2b_api/control_plane.py) is paused at its timeout instead, and its timeout
+  cleared (``paused_at_timeout`` records when); paused so, it is not idle, and stays until
+  ``ttl`` or until it is removed. Resuming it (E2B's connect, or its next data-plane request)
+  gives it a timeout again.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
-from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
 from jupyter_sandbox.sandbox.host import clock
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.lifecycle.periodic import repeat
@@ -106,6 +111,9 @@ class SandboxCuller(LoggingConfigurable):
             if not self.manager.holds(info):
                 continue
             state = self.manager.read_state(info.sandbox_id)
+            if self.pause_due(state, now):
+                await self._pause_at_timeout(info.owner, info.sandbox_id, info.status, now)
+                continue
             reason = self.reason_to_cull(
                 state, now, in_use=self.manager.usage.in_use(info.sandbox_id)
             )
@@ -132,12 +140,13 @@ class SandboxCuller(LoggingConfigurable):
         if attached and state.get("busy"):
             return None
         expires = clock.parse_iso(state.get("expires"))
-        if expires is not None and now >= expires:
+        if expires is not None and now >= expires and state.get("timeout_action") != "pause":
             return f"past its timeout (it expired at {expires.isoformat(timespec='seconds')})"
         if self.ttl and _seconds_since(_life_began(state), now) >= self.ttl:
             return f"older than its time to live ({self.ttl:g} s)"
-        # Stopped by a memory snapshot, it holds no memory or CPU: only its deadline counts.
-        if state.get("checkpointed"):
+        # Stopped by a memory snapshot, or paused at its timeout to be resumed later, it holds
+        # no CPU and waits for its owner: only its time to live counts.
+        if state.get("checkpointed") or state.get("paused_at_timeout"):
             return None
         idle = _seconds_since(state.get("last_activity") or state.get("created"), now)
         if in_use or not self.idle_timeout or idle < self.idle_timeout:
@@ -145,6 +154,30 @@ class SandboxCuller(LoggingConfigurable):
         if self.cull_attached or not attached:
             return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout:g} s)"
         return None
+
+    def pause_due(self, state: dict[str, Any], now: datetime.datetime) -> bool:
+        """Whether the sandbox with ``state`` is past its timeout and is to be paused then
+        rather than removed (``timeout_action`` "pause"); kept, as removal is, while a kernel
+        attached to it runs a cell."""
+        if state.get("timeout_action") != "pause" or not counts_toward_quota(state):
+            return False
+        expires = clock.parse_iso(state.get("expires"))
+        if expires is None or now < expires:
+            return False
+        attached = kernel_attached(self.manager.settings.state_path, state)
+        return not (attached and state.get("busy"))
+
+    async def _pause_at_timeout(
+        self, owner: str, sandbox_id: str, status: str, now: datetime.datetime
+    ) -> None:
+        if status == "running":
+            log.info("pausing sandbox %s of %s: past its timeout", sandbox_id, owner)
+            try:
+                await self.manager.pause(owner, sandbox_id)
+            except SandboxError as exc:  # removed or paused meanwhile: the next pass looks again
+                log.warning("could not pause sandbox %s at its timeout: %s", sandbox_id, exc)
+                return
+        self.manager.update_state(sandbox_id, expires=None, paused_at_timeout=now.isoformat())
 
     # -- deadlines ----------------------------------------------------------------------------
 

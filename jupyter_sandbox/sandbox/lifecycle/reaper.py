@@ -141,9 +141,13 @@ def orphan_reason(
 def past_its_timeout(state_dir: Path, state: dict[str, Any]) -> str | None:
     """Why a sandbox made with a timeout (``expires`` in ``state``) goes now that it has passed
     it, or None: the rule of the server's culler (culler.py), which no server may be left to
-    apply. Kept, as the culler keeps it, while a kernel attached to it runs a cell."""
+    apply. Kept, as the culler keeps it, while a kernel attached to it runs a cell; and one
+    to be paused at its timeout (``timeout_action`` "pause", E2B's autoPause) is no orphan:
+    the next server's culler pauses it."""
     expires = parse_iso(state.get("expires"))
     if expires is None or datetime.datetime.now(datetime.timezone.utc) < expires:
+        return None
+    if state.get("timeout_action") == "pause":
         return None
     if not counts_toward_quota(state):  # an unclaimed pool member: the pool's own
         return None

@@ -72,10 +72,20 @@ class SandboxTerminals(LoggingConfigurable):
         self._stopped = False
 
     async def open(
-        self, owner: str, sandbox_id: str, *, rows: int = DEFAULT_ROWS, cols: int = DEFAULT_COLS
+        self,
+        owner: str,
+        sandbox_id: str,
+        *,
+        rows: int = DEFAULT_ROWS,
+        cols: int = DEFAULT_COLS,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> SandboxTerminal:
-        """A shell in the owner's running sandbox on a TTY of ``rows`` x ``cols``
-        (SandboxManager.open_terminal)."""
+        """A shell in the owner's running sandbox on a TTY of ``rows`` x ``cols``, in
+        /workspace or ``cwd``, with ``env`` added to its environment
+        (SandboxManager.open_terminal). A front end that takes ``cwd`` and ``env`` from a client
+        checks them as a command's are first (CommandRequest.from_json, as the E2B API's PTY
+        does): the mark the shell's kill relies on is put last whatever ``env`` holds."""
         rows, cols = check_size(rows, cols)
         await self.manager.running(owner, sandbox_id)
         held = self.open_count(sandbox_id) + self._opening[sandbox_id]
@@ -92,7 +102,9 @@ class SandboxTerminals(LoggingConfigurable):
         # Counted while the engine starts it, so that two opens at once cannot both pass.
         self._opening[sandbox_id] += 1
         try:
-            inner = await self.manager.backend.open_terminal(sandbox_id, rows=rows, cols=cols)
+            inner = await self.manager.backend.open_terminal(
+                sandbox_id, rows=rows, cols=cols, cwd=cwd, env=env
+            )
         finally:
             self._opening[sandbox_id] -= 1
             if not self._opening[sandbox_id]:

@@ -263,13 +263,23 @@ class DockerBackend(SandboxBackend):
             inspect=lambda: self.inspect(sandbox_id),
         )
 
-    async def open_terminal(self, sandbox_id: str, *, rows: int, cols: int) -> Terminal:
+    async def open_terminal(
+        self,
+        sandbox_id: str,
+        *,
+        rows: int,
+        cols: int,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Terminal:
         return await open_docker_terminal(
             self.engine,
             labels.container_name(sandbox_id),
             user="",  # the container's own user, as for every command
             rows=rows,
             cols=cols,
+            cwd=cwd,
+            env=env,
             inspect=lambda: self.inspect(sandbox_id),
         )
 

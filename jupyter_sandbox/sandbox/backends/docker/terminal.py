@@ -61,13 +61,22 @@ EXIT_POLL_SECONDS = 0.05
 
 
 async def open_docker_terminal(
-    engine: DockerEngine, container: str, *, user: str, rows: int, cols: int, inspect: Inspect
+    engine: DockerEngine,
+    container: str,
+    *,
+    user: str,
+    rows: int,
+    cols: int,
+    inspect: Inspect,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> DockerTerminal:
-    """Start the shell in ``container`` on a TTY of ``rows`` x ``cols``; SandboxNotFoundError
-    when there is no such container. ``inspect`` reads the sandbox's state (for the watch)."""
+    """Start the shell in ``container`` on a TTY of ``rows`` x ``cols``, in ``cwd`` (None:
+    /workspace) with ``env`` added to its environment; SandboxNotFoundError when there is no
+    such container. ``inspect`` reads the sandbox's state (for the watch)."""
     mark = new_mark()
     # The mark last: nothing may unmark the shell, or closing it would miss what it started.
-    environment = {"TERM": TERM, **mark}
+    environment = {"TERM": TERM, **(env or {}), **mark}
 
     def start() -> tuple[str, Any]:
         return start_exec(
@@ -79,7 +88,7 @@ async def open_docker_terminal(
             stdin=True,
             tty=True,
             environment=environment,
-            workdir=WORKSPACE_DIR,
+            workdir=cwd or WORKSPACE_DIR,
         )
 
     try:
