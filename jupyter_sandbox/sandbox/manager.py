@@ -5,8 +5,8 @@ the CLI, the reaper, the doctor and agent code. Every public method takes the ``
 treats another owner's sandbox exactly like a missing one. The manager owns the sandbox's host
 directory; the backend owns the container; :meth:`~SandboxManager.remove` ends both.
 
-This module holds construction (with the lazily made backend), finding and restarting, the state
-file, and the operations on a running sandbox. Starting one is the base class,
+This module holds construction (with the backend ``backend_class`` names, made on first use),
+finding and restarting, the state file, and the operations on a running sandbox. Starting one is the base class,
 :class:`~.starting.SandboxStarter`, and waiting for its kernel that class's base,
 :class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
 ``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here,
@@ -18,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from traitlets import Type
 from traitlets.config import Config
 
 from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxNotFoundError
@@ -55,7 +55,7 @@ from jupyter_sandbox.sandbox.operations.terminals import (
     SandboxTerminals,
 )
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
-from jupyter_sandbox.sandbox.settings import SandboxSettings
+from jupyter_sandbox.sandbox.settings import SandboxSettings, with_moved_settings
 from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 if TYPE_CHECKING:
@@ -75,24 +75,40 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+DOCKER_BACKEND = "jupyter_sandbox.sandbox.backends.docker.backend.DockerBackend"
+
+
+class BackendClass(Type):  # type: ignore[type-arg]
+    """A ``Type`` whose default, a dotted name, is imported on first use of the trait rather
+    than when the manager is made (traitlets' ``Type`` imports it at once): a kernel claiming a
+    warm sandbox never imports the engine's client (docker-py alone is ~0.1 s)."""
+
+    def instance_init(self, obj: Any) -> None:
+        pass  # a configured class is imported as the configuration is loaded, as ever
+
 
 class SandboxManager(SandboxStarter):
     """Creates, finds, and removes the sandboxes of each owner."""
 
-    def __init__(
-        self,
-        *,
-        settings: SandboxSettings,
-        backend: SandboxBackend | Callable[[], SandboxBackend],
-        **kwargs: Any,
-    ) -> None:
-        """``backend`` may be a factory: it is then called on first use of :attr:`backend`, so
-        a kernel claiming a warm sandbox never pays for loading the engine's client."""
+    backend_class = BackendClass(
+        DOCKER_BACKEND,
+        klass=SandboxBackend,
+        config=True,
+        help="""The backend sandboxes run on: a subclass of
+        jupyter_sandbox.sandbox.backends.base.SandboxBackend (a class, or its dotted name),
+        whose docstrings state what a backend must do. The default runs them as Docker
+        containers under runsc or runc; its own settings are DockerBackend's.""",
+    )
+
+    def __init__(self, *, settings: SandboxSettings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # Settings that moved to the backend's class, still read under their old names.
+        moved = with_moved_settings(self.config, self.log)
+        if moved != self.config:
+            self.config = moved
         self.settings = settings
         self.forwarder_spawns = {}
-        self._backend = backend if isinstance(backend, SandboxBackend) else None
-        self._backend_factory = None if isinstance(backend, SandboxBackend) else backend
+        self._backend: SandboxBackend | None = None
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
@@ -107,34 +123,29 @@ class SandboxManager(SandboxStarter):
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
-        """A manager on the Docker engine, configured like the kernel and server are."""
-        settings = SandboxSettings(config=config or Config())
-
-        def docker_backend() -> SandboxBackend:
-            from jupyter_sandbox.sandbox.backends.docker.backend import (
-                DockerBackend,  # docker-py: ~0.1 s to import
-            )
-            from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-
-            engine = DockerEngine(
-                timeout=settings.engine_timeout,
-                max_workers=settings.engine_threads,
-                max_workers_per_owner=settings.engine_threads_per_owner,
-                max_long=settings.engine_long_threads,
-                max_long_per_owner=settings.engine_long_threads_per_owner,
-            )
-            return DockerBackend(engine, settings.docker_runtime_names)
-
-        return cls(settings=settings, backend=docker_backend, config=config or Config())
+        """A manager configured like the kernel and server are (its backend: backend_class)."""
+        config = config or Config()
+        return cls(settings=SandboxSettings(config=config), config=config)
 
     @property
     def backend(self) -> SandboxBackend:
-        """The container backend, made on first use (thread-safe: see :meth:`load_backend`)."""
+        """The backend (``backend_class``), made on first use: a kernel claiming a warm
+        sandbox never pays for loading the engine's client. Thread-safe."""
         with self._backend_lock:
             if self._backend is None:
-                assert self._backend_factory is not None
-                self._backend = self._backend_factory()
+                self._backend = self.backend_class(parent=self)
             return self._backend
+
+    def backend_key(self) -> dict[str, Any]:
+        """The backend's class and its configuration section, for the warm pool's key: known
+        without importing the backend (SandboxBackend, "Made from the configuration")."""
+        if self.trait_has_value("backend_class"):  # configured, or made already
+            cls = self.backend_class
+            name = f"{cls.__module__}.{cls.__qualname__}"
+        else:
+            name = DOCKER_BACKEND
+        section = self.config.get(name.rpartition(".")[2], {})
+        return {"class": name, "config": {key: section[key] for key in sorted(section)}}
 
     @property
     def files(self) -> SandboxFiles:
@@ -180,8 +191,7 @@ class SandboxManager(SandboxStarter):
         return self._snapshots
 
     def load_backend(self) -> None:
-        """Make the backend now; a kernel calls this on a worker thread once it relays, so
-        that its first engine call does not stall the event loop on imports."""
+        """Make the backend now rather than on its first use (:attr:`backend`)."""
         self.backend  # noqa: B018 (the property does the work)
 
     # -- finding and restarting ---------------------------------------------------------------

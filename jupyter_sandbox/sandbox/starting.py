@@ -66,6 +66,9 @@ class SandboxStarter(SandboxAttacher):
     def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def backend_key(self) -> dict[str, Any]:
+        raise NotImplementedError
+
     # -- creating -----------------------------------------------------------------------------
 
     async def create(
