@@ -92,7 +92,7 @@ class SandboxFiles(LoggingConfigurable):
         config=True,
         help="""Most directory watches (a count) this server follows at once, all owners
         together (0: no cap): each holds one of the engine's long-call threads
-        (SandboxSettings.engine_long_threads) while it lasts.""",
+        (DockerBackend.engine_long_threads) while it lasts.""",
     )
     max_watches_per_owner = Integer(
         8,
