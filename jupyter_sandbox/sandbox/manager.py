@@ -16,6 +16,7 @@ where callers have always imported them from.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from pathlib import Path
@@ -81,7 +82,7 @@ DOCKER_BACKEND = "jupyter_sandbox.sandbox.backends.docker.backend.DockerBackend"
 class BackendClass(Type):  # type: ignore[type-arg]
     """A ``Type`` whose default, a dotted name, is imported on first use of the trait rather
     than when the manager is made (traitlets' ``Type`` imports it at once): a kernel claiming a
-    warm sandbox never imports the engine's client (docker-py alone is ~0.1 s)."""
+    warm sandbox never imports the engine's client, a large part of its start."""
 
     def instance_init(self, obj: Any) -> None:
         pass  # a configured class is imported as the configuration is loaded, as ever
@@ -112,11 +113,6 @@ class SandboxManager(SandboxStarter):
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
-        self._snapshots: Snapshots | None = None
-        self._files: SandboxFiles | None = None
-        self._terminals: SandboxTerminals | None = None
-        self._background: BackgroundCommands | None = None
-        self._ports: SandboxPorts | None = None
         self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
         # Ready clients of the kernels, kept between code runs (kernel_link/clients.py).
         self.kernel_clients = KernelClients(parent=self)
@@ -147,48 +143,39 @@ class SandboxManager(SandboxStarter):
         section = self.config.get(name.rpartition(".")[2], {})
         return {"class": name, "config": {key: section[key] for key in sorted(section)}}
 
-    @property
+    # The operations, each made on first use (cached_property): some import the engine's
+    # client, which a kernel that only claims a warm sandbox never needs.
+
+    @functools.cached_property
     def files(self) -> SandboxFiles:
         """Files in this manager's running sandboxes: list, read, write, remove (files.py)."""
-        if self._files is None:
-            self._files = SandboxFiles(self, parent=self)
-        return self._files
+        return SandboxFiles(self, parent=self)
 
-    @property
+    @functools.cached_property
     def terminals(self) -> SandboxTerminals:
         """The terminals open in this manager's sandboxes and their cap (terminals.py)."""
-        if self._terminals is None:
-            self._terminals = SandboxTerminals(self, parent=self)
-        return self._terminals
+        return SandboxTerminals(self, parent=self)
 
-    @property
+    @functools.cached_property
     def background(self) -> BackgroundCommands:
         """Commands left running in this manager's sandboxes (background.py)."""
-        if self._background is None:
-            from jupyter_sandbox.sandbox.operations.background import (
-                BackgroundCommands,  # imports commands.py, which imports us
-            )
+        from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
 
-            self._background = BackgroundCommands(self, parent=self)
-        return self._background
+        return BackgroundCommands(self, parent=self)
 
-    @property
+    @functools.cached_property
     def ports(self) -> SandboxPorts:
         """Connections to servers listening inside this manager's sandboxes (ports.py)."""
-        if self._ports is None:
-            from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
+        from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
 
-            self._ports = SandboxPorts(self, parent=self)
-        return self._ports
+        return SandboxPorts(self, parent=self)
 
-    @property
+    @functools.cached_property
     def snapshots(self) -> Snapshots:
         """Workspace snapshots of this manager's sandboxes (snapshots/service.py)."""
-        if self._snapshots is None:
-            from jupyter_sandbox.sandbox.snapshots.service import Snapshots
+        from jupyter_sandbox.sandbox.snapshots.service import Snapshots
 
-            self._snapshots = Snapshots(self, parent=self)
-        return self._snapshots
+        return Snapshots(self, parent=self)
 
     def load_backend(self) -> None:
         """Make the backend now rather than on its first use (:attr:`backend`)."""
@@ -366,7 +353,7 @@ class SandboxManager(SandboxStarter):
         # Forwarders on their way (starting.py) are let finish: an engine exec, under a second.
         await asyncio.gather(*self.forwarder_spawns.values(), return_exceptions=True)
         self.kernel_clients.close()
-        if self._terminals is not None:  # their shells are killed through the backend
-            await self._terminals.close_all()
+        if "terminals" in vars(self):  # made (cached_property): their shells are killed
+            await self.terminals.close_all()  # through the backend, closed below
         if self._backend is not None:
             await self._backend.close()

@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # names for the type checker only: this module is imported by
 class SandboxHost(Protocol):
     """The settings, the backend, the state file; a claimed member's kernel; removal."""
 
-    @property
-    def settings(self) -> SandboxSettings: ...
+    settings: SandboxSettings
 
     @property
     def backend(self) -> SandboxBackend: ...
@@ -58,8 +57,7 @@ class SandboxAccess(SandboxHost, Protocol):
     sandbox that is not running.
     """
 
-    @property
-    def usage(self) -> SandboxUsage: ...
+    usage: SandboxUsage
 
     async def get(self, owner: str, sandbox_id: str) -> SandboxInfo: ...
 

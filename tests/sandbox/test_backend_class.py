@@ -106,7 +106,8 @@ async def test_the_configured_backend_class_is_the_one_the_manager_uses(state_di
     )
     backend = manager.backend
     assert type(backend) is ListingBackend
-    assert backend.parent is manager and backend.engine_name == "listing"  # its own section
+    assert backend.parent is manager
+    assert backend.engine_name == "listing"  # from its own section of the configuration
     assert await manager.list_sandboxes("alice") == []
     assert backend.listed == ["alice"]
     with pytest.raises(SandboxNotFoundError):

@@ -121,26 +121,13 @@ class WatchedFiles(Protocol):
     """What a watch needs of files.py's SandboxFiles, which starts it: its sandboxes, its
     settings and its count of watches (named here, not imported, as files.py imports this)."""
 
-    @property
-    def manager(self) -> SandboxAccess: ...
-
-    @property
-    def watches(self) -> OwnerCap: ...
-
-    @property
-    def max_watches(self) -> int: ...
-
-    @property
-    def max_watches_per_owner(self) -> int: ...
-
-    @property
-    def watch_max_entries(self) -> int: ...
-
-    @property
-    def watch_interval(self) -> float: ...
-
-    @property
-    def watch_timeout(self) -> float: ...
+    manager: SandboxAccess
+    watches: OwnerCap
+    max_watches: int
+    max_watches_per_owner: int
+    watch_max_entries: int
+    watch_interval: float
+    watch_timeout: float
 
     async def check_running(self, owner: str, sandbox_id: str) -> None: ...
 
