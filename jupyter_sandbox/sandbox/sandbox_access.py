@@ -16,6 +16,8 @@ registers with them.
   culler); what the operations on a sandbox and the reaper need.
 - :class:`SandboxLifecycle`: that, and making sandboxes and reattaching to their kernels: what
   snapshots and the doctor's smoke test need.
+- :class:`SandboxKernels`: :class:`SandboxAccess`, and clients of the sandboxes' kernels: what a
+  code run needs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # names for the type checker only: this module is imported by the parts
     from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
     from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
+    from jupyter_sandbox.sandbox.kernel_link.clients import KernelClients
     from jupyter_sandbox.sandbox.lifecycle.usage import SandboxUsage
     from jupyter_sandbox.sandbox.sandbox_types import Sandbox
     from jupyter_sandbox.sandbox.settings import SandboxSettings
@@ -82,3 +85,13 @@ class SandboxLifecycle(SandboxAccess, Protocol):
         ...
 
     async def attach(self, owner: str, sandbox_id: str) -> Sandbox: ...
+
+
+class SandboxKernels(SandboxAccess, Protocol):
+    """:class:`SandboxAccess`, and the clients of the sandboxes' kernels kept between runs."""
+
+    kernel_clients: KernelClients
+
+    def kernel_connection(self, sandbox_id: str) -> dict[str, Any]:
+        """The host's connection info of the sandbox's current kernel."""
+        ...
