@@ -6,9 +6,9 @@ treats another owner's sandbox exactly like a missing one. The manager owns the 
 directory; the backend owns the container; :meth:`~SandboxManager.remove` ends both.
 
 This module holds construction (with the backend ``backend_class`` names, made on first use),
-finding and restarting, the state file, and the operations on a running sandbox. Starting one is the base class,
-:class:`~.starting.SandboxStarter`, and waiting for its kernel that class's base,
-:class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
+finding and restarting, the state file, and the operations on a running sandbox. Starting one
+is the base class, :class:`~.starting.SandboxStarter`, and waiting for its kernel that class's
+base, :class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
 ``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here,
 where callers have always imported them from.
 """

@@ -1,9 +1,9 @@
 """The values that cross the manager's boundary: a request going in, a sandbox coming out.
 
 :class:`RequestedSandbox` is what a caller asks for (``SandboxManager.create``'s keywords),
-unchecked. :class:`SandboxRequest` is made only by ``SandboxManager.check_request`` (starting.py), so
-holding one means the owner, runtime, limits, environment and workspace have been checked and
-the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
+unchecked. :class:`SandboxRequest` is made only by ``SandboxManager.check_request``
+(starting.py), so holding one means the owner, runtime, limits, environment and workspace have
+been checked and the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
 manager starts a container from it. :class:`Sandbox` is what ``create``, ``attach`` and a pool
 claim return once the sandbox's kernel has answered: the proxy kernel connects to the kernel
 with its ``connection_info`` (through pinned sockets, socket_pin.py), and so may agent code that

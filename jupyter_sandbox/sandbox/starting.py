@@ -88,8 +88,8 @@ class SandboxStarter(SandboxAttacher):
         """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
 
         ``requested``: its runtime, image, limits, environment and launch directory, as
-        :meth:`check_request` takes them (RequestedSandbox). ``context`` names the interpreter so that it can be found again (see contexts.py);
-        ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
+        :meth:`check_request` takes them (RequestedSandbox). ``context`` names the interpreter
+        so that it can be found again (see contexts.py); ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
         reaper removes once no process holds its context. ``launch_dir`` is shown at
         /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
         is written. A warm pool member made for the same request is taken when there is one
