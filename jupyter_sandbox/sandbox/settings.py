@@ -7,6 +7,7 @@ one is explicit.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import logging
 import os
@@ -390,8 +391,7 @@ def with_moved_settings(config: Config, log: logging.Logger | logging.LoggerAdap
     """``config`` with each setting of MOVED_SETTINGS that it sets under its old name set under
     its new one too, unless set there already (the new name wins), and a warning for each (as
     jupyter_server warns of a renamed trait). ``config`` itself is left as it was."""
-    moved = Config()
-    moved.merge(config)
+    moved = copy.deepcopy(config)  # merge() would share its sections with ``config``
     old_section = config.get("SandboxSettings", {})
     for old, (section, new) in MOVED_SETTINGS.items():
         if old not in old_section:

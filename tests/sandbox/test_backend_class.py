@@ -212,11 +212,18 @@ async def test_the_docker_backends_settings_work_under_their_new_and_old_names(
     await manager.close()
 
 
-def test_the_new_name_wins_over_the_old_one(state_dir: Path) -> None:
-    manager = configured(
-        state_dir,
-        SandboxSettings={"engine_timeout": 5.0},
-        DockerBackend={"engine_timeout": 7.0},
+def test_the_new_name_wins_over_the_old_one_and_the_callers_config_is_left_alone(
+    state_dir: Path,
+) -> None:
+    config = manager_config(state_dir)
+    config.merge(
+        Config(
+            SandboxSettings={"engine_timeout": 5.0, "engine_threads": 3},
+            DockerBackend={"engine_timeout": 7.0},
+        )
     )
+    manager = SandboxManager.from_config(config)
     assert isinstance(manager.backend, DockerBackend)
     assert manager.backend.engine.timeout == 7.0
+    assert manager.backend.engine_threads == 3
+    assert dict(config.DockerBackend) == {"engine_timeout": 7.0}  # a server's own, unchanged
