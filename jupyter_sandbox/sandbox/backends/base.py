@@ -71,7 +71,7 @@ class ExecOptions:
     ``supervised`` (the default): a caller's command, which may start processes that leave its
     session, group and environment; the kill reaches them all
     (sandbox/backends/docker/exec_deadline.py). The project's own programs do not, and pass
-    False to save the supervisor's start. ``mark``: the exec's mark (exec_deadline.new_mark),
+    False to save the supervisor's start. ``mark``: the exec's mark (exec_marks.new_mark),
     for a caller that must be able to kill the command from another process
     (sandbox/backends/docker/exec_watcher.py); a new one by default.
     """

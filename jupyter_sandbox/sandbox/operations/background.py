@@ -40,12 +40,6 @@ from jupyter_sandbox.protocol.errors import (
     TooManyCommandsError,
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import (
-    EXEC_MARK,
-    kill_argv,
-    new_mark,
-    supervised,
-)
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.operations.background_follow import follow_output
@@ -53,6 +47,12 @@ from jupyter_sandbox.sandbox.operations.background_records import BackgroundComm
 from jupyter_sandbox.sandbox.operations.command_stream import Event
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.exec_marks import (
+    EXEC_MARK,
+    kill_argv,
+    new_mark,
+    supervised,
+)
 from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox

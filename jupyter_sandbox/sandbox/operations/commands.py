@@ -23,8 +23,8 @@ from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, OutputTooLargeError
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.container_spec import ENV_NAME
+from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
 from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 DEFAULT_TIMEOUT = 60.0  # seconds a command may run when the request does not say

@@ -40,6 +40,7 @@ from jupyter_sandbox.sandbox.backends.base import Feed, Writable
 from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.fair_share import OwnerCap
 from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
+from jupyter_sandbox.sandbox.operations.file_watch import watch_directory
 from jupyter_sandbox.sandbox.programs import file_program, image_programs
 
 if TYPE_CHECKING:
@@ -182,10 +183,6 @@ class SandboxFiles(LoggingConfigurable):
         """The changes under the directory ``path`` as they come: ("ready", ...), then
         ("change", {"type": created|modified|removed, "path", "entry"}) each, until closed
         (closing it stops the watcher in the sandbox). file_watch.py has the details."""
-        # Imported here: it imports the commands' streams, and with them the engine's client,
-        # which a manager made only to claim a warm sandbox must not load (manager.py).
-        from jupyter_sandbox.sandbox.operations.file_watch import watch_directory
-
         return watch_directory(self, owner, sandbox_id, path, recursive)
 
     async def check_running(self, owner: str, sandbox_id: str) -> None:
