@@ -79,9 +79,9 @@ c.Snapshots.snapshot_dir = %(snapshots)r
 c.Snapshots.max_snapshots = 0
 """
 NO_SHARES = """
-c.SandboxSettings.engine_threads_per_owner = 16
-c.SandboxSettings.engine_long_threads = 16
-c.SandboxSettings.engine_long_threads_per_owner = 16
+c.DockerBackend.engine_threads_per_owner = 16
+c.DockerBackend.engine_long_threads = 16
+c.DockerBackend.engine_long_threads_per_owner = 16
 c.SandboxFiles.max_watches = 8
 c.SandboxFiles.max_watches_per_owner = 0
 c.SandboxExtension.max_event_streams_per_owner = 0

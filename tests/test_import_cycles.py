@@ -14,12 +14,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jupyter_sandbox"
-# Today (2026-12-04): the core's manager with its operations, lifecycle, snapshots and
-# attestation (22 modules). Broken since: the server extension's app and handlers with the E2B
-# API's routes (server_extension/base.py), attestation.probe <-> probe_boundaries,
-# kernel.zygote <-> zygote_child, client.files <-> client.file_watch.
-CYCLES = 1
-MODULES_IN_CYCLES = 22
+# None left. Broken: the server extension's app and handlers with the E2B API's routes
+# (server_extension/base.py), attestation.probe <-> probe_boundaries, kernel.zygote <->
+# zygote_child, client.files <-> client.file_watch, and the core's manager with its operations,
+# lifecycle, snapshots and attestation (they name it by sandbox/sandbox_access.py's protocols).
+CYCLES = 0
+MODULES_IN_CYCLES = 0
 
 
 def module_name(path: Path) -> str:

@@ -10,7 +10,8 @@ SandboxFileError of a bounded message, whatever it holds. Anything else escaping
 from __future__ import annotations
 
 from jupyter_sandbox.protocol.errors import SandboxFileError
-from jupyter_sandbox.sandbox.operations.files import _decoded, reported_error
+from jupyter_sandbox.sandbox.operations.file_checks import reported_error
+from jupyter_sandbox.sandbox.operations.files import _decoded
 
 SANDBOX_ID = "0123456789ab"
 

@@ -18,7 +18,7 @@ from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.host.sandbox_dir import MAX_SOCKET_PATH
 from jupyter_sandbox.sandbox.host.size_caps import why_no_caps
 from jupyter_sandbox.sandbox.lifecycle.reaper import orphan_reason
-from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.sandbox_access import SandboxLifecycle
 from jupyter_sandbox.sandbox.settings import RUNTIMES, SandboxSettings
 
 # Releases carrying the container-escape fixes named in the security checklist (row 39).
@@ -50,7 +50,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part or 0) for part in match.groups())
 
 
-async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Check]:
+async def run_checks(manager: SandboxLifecycle, *, smoke: bool = True) -> list[Check]:
     """Every check, in order; stops early only when the engine does not answer."""
     settings = manager.settings
     checks: list[Check] = []
@@ -73,7 +73,7 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
     registered = facts.runtimes
     usable = []
     for runtime in RUNTIMES:
-        name = settings.docker_runtime_names[runtime]
+        name = manager.backend.runtime_name(runtime)
         if name in registered:
             detail = f"registered as '{name}'"
             if runtime == "runsc":
@@ -125,7 +125,7 @@ async def run_checks(manager: SandboxManager, *, smoke: bool = True) -> list[Che
     return checks
 
 
-async def orphans(manager: SandboxManager) -> Check:
+async def orphans(manager: SandboxLifecycle) -> Check:
     """Sandboxes of this state directory that nothing will use or remove again (reaper.py)."""
     found = []
     for info in await manager.backend.list_sandboxes():
@@ -208,7 +208,7 @@ def runsc_release(version_line: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-async def _smoke(manager: SandboxManager, runtime: str) -> Check:
+async def _smoke(manager: SandboxLifecycle, runtime: str) -> Check:
     started = time.monotonic()
     try:
         sandbox = await manager.create("doctor", runtime=runtime, purpose="doctor")

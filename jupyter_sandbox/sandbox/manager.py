@@ -5,10 +5,10 @@ the CLI, the reaper, the doctor and agent code. Every public method takes the ``
 treats another owner's sandbox exactly like a missing one. The manager owns the sandbox's host
 directory; the backend owns the container; :meth:`~SandboxManager.remove` ends both.
 
-This module holds construction (with the lazily made backend), finding and restarting, the state
-file, and the operations on a running sandbox. Starting one is the base class,
-:class:`~.starting.SandboxStarter`, and waiting for its kernel that class's base,
-:class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
+This module holds construction (with the backend ``backend_class`` names, made on first use),
+finding and restarting, the state file, and the operations on a running sandbox. Starting one
+is the base class, :class:`~.starting.SandboxStarter`, and waiting for its kernel that class's
+base, :class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
 ``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here,
 where callers have always imported them from.
 """
@@ -16,12 +16,13 @@ where callers have always imported them from.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from traitlets import Type
 from traitlets.config import Config
 
 from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxNotFoundError
@@ -55,7 +56,7 @@ from jupyter_sandbox.sandbox.operations.terminals import (
     SandboxTerminals,
 )
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
-from jupyter_sandbox.sandbox.settings import SandboxSettings
+from jupyter_sandbox.sandbox.settings import SandboxSettings, with_moved_settings
 from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 if TYPE_CHECKING:
@@ -75,113 +76,109 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+DOCKER_BACKEND = "jupyter_sandbox.sandbox.backends.docker.backend.DockerBackend"
+
+
+class BackendClass(Type):  # type: ignore[type-arg]
+    """A ``Type`` whose default, a dotted name, is imported on first use of the trait rather
+    than when the manager is made (traitlets' ``Type`` imports it at once): a kernel claiming a
+    warm sandbox never imports the engine's client, a large part of its start."""
+
+    def instance_init(self, obj: Any) -> None:
+        pass  # a configured class is imported as the configuration is loaded, as ever
+
 
 class SandboxManager(SandboxStarter):
     """Creates, finds, and removes the sandboxes of each owner."""
 
-    def __init__(
-        self,
-        *,
-        settings: SandboxSettings,
-        backend: SandboxBackend | Callable[[], SandboxBackend],
-        **kwargs: Any,
-    ) -> None:
-        """``backend`` may be a factory: it is then called on first use of :attr:`backend`, so
-        a kernel claiming a warm sandbox never pays for loading the engine's client."""
+    backend_class = BackendClass(
+        DOCKER_BACKEND,
+        klass=SandboxBackend,
+        config=True,
+        help="""The backend sandboxes run on: a subclass of
+        jupyter_sandbox.sandbox.backends.base.SandboxBackend (a class, or its dotted name),
+        whose docstrings state what a backend must do. The default runs them as Docker
+        containers under runsc or runc; its own settings are DockerBackend's.""",
+    )
+
+    def __init__(self, *, settings: SandboxSettings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # Settings that moved to the backend's class, still read under their old names.
+        moved = with_moved_settings(self.config, self.log)
+        if moved != self.config:
+            self.config = moved
         self.settings = settings
         self.forwarder_spawns = {}
-        self._backend = backend if isinstance(backend, SandboxBackend) else None
-        self._backend_factory = None if isinstance(backend, SandboxBackend) else backend
+        self._backend: SandboxBackend | None = None
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
-        self._snapshots: Snapshots | None = None
-        self._files: SandboxFiles | None = None
-        self._terminals: SandboxTerminals | None = None
-        self._background: BackgroundCommands | None = None
-        self._ports: SandboxPorts | None = None
         self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
         # Ready clients of the kernels, kept between code runs (kernel_link/clients.py).
         self.kernel_clients = KernelClients(parent=self)
 
     @classmethod
     def from_config(cls, config: Config | None = None) -> SandboxManager:
-        """A manager on the Docker engine, configured like the kernel and server are."""
-        settings = SandboxSettings(config=config or Config())
-
-        def docker_backend() -> SandboxBackend:
-            from jupyter_sandbox.sandbox.backends.docker.backend import (
-                DockerBackend,  # docker-py: ~0.1 s to import
-            )
-            from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-
-            engine = DockerEngine(
-                timeout=settings.engine_timeout,
-                max_workers=settings.engine_threads,
-                max_workers_per_owner=settings.engine_threads_per_owner,
-                max_long=settings.engine_long_threads,
-                max_long_per_owner=settings.engine_long_threads_per_owner,
-            )
-            return DockerBackend(engine, settings.docker_runtime_names)
-
-        return cls(settings=settings, backend=docker_backend, config=config or Config())
+        """A manager configured like the kernel and server are (its backend: backend_class)."""
+        config = config or Config()
+        return cls(settings=SandboxSettings(config=config), config=config)
 
     @property
     def backend(self) -> SandboxBackend:
-        """The container backend, made on first use (thread-safe: see :meth:`load_backend`)."""
+        """The backend (``backend_class``), made on first use: a kernel claiming a warm
+        sandbox never pays for loading the engine's client. Thread-safe."""
         with self._backend_lock:
             if self._backend is None:
-                assert self._backend_factory is not None
-                self._backend = self._backend_factory()
+                self._backend = self.backend_class(parent=self)
             return self._backend
 
-    @property
+    def backend_key(self) -> dict[str, Any]:
+        """The backend's class and its configuration section, for the warm pool's key: known
+        without importing the backend (SandboxBackend, "Made from the configuration")."""
+        if self.trait_has_value("backend_class"):  # configured, or made already
+            cls = self.backend_class
+            name = f"{cls.__module__}.{cls.__qualname__}"
+        else:
+            name = DOCKER_BACKEND
+        section = self.config.get(name.rpartition(".")[2], {})
+        return {"class": name, "config": {key: section[key] for key in sorted(section)}}
+
+    # The operations, each made on first use (cached_property): some import the engine's
+    # client, which a kernel that only claims a warm sandbox never needs.
+
+    @functools.cached_property
     def files(self) -> SandboxFiles:
         """Files in this manager's running sandboxes: list, read, write, remove (files.py)."""
-        if self._files is None:
-            self._files = SandboxFiles(self, parent=self)
-        return self._files
+        return SandboxFiles(self, parent=self)
 
-    @property
+    @functools.cached_property
     def terminals(self) -> SandboxTerminals:
         """The terminals open in this manager's sandboxes and their cap (terminals.py)."""
-        if self._terminals is None:
-            self._terminals = SandboxTerminals(self, parent=self)
-        return self._terminals
+        return SandboxTerminals(self, parent=self)
 
-    @property
+    @functools.cached_property
     def background(self) -> BackgroundCommands:
         """Commands left running in this manager's sandboxes (background.py)."""
-        if self._background is None:
-            from jupyter_sandbox.sandbox.operations.background import (
-                BackgroundCommands,  # imports commands.py, which imports us
-            )
+        from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
 
-            self._background = BackgroundCommands(self, parent=self)
-        return self._background
+        return BackgroundCommands(self, parent=self)
 
-    @property
+    @functools.cached_property
     def ports(self) -> SandboxPorts:
         """Connections to servers listening inside this manager's sandboxes (ports.py)."""
-        if self._ports is None:
-            from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
+        from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
 
-            self._ports = SandboxPorts(self, parent=self)
-        return self._ports
+        return SandboxPorts(self, parent=self)
 
-    @property
+    @functools.cached_property
     def snapshots(self) -> Snapshots:
         """Workspace snapshots of this manager's sandboxes (snapshots/service.py)."""
-        if self._snapshots is None:
-            from jupyter_sandbox.sandbox.snapshots.service import Snapshots
+        from jupyter_sandbox.sandbox.snapshots.service import Snapshots
 
-            self._snapshots = Snapshots(self, parent=self)
-        return self._snapshots
+        return Snapshots(self, parent=self)
 
     def load_backend(self) -> None:
-        """Make the backend now; a kernel calls this on a worker thread once it relays, so
-        that its first engine call does not stall the event loop on imports."""
+        """Make the backend now rather than on its first use (:attr:`backend`)."""
         self.backend  # noqa: B018 (the property does the work)
 
     # -- finding and restarting ---------------------------------------------------------------
@@ -364,7 +361,7 @@ class SandboxManager(SandboxStarter):
         # Forwarders on their way (starting.py) are let finish: an engine exec, under a second.
         await asyncio.gather(*self.forwarder_spawns.values(), return_exceptions=True)
         self.kernel_clients.close()
-        if self._terminals is not None:  # their shells are killed through the backend
-            await self._terminals.close_all()
+        if "terminals" in vars(self):  # made (cached_property): their shells are killed
+            await self.terminals.close_all()  # through the backend, closed below
         if self._backend is not None:
             await self._backend.close()

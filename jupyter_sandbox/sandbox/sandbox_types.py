@@ -1,8 +1,9 @@
-"""The two values that cross the manager's boundary: a request going in, a sandbox coming out.
+"""The values that cross the manager's boundary: a request going in, a sandbox coming out.
 
-:class:`SandboxRequest` is made only by ``SandboxManager.check_request`` (starting.py), so
-holding one means the owner, runtime, limits, environment and workspace have been checked and
-the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
+:class:`RequestedSandbox` is what a caller asks for (``SandboxManager.create``'s keywords),
+unchecked. :class:`SandboxRequest` is made only by ``SandboxManager.check_request``
+(starting.py), so holding one means the owner, runtime, limits, environment and workspace have
+been checked and the settings' defaults filled in. The warm pool hashes it into a pool key (pool.py) and the
 manager starts a container from it. :class:`Sandbox` is what ``create``, ``attach`` and a pool
 claim return once the sandbox's kernel has answered: the proxy kernel connects to the kernel
 with its ``connection_info`` (through pinned sockets, socket_pin.py), and so may agent code that
@@ -12,11 +13,21 @@ uses the manager directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
+
+
+class RequestedSandbox(TypedDict, total=False):
+    """What a caller may ask of a new sandbox; each left out or None takes the settings'."""
+
+    runtime: str | None  # "runsc" or "runc"
+    image: str | None  # one SandboxSettings.allowed_images allows
+    limits: dict[str, Any] | None  # by name, as SandboxLimits.with_overrides takes them
+    environment: dict[str, str] | None  # added to the sandbox's own
+    launch_dir: str | None  # the directory /workspace shows (SandboxSettings.workspace_mode)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ one is explicit.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,16 @@ CONFIG_FILE = "jupyter_sandbox_config.py"
 DEFAULT_IMAGE = f"jupyter-sandbox/python:{__version__}"
 # The uid/gid the image's non-root user has; used when the host user is root.
 SANDBOX_UID = 10001
+# Settings of the Docker backend that were SandboxSettings' (old name: configurable class and
+# new name); with_moved_settings reads them under the old name still.
+MOVED_SETTINGS = {
+    "docker_runtime_names": ("DockerBackend", "runtime_names"),
+    "engine_timeout": ("DockerBackend", "engine_timeout"),
+    "engine_threads": ("DockerBackend", "engine_threads"),
+    "engine_threads_per_owner": ("DockerBackend", "engine_threads_per_owner"),
+    "engine_long_threads": ("DockerBackend", "engine_long_threads"),
+    "engine_long_threads_per_owner": ("DockerBackend", "engine_long_threads_per_owner"),
+}
 
 
 class SandboxSettings(LoggingConfigurable):
@@ -57,8 +69,7 @@ class SandboxSettings(LoggingConfigurable):
         value_trait=Unicode(),
         default_value={"runsc": "runsc", "runc": "runc"},
         config=True,
-        help="""The name each runtime is registered under in the Docker daemon (daemon.json
-        'runtimes'). Change it only if your daemon registers gVisor under another name.""",
+        help="Deprecated: use DockerBackend.runtime_names (this name still works, with a warning).",
     )
     image = Unicode(
         DEFAULT_IMAGE,
@@ -231,40 +242,23 @@ class SandboxSettings(LoggingConfigurable):
         help="""Extra environment variables for sandboxes. Nothing of the server's or kernel's
         own environment is passed in; only these and a fixed minimal set.""",
     )
+    # Moved to DockerBackend: still read from a configuration, with a warning (MOVED_SETTINGS).
     engine_timeout = Float(
-        30.0,
-        config=True,
-        help="Seconds any one container-engine call may take before it is abandoned and reported.",
+        30.0, config=True, help="Deprecated: use DockerBackend.engine_timeout (seconds)."
     )
-    # The engine's threads (engine.py), each pool shared fairly between owners (fair_share.py).
     engine_threads = Integer(
-        16,
-        min=1,
-        config=True,
-        help="""Threads (a count) for the container engine's short calls (inspect, list, create,
-        start, remove), all owners together.""",
+        16, config=True, help="Deprecated: use DockerBackend.engine_threads (a count)."
     )
     engine_threads_per_owner = Integer(
-        8,
-        min=1,
-        config=True,
-        help="""Most of engine_threads (a count) one owner's calls hold at once; past it their
-        calls wait, and a free thread goes to the owner holding fewest.""",
+        8, config=True, help="Deprecated: use DockerBackend.engine_threads_per_owner (a count)."
     )
     engine_long_threads = Integer(
-        128,
-        min=1,
-        config=True,
-        help="""Threads (a count) for engine calls that last as long as a command does (commands,
-        file operations, streams, directory watches, snapshots), all owners together: each
-        such call holds one while it runs.""",
+        128, config=True, help="Deprecated: use DockerBackend.engine_long_threads (a count)."
     )
     engine_long_threads_per_owner = Integer(
         32,
-        min=1,
         config=True,
-        help="""Most of engine_long_threads (a count) one owner's commands, streams and watches
-        hold at once; past it the owner's next one waits for one of them to end.""",
+        help="Deprecated: use DockerBackend.engine_long_threads_per_owner (a count).",
     )
     start_timeout = Float(
         60.0,
@@ -391,6 +385,21 @@ class SandboxSettings(LoggingConfigurable):
     @property
     def state_path(self) -> Path:
         return Path(self.state_dir)
+
+
+def with_moved_settings(config: Config, log: logging.Logger | logging.LoggerAdapter[Any]) -> Config:
+    """``config`` with each setting of MOVED_SETTINGS that it sets under its old name set under
+    its new one too, unless set there already (the new name wins), and a warning for each (as
+    jupyter_server warns of a renamed trait). ``config`` itself is left as it was."""
+    moved = copy.deepcopy(config)  # merge() would share its sections with ``config``
+    old_section = config.get("SandboxSettings", {})
+    for old, (section, new) in MOVED_SETTINGS.items():
+        if old not in old_section:
+            continue
+        log.warning("c.SandboxSettings.%s is deprecated: set c.%s.%s instead", old, section, new)
+        if new not in config.get(section, {}):
+            moved[section][new] = old_section[old]
+    return moved
 
 
 def load_config(extra_paths: list[str] | None = None) -> Config:

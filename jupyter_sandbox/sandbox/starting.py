@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError, SandboxError
 from jupyter_sandbox.sandbox.attestation import (
@@ -40,9 +40,12 @@ from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas, usage_of
 from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_proxy
 from jupyter_sandbox.sandbox.network.control import spawn_forwarder
-from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
+from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
 from jupyter_sandbox.sandbox.workspace import plan_workspace
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 log = logging.getLogger(__name__)
 
@@ -66,27 +69,27 @@ class SandboxStarter(SandboxAttacher):
     def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def backend_key(self) -> dict[str, Any]:
+        raise NotImplementedError
+
     # -- creating -----------------------------------------------------------------------------
 
     async def create(
         self,
         owner: str,
         *,
-        runtime: str | None = None,
-        image: str | None = None,
-        limits: dict[str, Any] | None = None,
-        environment: dict[str, str] | None = None,
         context: str | None = None,
         ephemeral: bool = False,
-        launch_dir: str | None = None,
         notebook: str = "",
         purpose: str = "",
         network: Any = None,
+        **requested: Unpack[RequestedSandbox],
     ) -> Sandbox:
         """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
 
-        ``context`` names the interpreter so that it can be found again (see contexts.py);
-        ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
+        ``requested``: its runtime, image, limits, environment and launch directory, as
+        :meth:`check_request` takes them (RequestedSandbox). ``context`` names the interpreter
+        so that it can be found again (see contexts.py); ``ephemeral`` marks a sandbox that lives only as long as its kernel process, which the
         reaper removes once no process holds its context. ``launch_dir`` is shown at
         /workspace as SandboxSettings.workspace_mode says. Everything is checked before anything
         is written. A warm pool member made for the same request is taken when there is one
@@ -96,14 +99,7 @@ class SandboxStarter(SandboxAttacher):
         sandbox answers: pool members are made without network, whatever policy claims them.
         """
         policy = self.network.policy_for(network)
-        request = self.check_request(
-            owner,
-            runtime=runtime,
-            image=image,
-            limits=limits,
-            environment=environment,
-            launch_dir=launch_dir,
-        )
+        request = self.check_request(owner, **requested)
         # A claimed pool member counts like a new sandbox; a new one re-checks with its
         # reservation written (start_sandbox), so racing starts cannot both slip through.
         self.quotas.check(usage_of(self.settings.state_path, owner).plus(request.limits))
@@ -151,19 +147,12 @@ class SandboxStarter(SandboxAttacher):
             self, request, context=context, ephemeral=ephemeral, notebook=notebook
         )
 
-    def check_request(
-        self,
-        owner: str,
-        *,
-        runtime: str | None = None,
-        image: str | None = None,
-        limits: dict[str, Any] | None = None,
-        environment: dict[str, str] | None = None,
-        launch_dir: str | None = None,
-    ) -> SandboxRequest:
+    def check_request(self, owner: str, **requested: Unpack[RequestedSandbox]) -> SandboxRequest:
         """The checked facts of a new sandbox, with the settings' defaults filled in."""
         check_owner(owner)
-        runtime = runtime or self.settings.runtime
+        image, environment = requested.get("image"), requested.get("environment")
+        launch_dir = requested.get("launch_dir")
+        runtime = requested.get("runtime") or self.settings.runtime
         if runtime not in RUNTIMES:
             raise InvalidSettingError(
                 f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
@@ -172,7 +161,7 @@ class SandboxStarter(SandboxAttacher):
             owner=owner,
             runtime=runtime,
             image=self.settings.check_image(image) if image else self.settings.image,
-            limits=self.settings.requested_limits(limits),
+            limits=self.settings.requested_limits(requested.get("limits")),
             environment=self._environment(environment or {}),
             workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
             launch_dir=launch_dir,

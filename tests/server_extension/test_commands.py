@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.container_spec import PROXY_URL
 from jupyter_sandbox.sandbox.operations.commands import MAX_ENV_VALUE, MAX_OUTPUT
+from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
 from jupyter_sandbox.server_extension.event_stream import sse_event
 from tests.server_extension.conftest import Fetch, api
 from tests.server_extension.openapi_check import EVENT_STREAM, check_response, parse_events

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_sandbox.protocol.errors import SandboxError
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.starting import SandboxStarter
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxHost
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Expected:
         return cls(**known)
 
 
-def expected_from_state(manager: SandboxStarter, state: dict[str, Any]) -> Expected | None:
+def expected_from_state(manager: SandboxHost, state: dict[str, Any]) -> Expected | None:
     """The configured policy of a sandbox, from its state file and the manager's settings."""
     from jupyter_sandbox.sandbox.limits import SandboxLimits
 

@@ -40,7 +40,7 @@ from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.programs import image_programs
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.starting import SandboxStarter
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxHost
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def arrived(sample: asyncio.Future[EngineStats | None]) -> EngineStats | None:
 
 
 async def record_attestation(
-    manager: SandboxStarter,
+    manager: SandboxHost,
     sandbox_id: str,
     *,
     timeout: float = PROBE_TIMEOUT,

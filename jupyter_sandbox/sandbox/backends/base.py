@@ -1,12 +1,12 @@
-"""The typed interface between sandbox policy and a container engine.
+"""The typed interface between sandbox policy and a container engine: what a backend must do.
 
 :class:`SandboxManager` (manager.py) decides *what* a sandbox is: its limits, labels, host
 directory and kernel. A :class:`SandboxBackend` only knows *how* to make an engine do it. The
 manager is the only caller of a backend; the kernel process and the server extension talk to the
 manager. Backends raise :class:`~jupyter_sandbox.protocol.errors.SandboxError` subclasses only.
 
-This module holds what a backend is asked to do: the interface, the container spec it
-creates from, and the terminal it opens. What it answers (SandboxInfo, ExecResult,
+This module holds what a backend is asked to do: the interface and its contract, the container
+spec it creates from, and the terminal it opens. What it answers (SandboxInfo, ExecResult,
 EngineFacts, EngineStats) is in records.py.
 """
 
@@ -18,6 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from traitlets.config import LoggingConfigurable
+from traitlets.traitlets import MetaHasTraits
+
+from jupyter_sandbox.protocol.errors import SandboxConflictError
+from jupyter_sandbox.protocol.snapshot_errors import MemorySnapshotUnsupportedError
 from jupyter_sandbox.sandbox.backends.records import (
     DEFAULT_MAX_OUTPUT,
     EngineFacts,
@@ -66,7 +71,7 @@ class ExecOptions:
     ``supervised`` (the default): a caller's command, which may start processes that leave its
     session, group and environment; the kill reaches them all
     (sandbox/backends/docker/exec_deadline.py). The project's own programs do not, and pass
-    False to save the supervisor's start. ``mark``: the exec's mark (exec_deadline.new_mark),
+    False to save the supervisor's start. ``mark``: the exec's mark (exec_marks.new_mark),
     for a caller that must be able to kill the command from another process
     (sandbox/backends/docker/exec_watcher.py); a new one by default.
     """
@@ -166,12 +171,53 @@ class Terminal(abc.ABC):
         return None
 
 
-class SandboxBackend(abc.ABC):
+class BackendMeta(abc.ABCMeta, MetaHasTraits):
+    """Both metaclasses a backend has: abstract methods (abc) and traits (traitlets), as
+    jupyter_client's kernel provisioners combine them."""
+
+
+def lacks(backend: SandboxBackend, what: str) -> SandboxConflictError:
+    """The error a backend raises for an optional capability it lacks (see SandboxBackend)."""
+    return SandboxConflictError(f"this server's sandbox backend ({type(backend).__name__}) {what}")
+
+
+class SandboxBackend(LoggingConfigurable, metaclass=BackendMeta):
     """One container engine. Every method is a coroutine and every call is bounded in time.
 
-    Sandboxes are addressed by sandbox id; ids of containers that lack the project's labels are
-    treated as unknown (:class:`SandboxNotFoundError`). Owner checks are the manager's job.
+    The contract a backend meets, whatever its engine:
+
+    - **Made from the configuration.** ``c.SandboxManager.backend_class`` names the class; the
+      manager makes it on first use as ``backend_class(parent=manager)``, so the backend's own
+      settings are ``config=True`` traits of its class (``c.DockerBackend.runtime_names``), read
+      from the manager's configuration, and its log is the manager's. Nothing of it is
+      imported before then: a kernel claiming a warm sandbox never loads it. The warm pool's
+      key holds the class's name and its configuration section
+      (SandboxManager.backend_key), so a member made by another backend, or by this one
+      configured otherwise, is never handed out.
+    - **Addressing.** Sandboxes are addressed by sandbox id; ids of containers that lack the
+      project's labels (sandbox/labels.py) are treated as unknown (:class:`SandboxNotFoundError`),
+      and :meth:`list_sandboxes` lists only labelled ones, which is how the reaper finds what
+      this backend made. Owner checks are the manager's job.
+    - **Reaching the kernel.** The manager writes the kernel's connection file into the sandbox's
+      host directory and asks for it at ``SANDBOX_IO_DIR`` (the spec's ``mounts``): the kernel
+      in the sandbox binds its ``ipc://`` sockets there, and the host connects to those socket
+      files. A backend must make that directory the same files on both sides (a bind mount
+      here), with ``network`` "none": the kernel is never reached over a network.
+    - **Isolation.** Every hardening field of :class:`ContainerSpec` is enforced as given, or
+      :meth:`create` refuses (SandboxError): a backend never starts a sandbox weaker than asked.
+    - **Optional capabilities.** :meth:`pause` and :meth:`resume`, the checkpoints
+      (:meth:`checkpoint`, :meth:`start_from_checkpoint`, :meth:`remove_checkpoint`), detached
+      processes (:meth:`spawn`), terminals (:meth:`open_terminal`), :meth:`logs` and
+      :meth:`end_stray_runtime_processes` have defaults here. A backend that lacks one keeps the
+      default: it says so with SandboxConflictError (:func:`lacks`; for checkpoints
+      MemorySnapshotUnsupportedError, which the REST API answers with 501), or does nothing where
+      nothing is the right answer (no logs, no stray processes). Every other method is required.
     """
+
+    def runtime_name(self, runtime: str) -> str:
+        """The name the engine knows ``runtime`` ("runsc", "runc") by, as
+        ``EngineFacts.runtimes`` lists it (the doctor's check). By default the same."""
+        return runtime
 
     @abc.abstractmethod
     async def check_ready(self, runtime: str, image: str) -> None:
@@ -225,13 +271,13 @@ class SandboxBackend(abc.ABC):
         """Start ``argv`` inside the sandbox, detached (it lives until it exits or the sandbox
         ends); returns an id for :meth:`spawned_exit_code`. Its parent is outside the sandbox,
         so the kernel supervisor's clean-up at a restart leaves it alone."""
-        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+        raise lacks(self, "cannot start detached processes")
 
     async def spawned_exit_code(self, spawn_id: str) -> int | None:
         """The exit status of a process :meth:`spawn` started; None while it runs.
         ProcessNotFoundError once the engine has forgotten it (Docker does, minutes after it
         ended)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot start detached processes")
+        raise lacks(self, "cannot start detached processes")
 
     async def exec_stream(
         self,
@@ -260,7 +306,6 @@ class SandboxBackend(abc.ABC):
         sink(result.stdout)
         return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
 
-    @abc.abstractmethod
     async def open_terminal(
         self,
         sandbox_id: str,
@@ -277,7 +322,9 @@ class SandboxBackend(abc.ABC):
         Called by the manager only (SandboxManager.open_terminal checks the owner, the state
         and the cap first) when a client opens a terminal WebSocket. Everything the shell
         starts is marked as a command's processes are, so :meth:`Terminal.close` ends it all.
+        Optional.
         """
+        raise lacks(self, "cannot open terminals")
 
     @abc.abstractmethod
     async def stats(self, sandbox_id: str) -> EngineStats:
@@ -291,38 +338,45 @@ class SandboxBackend(abc.ABC):
     async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
         """A tar of ``path`` inside the sandbox; SandboxError if it exceeds ``max_bytes``."""
 
-    @abc.abstractmethod
     async def pause(self, sandbox_id: str) -> None:
-        """Freeze every process of the sandbox."""
+        """Freeze every process of the sandbox. Optional."""
+        raise lacks(self, "cannot pause sandboxes")
 
-    @abc.abstractmethod
     async def resume(self, sandbox_id: str) -> None:
-        """Thaw a paused sandbox."""
+        """Thaw a paused sandbox. Optional (with :meth:`pause`)."""
+        raise lacks(self, "cannot pause sandboxes")
 
-    @abc.abstractmethod
     async def checkpoint(self, sandbox_id: str, name: str, *, leave_running: bool) -> None:
         """Save the running sandbox's memory and processes as checkpoint ``name``; it exits
         unless ``leave_running``. Called by snapshots/memory.py only once the sandbox holds no
-        host socket (the engine's runtime may stop a sandbox whose checkpoint fails)."""
+        host socket (the engine's runtime may stop a sandbox whose checkpoint fails).
+        Optional, with the two below."""
+        raise MemorySnapshotUnsupportedError(
+            f"this server's sandbox backend ({type(self).__name__}) cannot checkpoint sandboxes"
+        )
 
-    @abc.abstractmethod
     async def start_from_checkpoint(self, sandbox_id: str, name: str) -> None:
         """Start the stopped sandbox from checkpoint ``name`` instead of afresh."""
+        raise MemorySnapshotUnsupportedError(
+            f"this server's sandbox backend ({type(self).__name__}) cannot checkpoint sandboxes"
+        )
 
-    @abc.abstractmethod
     async def remove_checkpoint(self, sandbox_id: str, name: str) -> None:
-        """Delete checkpoint ``name``; a missing one (or sandbox) is fine."""
+        """Delete checkpoint ``name``; a missing one (or sandbox) is fine. A backend without
+        checkpoints has none to delete."""
 
-    @abc.abstractmethod
     async def logs(self, sandbox_id: str, tail: int = 50) -> str:
-        """The last ``tail`` lines the sandbox's main process wrote (for error messages)."""
+        """The last ``tail`` lines the sandbox's main process wrote (for error messages); none
+        by default."""
+        return ""
 
-    @abc.abstractmethod
     async def end_stray_runtime_processes(self) -> list[int]:
         """End runtime processes whose container the engine no longer knows; return their pids.
 
         Called by the reaper. Processes of containers the engine still knows are never touched.
+        None by default: a backend whose runtime leaves no processes behind has nothing to end.
         """
+        return []
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -45,9 +45,9 @@ from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, age_of
 from jupyter_sandbox.sandbox.lifecycle.pool_directory import PoolDirectory, is_pool_key
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import Sandbox, SandboxRequest
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxHost
+    from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
     from jupyter_sandbox.sandbox.settings import SandboxSettings
-    from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,15 @@ CLAIM_TIMEOUT = 10.0
 # -- keys and members ------------------------------------------------------------------------
 
 
-def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
+def pool_key(settings: SandboxSettings, request: SandboxRequest, backend: dict[str, Any]) -> str:
     """The key of every pool member that can serve ``request``: a hash of whatever is fixed at
-    container creation (the request, and the settings that shape the container spec)."""
+    container creation (the request, the settings that shape the container spec, and the
+    backend: its class and configuration, SandboxManager.backend_key)."""
     facts = {
         "version": __version__,
         "owner": request.owner,
         "runtime": request.runtime,
-        "docker_runtime": settings.docker_runtime_names.get(request.runtime, request.runtime),
+        "backend": backend,
         "image": request.image,
         "limits": request.limits.as_settings(),
         "environment": request.environment,
@@ -79,7 +80,8 @@ def pool_key(settings: SandboxSettings, request: SandboxRequest) -> str:
         "stop_timeout": settings.stop_timeout,
         "log_max_size": settings.log_max_size,
     }
-    text = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    # repr: a configuration may hold values JSON has no form for (a class named by itself).
+    text = json.dumps(facts, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -154,7 +156,7 @@ def remove_stale_tickets(state_dir: Path, grace: float) -> list[str]:
 
 
 async def claim(
-    manager: SandboxStarter,
+    manager: SandboxHost,
     request: SandboxRequest,
     *,
     context: str | None,
@@ -167,7 +169,7 @@ async def claim(
     """
     state_dir = manager.settings.state_path
     pool_dir = PoolDirectory(state_dir)
-    key = pool_key(manager.settings, request)
+    key = pool_key(manager.settings, request, manager.backend_key())
     for sandbox_id in pool_dir.tickets(key):
         directory = SandboxDirectory(state_dir, sandbox_id)
         if not take(directory, "claim"):

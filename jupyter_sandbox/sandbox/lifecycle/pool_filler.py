@@ -186,17 +186,17 @@ class WarmPool(LoggingConfigurable):
 
     def _kept_requests(self) -> dict[str, SandboxRequest]:
         """The default request and up to max_keys recently wanted ones, by pool key."""
-        settings = self.manager.settings
+        settings, backend = self.manager.settings, self.manager.backend_key()
         kept: dict[str, SandboxRequest] = {}
         if self.keep_default:
             default = self.manager.check_request(self.owner, launch_dir=self.launch_dir)
-            kept[pool_key(settings, default)] = default
+            kept[pool_key(settings, default, backend)] = default
         adaptive = 0
         for name, record in self.directory.wanted():
             request = self._request_of(record) if record.get("owner") == self.owner else None
             if request is None:
                 continue
-            key = pool_key(settings, request)
+            key = pool_key(settings, request, backend)
             if key in kept:
                 continue
             if adaptive >= self.max_keys:

@@ -37,7 +37,7 @@ from jupyter_sandbox.sandbox.lifecycle.contexts import (
     remove_free_lock_files,
 )
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
-from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ReapReport:
         )
 
 
-async def reap_orphans(manager: SandboxManager, *, grace: float | None = None) -> ReapReport:
+async def reap_orphans(manager: SandboxAccess, *, grace: float | None = None) -> ReapReport:
     """One reaping pass. ``grace`` (seconds, default the start timeout) spares young starts.
 
     A sandbox being created right now has a directory before its container, and a ``created``
@@ -116,7 +116,7 @@ STALE_MEMBER = "a warm-pool member nobody refills or claims"
 
 
 def orphan_reason(
-    manager: SandboxManager, info: SandboxInfo, state: dict[str, Any], grace: float
+    manager: SandboxAccess, info: SandboxInfo, state: dict[str, Any], grace: float
 ) -> str | None:
     """Why the sandbox ``info`` (one of ``manager``'s, whose state is ``state``) is an orphan
     that nothing will use or remove again, or None. ``grace`` (seconds) spares young starts and
@@ -156,7 +156,7 @@ def past_its_timeout(state_dir: Path, state: dict[str, Any]) -> str | None:
     return f"past its timeout (it expired at {expires.isoformat(timespec='seconds')})"
 
 
-async def sweep_orphans(manager: SandboxManager) -> ReapReport:
+async def sweep_orphans(manager: SandboxAccess) -> ReapReport:
     """A reaping pass at the start of something (a kernel, a CLI verb): what it removed.
 
     Failures are logged, never raised: the sweep must not stop what started it."""

@@ -40,20 +40,20 @@ from jupyter_sandbox.protocol.errors import (
     TooManyCommandsError,
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import (
-    EXEC_MARK,
-    kill_argv,
-    new_mark,
-    supervised,
-)
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
-from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.background_follow import follow_output
 from jupyter_sandbox.sandbox.operations.background_records import BackgroundCommand, CommandOutput
 from jupyter_sandbox.sandbox.operations.command_stream import Event
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.exec_marks import (
+    EXEC_MARK,
+    kill_argv,
+    new_mark,
+    supervised,
+)
+from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
@@ -89,7 +89,7 @@ class BackgroundCommands(LoggingConfigurable):
         ended command is kept, with its output, until it is removed (DELETE).""",
     )
 
-    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+    def __init__(self, manager: SandboxAccess, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
 

@@ -18,14 +18,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from jupyter_sandbox.protocol.errors import SandboxError
-from jupyter_sandbox.sandbox.operations.background_records import BackgroundCommand
+from jupyter_sandbox.sandbox.operations.background_records import BackgroundCommand, CommandOutput
 from jupyter_sandbox.sandbox.operations.command_stream import Event, final_event
-
-if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
 
 # Seconds between two reads that found nothing new: the first wait is short, so output that
 # comes soon after a silence is seen soon, and it doubles up to the longest, so a command
@@ -38,8 +35,19 @@ LONGEST_WAIT = 0.5
 HEARTBEAT = 15.0
 
 
+class BackgroundReads(Protocol):
+    """What following needs of background.py's BackgroundCommands: its two reads (named here,
+    not imported, as background.py imports this module)."""
+
+    async def get(self, owner: str, sandbox_id: str, command_id: str) -> BackgroundCommand: ...
+
+    async def output(
+        self, owner: str, sandbox_id: str, command_id: str, offset: int = 0, limit: int = ...
+    ) -> CommandOutput: ...
+
+
 async def follow_output(
-    background: BackgroundCommands,
+    background: BackgroundReads,
     owner: str,
     sandbox_id: str,
     command_id: str,

@@ -36,7 +36,6 @@ from jupyter_sandbox.protocol.errors import (
 )
 from jupyter_sandbox.protocol.statuses import RunStatus
 from jupyter_sandbox.sandbox.kernel_link.execution import Output, SendObserver, execute
-from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.command_stream import final_event
 from jupyter_sandbox.sandbox.operations.commands import (
     DEFAULT_TIMEOUT,
@@ -45,6 +44,7 @@ from jupyter_sandbox.sandbox.operations.commands import (
     request_object,
     timeout_of,
 )
+from jupyter_sandbox.sandbox.sandbox_access import SandboxKernels
 
 MAX_CODE = 4 * 1024**2  # characters of code a request may send
 PAUSED_DURING_RUN = (
@@ -117,7 +117,7 @@ class CodeResult:
 
 
 async def run_code(
-    manager: SandboxManager,
+    manager: SandboxKernels,
     owner: str,
     sandbox_id: str,
     request: CodeRequest,
@@ -210,7 +210,7 @@ async def run_code(
 
 
 async def stream_code(
-    manager: SandboxManager, owner: str, sandbox_id: str, request: CodeRequest
+    manager: SandboxKernels, owner: str, sandbox_id: str, request: CodeRequest
 ) -> AsyncGenerator[Event, None]:
     """The run's outputs as they come, then ("result", ...). What fails before the first event
     is raised (an ordinary error answer); after it, it is the last event ("error", ...).

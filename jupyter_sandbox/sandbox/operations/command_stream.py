@@ -24,8 +24,8 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import SandboxError
-from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
+from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 # Pieces of output on their way from the engine's thread to the reader: each is one frame of
 # the engine's stream (the engine sends at most 32 KiB at a time), so about 1 MiB in all.
@@ -150,7 +150,7 @@ def _joined(pieces: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
 
 
 async def stream_command(
-    manager: SandboxManager, owner: str, sandbox_id: str, request: CommandRequest
+    manager: SandboxAccess, owner: str, sandbox_id: str, request: CommandRequest
 ) -> AsyncGenerator[Event, None]:
     """Run ``request`` in the owner's sandbox, yielding its output as it comes, then its result.
 

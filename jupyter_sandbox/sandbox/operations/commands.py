@@ -23,9 +23,9 @@ from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, OutputTooLargeError
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.container_spec import ENV_NAME
-from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
+from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 DEFAULT_TIMEOUT = 60.0  # seconds a command may run when the request does not say
 MAX_TIMEOUT = 3600.0  # seconds: longer work belongs in the kernel, or a detached process
@@ -97,7 +97,7 @@ class CommandResult:
 
 
 async def run_command(
-    manager: SandboxManager,
+    manager: SandboxAccess,
     owner: str,
     sandbox_id: str,
     request: CommandRequest,

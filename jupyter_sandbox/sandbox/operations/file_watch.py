@@ -32,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_sandbox.protocol.errors import (
     SandboxDiedError,
@@ -43,11 +43,12 @@ from jupyter_sandbox.protocol.errors import (
 )
 from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.operations.command_stream import Channel, Event
-from jupyter_sandbox.sandbox.operations.files import check_path, reported_error
+from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
 from jupyter_sandbox.sandbox.programs import image_programs, watch_program
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.operations.files import SandboxFiles
+    from jupyter_sandbox.sandbox.host.fair_share import OwnerCap
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,23 @@ def _entry(value: Any) -> dict[str, Any] | None:
     return {name: value[name] for name in ENTRY_FIELDS}
 
 
+class WatchedFiles(Protocol):
+    """What a watch needs of files.py's SandboxFiles, which starts it: its sandboxes, its
+    settings and its count of watches (named here, not imported, as files.py imports this)."""
+
+    manager: SandboxAccess
+    watches: OwnerCap
+    max_watches: int
+    max_watches_per_owner: int
+    watch_max_entries: int
+    watch_interval: float
+    watch_timeout: float
+
+    async def check_running(self, owner: str, sandbox_id: str) -> None: ...
+
+
 async def watch_directory(
-    files: SandboxFiles,
+    files: WatchedFiles,
     owner: str,
     sandbox_id: str,
     path: str = ".",
@@ -179,7 +195,7 @@ async def watch_directory(
 
 
 async def _ending(
-    run: asyncio.Future[Any], files: SandboxFiles, owner: str, sandbox_id: str, path: str
+    run: asyncio.Future[Any], files: WatchedFiles, owner: str, sandbox_id: str, path: str
 ) -> SandboxError:
     """Why the watch program ended: it never does on its own unless something went wrong."""
     try:

@@ -33,46 +33,25 @@ from traitlets.config import LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import (
     FileTooLargeError,
-    InvalidRequestError,
     SandboxConflictError,
     SandboxFileError,
-    SandboxFileExistsError,
-    SandboxFileNotFoundError,
-    SandboxFilePermissionError,
-    SandboxFileTypeError,
 )
-from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Feed, Writable
+from jupyter_sandbox.sandbox.backends.base import Feed, Writable
 from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.fair_share import OwnerCap
+from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
+from jupyter_sandbox.sandbox.operations.file_watch import watch_directory
 from jupyter_sandbox.sandbox.programs import file_program, image_programs
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import SandboxManager
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
-MAX_PATH_BYTES = 4096
 # Most bytes of a listing or of a write's report: the program's output is the sandbox's to
 # write, and is held in the server's memory (a directory of ~100,000 entries fits).
 MAX_REPORT_BYTES = 32 * 1024**2
-MAX_ERROR_REPORT_BYTES = 64 * 1024  # the program's error report: a code and a message
 
 # The program each operation runs in the sandbox, sent as source (file_program.py says why).
 PROGRAM = Path(file_program.__file__).read_text()
-
-
-def check_path(path: Any) -> str:
-    """``path`` if it can name a file in a sandbox; InvalidRequestError saying why otherwise."""
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise InvalidRequestError(
-            "path must be a non-empty string without NUL: a path in the sandbox, relative to "
-            f"{WORKSPACE_DIR} or absolute"
-        )
-    try:
-        encoded = path.encode()
-    except UnicodeEncodeError:
-        raise InvalidRequestError("path must be valid UTF-8") from None
-    if len(encoded) > MAX_PATH_BYTES:
-        raise InvalidRequestError(f"path must be at most {MAX_PATH_BYTES} bytes")
-    return path
 
 
 class SandboxFiles(LoggingConfigurable):
@@ -114,7 +93,7 @@ class SandboxFiles(LoggingConfigurable):
         config=True,
         help="""Most directory watches (a count) this server follows at once, all owners
         together (0: no cap): each holds one of the engine's long-call threads
-        (SandboxSettings.engine_long_threads) while it lasts.""",
+        (DockerBackend.engine_long_threads) while it lasts.""",
     )
     max_watches_per_owner = Integer(
         8,
@@ -129,7 +108,7 @@ class SandboxFiles(LoggingConfigurable):
         help="Most seconds a directory watch lasts; it then ends with an error.",
     )
 
-    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+    def __init__(self, manager: SandboxAccess, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
         # Directory watches running now, by owner (file_watch.py).
@@ -204,10 +183,6 @@ class SandboxFiles(LoggingConfigurable):
         """The changes under the directory ``path`` as they come: ("ready", ...), then
         ("change", {"type": created|modified|removed, "path", "entry"}) each, until closed
         (closing it stops the watcher in the sandbox). file_watch.py has the details."""
-        from jupyter_sandbox.sandbox.operations.file_watch import (
-            watch_directory,  # it needs this module's helpers
-        )
-
         return watch_directory(self, owner, sandbox_id, path, recursive)
 
     async def check_running(self, owner: str, sandbox_id: str) -> None:
@@ -283,23 +258,3 @@ def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
     if not isinstance(decoded, dict):
         raise SandboxFileError(f"sandbox {sandbox_id} answered something unreadable")
     return decoded
-
-
-def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
-    """The error the program in the sandbox reported (its stderr is the sandbox's to write, so
-    it is only ever shown as text, never trusted for more than picking the error class)."""
-    try:  # MalformedJSONError is a ValueError
-        report = sandbox_json.loads(stderr, max_bytes=MAX_ERROR_REPORT_BYTES)
-        code, message = str(report["error"]), str(report["message"])[:1000]
-    except (ValueError, KeyError, TypeError):
-        code, message = "", stderr.decode(errors="replace").strip()[:500]
-    message = f"sandbox {sandbox_id}: {message}"
-    if code == "not_found":
-        return SandboxFileNotFoundError(message)
-    if code == "file_exists":
-        return SandboxFileExistsError(message)
-    if code in ("is_a_directory", "not_a_directory", "not_a_file"):
-        return SandboxFileTypeError(message)
-    if code == "permission_denied":
-        return SandboxFilePermissionError(message)
-    return SandboxFileError(message)

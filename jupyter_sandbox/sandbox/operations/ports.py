@@ -54,7 +54,7 @@ from jupyter_sandbox.sandbox.programs import image_programs, port_program
 from jupyter_sandbox.sandbox.programs.inside_listener import start_listener
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import SandboxManager
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 # The opener shares the network forwarder's byte mover and threads: its source goes first (and
 # its ``from __future__`` import, which Python takes only at the top, serves both). The first
@@ -100,7 +100,7 @@ class SandboxPorts(LoggingConfigurable):
         "once it has reached the port or found nothing there).",
     ).tag(config=True)
 
-    def __init__(self, manager: SandboxManager, **kwargs: object) -> None:
+    def __init__(self, manager: SandboxAccess, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.manager = manager
         # One start at a time per sandbox; a removed sandbox's lock goes with its last user.

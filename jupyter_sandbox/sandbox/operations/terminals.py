@@ -28,7 +28,7 @@ from jupyter_sandbox.protocol.errors import (
 from jupyter_sandbox.sandbox.backends.base import Terminal
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import SandboxManager
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class SandboxTerminals(LoggingConfigurable):
         process in the sandbox, under its pids and memory limits. 0 turns terminals off.""",
     )
 
-    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+    def __init__(self, manager: SandboxAccess, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
         self._open: dict[str, set[SandboxTerminal]] = collections.defaultdict(set)

@@ -1,6 +1,6 @@
 """The root of every process tree the host starts for a caller in a sandbox: a command (run to
 its end or in the background) and a terminal's shell. Run as the sandbox's user:
-``python3 -I -S -c SOURCE TOKEN ARGV...`` (exec_deadline.supervised).
+``python3 -I -S -c SOURCE TOKEN ARGV...`` (exec_marks.supervised).
 
 It makes itself the child subreaper (``PR_SET_CHILD_SUBREAPER``): a process whose parent ends
 is then adopted by it, not by the sandbox's init, so everything the command starts stays in

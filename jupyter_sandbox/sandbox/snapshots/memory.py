@@ -50,7 +50,7 @@ from jupyter_sandbox.sandbox.snapshots.kernel_bridge import close_bridge, open_b
 from jupyter_sandbox.sandbox.snapshots.storage import check_snapshot_id, new_snapshot_id
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import SandboxManager
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def check_checkpointable(
 class MemorySnapshots:
     """Checkpoints of ``manager``'s sandboxes; reached through ``manager.snapshots``."""
 
-    def __init__(self, manager: SandboxManager) -> None:
+    def __init__(self, manager: SandboxLifecycle) -> None:
         self.manager = manager
 
     async def checkpoint(

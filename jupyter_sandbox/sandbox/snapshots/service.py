@@ -48,7 +48,7 @@ from jupyter_sandbox.sandbox.snapshots.settings import SnapshotSettings
 from jupyter_sandbox.sandbox.snapshots.storage import workspace_metadata
 
 if TYPE_CHECKING:
-    from jupyter_sandbox.sandbox.manager import SandboxManager
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxLifecycle
 
 KINDS = ("workspace", "memory")
 COMPRESSIONS = (None, "gzip")  # what an import may declare (import_archive)
@@ -57,7 +57,7 @@ COMPRESSIONS = (None, "gzip")  # what an import may declare (import_archive)
 class Snapshots(SnapshotSettings):
     """Workspace snapshots of ``manager``'s sandboxes (configured as ``c.Snapshots.*``)."""
 
-    def __init__(self, manager: SandboxManager, **kwargs: Any) -> None:
+    def __init__(self, manager: SandboxLifecycle, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.manager = manager
         self.memory = MemorySnapshots(manager)

@@ -35,7 +35,9 @@ def test_a_key_changes_with_everything_fixed_at_creation(
 
     def key(owner: str = "alice", **request: Any) -> str:
         request.setdefault("launch_dir", str(tmp_path))
-        return pool_key(manager.settings, manager.check_request(owner, **request))
+        return pool_key(
+            manager.settings, manager.check_request(owner, **request), manager.backend_key()
+        )
 
     base = key()
     assert key() == base
@@ -53,7 +55,20 @@ def test_a_key_changes_with_everything_fixed_at_creation(
     assert base not in variants
     hardened_differently = SandboxSettings(config=manager.config, read_only_root=False)
     request = manager.check_request("alice", launch_dir=str(tmp_path))
-    assert pool_key(hardened_differently, request) != base
+    assert pool_key(hardened_differently, request, manager.backend_key()) != base
+    # The backend is part of what a member was made by: another one, or the same configured
+    # otherwise (under its setting's old name too), makes other members.
+    renamed = {"runsc": "runsc-kvm", "runc": "runc"}
+    for config in (
+        {"DockerBackend": {"runtime_names": renamed}},
+        {"SandboxSettings": {"docker_runtime_names": renamed}},
+        {"SandboxManager": {"backend_class": "tests.sandbox.test_backend_class.ListingBackend"}},
+    ):
+        merged = Config()
+        merged.merge(manager.config)
+        merged.merge(Config(config))
+        other = SandboxManager.from_config(merged)
+        assert pool_key(other.settings, request, other.backend_key()) != base, config
 
 
 def test_exactly_one_of_many_takers_wins(state_dir: Path) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.operations.commands import (
     DEFAULT_TIMEOUT,
     MAX_CWD,
@@ -17,6 +16,7 @@ from jupyter_sandbox.sandbox.operations.commands import (
     MAX_ENV_VALUE,
     CommandRequest,
 )
+from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
 
 
 def test_a_request_without_env_or_cwd_runs_in_workspace_with_the_sandboxs_environment() -> None:

@@ -19,7 +19,8 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
 )
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.operations.files import _decoded, check_path, reported_error
+from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
+from jupyter_sandbox.sandbox.operations.files import _decoded
 from tests.sandbox.snapshots.workspace_files import OWNER, sh
 
 pytestmark = pytest.mark.integration

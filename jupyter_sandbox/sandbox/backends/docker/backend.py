@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 import docker.errors
+from traitlets import Dict, Enum, Float, Integer, Unicode
 
 from jupyter_sandbox.protocol.errors import (
     EngineTimeoutError,
@@ -59,7 +60,7 @@ from jupyter_sandbox.sandbox.backends.records import (
     ExecResult,
     SandboxInfo,
 )
-from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE
+from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE, RUNTIMES
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,70 @@ STRAY_MIN_AGE = 60.0
 
 
 class DockerBackend(SandboxBackend):
-    """Sandboxes on a Docker engine. ``runtime_names`` maps runsc/runc to daemon runtime names."""
+    """Sandboxes on a Docker engine (the default ``SandboxManager.backend_class``).
 
-    def __init__(self, engine: DockerEngine, runtime_names: dict[str, str]) -> None:
-        self.engine = engine
-        self.runtime_names = dict(runtime_names)
+    Configured as ``c.DockerBackend.*``; these settings were ``SandboxSettings``' before
+    (``docker_runtime_names``, ``engine_*``), and those names still work, with a warning
+    (settings.MOVED_SETTINGS). ``engine``: a client of the engine to use instead of one made
+    from these settings.
+    """
+
+    runtime_names = Dict(
+        key_trait=Enum(RUNTIMES),
+        value_trait=Unicode(),
+        default_value={"runsc": "runsc", "runc": "runc"},
+        config=True,
+        help="""The name each runtime is registered under in the Docker daemon (daemon.json
+        'runtimes'). Change it only if your daemon registers gVisor under another name.""",
+    )
+    engine_timeout = Float(
+        30.0,
+        config=True,
+        help="Seconds any one container-engine call may take before it is abandoned and reported.",
+    )
+    # The engine's threads (engine.py), each pool shared fairly between owners (fair_share.py).
+    engine_threads = Integer(
+        16,
+        min=1,
+        config=True,
+        help="""Threads (a count) for the container engine's short calls (inspect, list, create,
+        start, remove), all owners together.""",
+    )
+    engine_threads_per_owner = Integer(
+        8,
+        min=1,
+        config=True,
+        help="""Most of engine_threads (a count) one owner's calls hold at once; past it their
+        calls wait, and a free thread goes to the owner holding fewest.""",
+    )
+    engine_long_threads = Integer(
+        128,
+        min=1,
+        config=True,
+        help="""Threads (a count) for engine calls that last as long as a command does (commands,
+        file operations, streams, directory watches, snapshots), all owners together: each
+        such call holds one while it runs.""",
+    )
+    engine_long_threads_per_owner = Integer(
+        32,
+        min=1,
+        config=True,
+        help="""Most of engine_long_threads (a count) one owner's commands, streams and watches
+        hold at once; past it the owner's next one waits for one of them to end.""",
+    )
+
+    def __init__(self, engine: DockerEngine | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.engine = engine or DockerEngine(
+            timeout=self.engine_timeout,
+            max_workers=self.engine_threads,
+            max_workers_per_owner=self.engine_threads_per_owner,
+            max_long=self.engine_long_threads,
+            max_long_per_owner=self.engine_long_threads_per_owner,
+        )
+
+    def runtime_name(self, runtime: str) -> str:
+        return str(self.runtime_names.get(runtime, runtime))
 
     # -- readiness of the engine itself -------------------------------------------------------
 
@@ -84,7 +144,7 @@ class DockerBackend(SandboxBackend):
 
     async def check_ready(self, runtime: str, image: str) -> None:
         registered = (await self.engine_facts()).runtimes
-        engine_name = self.runtime_names.get(runtime, runtime)
+        engine_name = self.runtime_name(runtime)
         if engine_name not in registered:
             raise RuntimeUnavailableError(
                 f"the Docker engine has no '{engine_name}' runtime (it has: "
@@ -107,7 +167,7 @@ class DockerBackend(SandboxBackend):
         def create() -> str:
             api = self.engine.client.api
             host_config = api.create_host_config(
-                **host_config_arguments(spec, self.runtime_names[spec.runtime])
+                **host_config_arguments(spec, self.runtime_name(spec.runtime))
             )
             created = api.create_container(**container_arguments(spec), host_config=host_config)
             return str(created["Id"])

@@ -30,8 +30,7 @@ from jupyter_sandbox.protocol.errors import (
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, new_mark
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import supervised as supervised_argv
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked
 from jupyter_sandbox.sandbox.backends.docker.exec_start import (
     exec_result,
     once_started,
@@ -41,6 +40,8 @@ from jupyter_sandbox.sandbox.backends.docker.exec_start import (
 )
 from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
 from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
+from jupyter_sandbox.sandbox.programs.exec_marks import supervised as supervised_argv
 
 # Reads the sandbox's current state; polled so that a wait ends when the sandbox dies.
 Inspect = Callable[[], Awaitable[SandboxInfo]]

@@ -23,48 +23,26 @@ whatever it is given). A process that kills its own supervisor (same user) and e
 environment is still reached under runc by the audit login uid the supervisor gave it, which it
 cannot change; under gVisor, which has no audit, it escapes. What a command leaves once its own
 process ended is the sandbox's
-(supervisor_program.py). The sandbox's init reaps what is killed.
+(supervisor_program.py). The sandbox's init reaps what is killed. The mark, the supervisor's
+and the killer's command lines are the same whatever the engine: sandbox/programs/exec_marks.py;
+this module runs the killer through Docker.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-from pathlib import Path
 
 import docker.errors
 
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
-from jupyter_sandbox.sandbox.programs import image_programs, kill_program, supervisor_program
+from jupyter_sandbox.sandbox.programs.exec_marks import kill_argv
+from jupyter_sandbox.sandbox.programs.exec_marks import new_mark as new_mark  # cli/sandboxes.py's
 
 log = logging.getLogger(__name__)
 
-EXEC_MARK = "JUPYTER_SANDBOX_EXEC"
 KILL_SECONDS = 10.0  # at most this long for the killing exec itself (a frozen sandbox)
-
-# Sent as source, as the files program is (file_program.py).
-SUPERVISOR = Path(supervisor_program.__file__).read_text()
-KILLER = Path(kill_program.__file__).read_text()
-
-
-def supervised(argv: list[str], mark: dict[str, str]) -> list[str]:
-    """``argv`` under a supervisor that ``kill_marked`` with the same ``mark`` finds."""
-    ((_name, token),) = mark.items()
-    return image_programs.python(SUPERVISOR, token, *argv)
-
-
-def kill_argv(entry: str) -> list[str]:
-    """The program that kills every process of the exec marked ``entry`` (``NAME=TOKEN``) and
-    its supervisor's descendants, for callers that run it through an exec of their own (a
-    background command's removal). Exit status 0: none is left."""
-    return image_programs.python(KILLER, entry)
-
-
-def new_mark() -> dict[str, str]:
-    """The environment entry that marks one exec's processes (given to ``exec_create``)."""
-    return {EXEC_MARK: secrets.token_hex(16)}
 
 
 async def kill_marked(

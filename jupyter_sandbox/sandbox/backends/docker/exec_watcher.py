@@ -9,7 +9,7 @@ lets an exec run on when its attach connection drops: the command would run to i
 or forever when nothing reads it. So the CLI starts this process before the exec, as the
 kernel starts its lifeline (lifeline.py): in a session of its own (a signal to the CLI's process
 group does not reach it), with the read end of a pipe as its standard input, whose write end
-only the CLI holds. The CLI writes the exec's mark (exec_deadline.new_mark) into the pipe
+only the CLI holds. The CLI writes the exec's mark (exec_marks.new_mark) into the pipe
 first, so the mark is never on a command line another host user can read. The operating system
 closes the pipe when the CLI ends in any way; this process then reads end of file, and unless
 the CLI wrote ``DONE`` (watcher_pipe.py) first (its command ended, or it dealt with it), it kills what the

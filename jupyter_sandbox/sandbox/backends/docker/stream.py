@@ -23,9 +23,9 @@ from docker.utils.socket import demux_adaptor, frames_iter
 from jupyter_sandbox.sandbox.backends.base import Feed, Sink
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import ExecWatch, Inspect, raw_socket
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import new_mark
 from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result, start_exec
 from jupyter_sandbox.sandbox.backends.records import ExecResult
+from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
 
 # stderr is for error messages: the first MiB is kept.
 MAX_STDERR = 1024**2

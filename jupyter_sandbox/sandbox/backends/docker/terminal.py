@@ -41,9 +41,10 @@ from jupyter_sandbox.protocol.errors import (
 from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Terminal
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import Inspect, raw_socket
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, new_mark, supervised
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.exec_marks import new_mark, supervised
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from jupyter_sandbox.sandbox.host.fair_share import current_owner
 
 async def test_no_engine_fails_fast_naming_the_fix(tmp_path: object) -> None:
     engine = DockerEngine(timeout=5, base_url="unix:///nonexistent/docker.sock")
-    backend = DockerBackend(engine, {"runsc": "runsc", "runc": "runc"})
+    backend = DockerBackend(engine)
     started = time.monotonic()
     with pytest.raises(EngineUnavailableError, match=r"engine-bootstrap\.sh"):
         await backend.check_ready("runc", "img")

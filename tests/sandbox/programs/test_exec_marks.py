@@ -1,6 +1,6 @@
-"""The supervisor and the kill of exec_deadline.py, as programs: run here, on the host's Linux
-(the same kernel calls a sandbox makes under runc), with the host's Python in place of the
-image's. In sandboxes, on both runtimes: tests/security/test_kill_escapes.py."""
+"""The supervisor and the kill of exec_marks.py (a command's deadline), as programs: run here,
+on the host's Linux (the same kernel calls a sandbox makes under runc), with the host's Python in
+place of the image's. In sandboxes, on both runtimes: tests/security/test_kill_escapes.py."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import (
+from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs.exec_marks import (
     EXEC_MARK,
     SUPERVISOR,
     kill_argv,
     new_mark,
     supervised,
 )
-from jupyter_sandbox.sandbox.programs import image_programs
 
 
 def on_host(argv: list[str]) -> list[str]:
