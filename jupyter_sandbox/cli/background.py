@@ -19,10 +19,11 @@ from traitlets import Bool, default
 
 from jupyter_sandbox.cli.owner import OwnerCommand, reader_left
 from jupyter_sandbox.cli.sandboxes import CommandOptions
-from jupyter_sandbox.cli.text import shown
+from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
+from jupyter_sandbox.sandbox.operations.background_records import BackgroundCommand
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 INTERRUPTED = 130  # Ctrl-C, as a shell has it (SIGINT)
@@ -44,7 +45,6 @@ class _BackgroundCommand(OwnerCommand):
 
 
 class StartApp(CommandOptions, _BackgroundCommand):
-    name = "jupyter-sandbox-background-start"
     description = (
         "Start a command in a running sandbox and leave it running; print its id (its output "
         "goes to a log that 'background output' reads)."
@@ -59,9 +59,10 @@ class StartApp(CommandOptions, _BackgroundCommand):
     )
     aliases = {"env": "StartApp.env", "cwd": "StartApp.cwd"}
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *argv = self.arguments(2, 100_000)
-        request = self.command_request(argv, background=True)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, program: str, *arguments: str
+    ) -> int:
+        request = self.command_request([program, *arguments], background=True)
         started = await manager.background.start(owner, sandbox_id, request)
         # The id alone on stdout, so that id=$(jupyter sandbox background start ...) takes it.
         print(started.command_id, flush=True)
@@ -74,32 +75,17 @@ class StartApp(CommandOptions, _BackgroundCommand):
 
 
 class ListApp(_BackgroundCommand):
-    name = "jupyter-sandbox-background-list"
     description = "List a sandbox's background commands, running or ended, oldest first."
     usage = "list SANDBOX_ID"
     examples = "jupyter sandbox background list 0123456789ab"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
         commands = await manager.background.list(owner, sandbox_id)
-        print(f"{'COMMAND':12}  {'STATUS':9}  {'STARTED':20}  COMMAND LINE")
-        for command in commands:
-            status = (
-                "running"
-                if command.running
-                else "ended"
-                if command.exit_code is None
-                else f"exit {command.exit_code}"
-            )
-            print(
-                f"{command.command_id:12}  {status:9}  {_utc(command.started):20}  "
-                f"{_command_line(command.argv)}"
-            )
+        print_table(COLUMNS, map(_row, commands))
         return 0
 
 
 class OutputApp(_BackgroundCommand):
-    name = "jupyter-sandbox-background-output"
     description = (
         "Print a background command's output so far (standard output and error, as they were "
         "interleaved); with --follow, print it as it comes until the command ends, and exit "
@@ -137,8 +123,10 @@ class OutputApp(_BackgroundCommand):
             )
             self.exit(INTERRUPTED)
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, command_id = self._read = tuple(self.arguments(2, 2))
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, command_id: str
+    ) -> int:
+        self._read = (sandbox_id, command_id)
         try:
             if self.follow:
                 return await _followed(manager.background, owner, sandbox_id, command_id)
@@ -151,16 +139,16 @@ class OutputApp(_BackgroundCommand):
 
 
 class RmApp(_BackgroundCommand):
-    name = "jupyter-sandbox-background-rm"
     description = (
         "Stop background commands with everything they started, and forget them and their output."
     )
     usage = "rm SANDBOX_ID COMMAND_ID..."
     examples = "jupyter sandbox background rm 0123456789ab 5f3a9c0d1e2b"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *command_ids = self.arguments(2, 1000)
-        for command_id in command_ids:
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, first: str, *more: str
+    ) -> int:
+        for command_id in (first, *more):
             await manager.background.remove(owner, sandbox_id, command_id)
             print(f"removed {command_id}")
         return 0
@@ -201,6 +189,21 @@ async def _followed(
     finally:
         await events.aclose()
     raise AssertionError("unreachable: a follow ends with its result or error")
+
+
+COLUMNS = [("COMMAND", "12"), ("STATUS", "9"), ("STARTED", "20"), ("COMMAND LINE", "")]
+
+
+def _row(command: BackgroundCommand) -> tuple[str, ...]:
+    """A command's row in ``list``."""
+    status = (
+        "running"
+        if command.running
+        else "ended"
+        if command.exit_code is None
+        else f"exit {command.exit_code}"
+    )
+    return (command.command_id, status, _utc(command.started), _command_line(command.argv))
 
 
 def _utc(started: str) -> str:

@@ -37,7 +37,6 @@ FROM_STDIN = "-"
 
 
 class RunApp(OwnerCommand):
-    name = "jupyter-sandbox-run"
     description = (
         "Run Python code in a running sandbox's interpreter, where variables and imports stay "
         "from one run to the next; print its output as it comes. Exit status: 0, 1 if the code "
@@ -71,15 +70,15 @@ class RunApp(OwnerCommand):
             print(f"interrupted: the code was interrupted{where}", file=sys.stderr)
             self.exit(INTERRUPTED)
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *given = self.arguments(1, 2)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, code: str = FROM_STDIN
+    ) -> int:
         # Killed with SIGKILL, this process could not interrupt its code, which would hold the
         # interpreter for every later run and cell: its watcher does (run_watcher.py). Started
         # first, it gets ready while this process reaches the kernel; the run waits for it.
         watcher = RunWatcher.start(manager.settings.state_path, sandbox_id)
         try:
-            code = given[0] if given and given[0] != FROM_STDIN else _standard_input()
-            request = _request(code, self.timeout)
+            request = _request(_standard_input() if code == FROM_STDIN else code, self.timeout)
             self._code_sent = True
             result = await run_code(
                 manager, owner, sandbox_id, request, output=_print_output, observer=watcher

@@ -32,13 +32,13 @@ class _FilesCommand(OwnerCommand):
 
 
 class LsApp(_FilesCommand):
-    name = "jupyter-sandbox-files-ls"
     description = "List a directory in a running sandbox (default: /workspace)."
     usage = "ls SANDBOX_ID [PATH]"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *path = self.arguments(1, 2)
-        listing = await manager.files.list(owner, sandbox_id, *path)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, path: str = "."
+    ) -> int:
+        listing = await manager.files.list(owner, sandbox_id, path)
         print(shown(listing["path"]))
         for entry in listing["entries"]:
             print(_line(entry, entry["name"]))
@@ -46,55 +46,21 @@ class LsApp(_FilesCommand):
 
 
 class StatApp(_FilesCommand):
-    name = "jupyter-sandbox-files-stat"
     description = "Show one path in a running sandbox (exit status 1 when nothing is there)."
     usage = "stat SANDBOX_ID PATH"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, path = self.arguments(2, 2)
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str, path: str) -> int:
         print(_line(await manager.files.info(owner, sandbox_id, path)))
         return 0
 
 
-class MkdirApp(_FilesCommand):
-    name = "jupyter-sandbox-files-mkdir"
-    description = "Make a directory, with its missing parents, in a running sandbox."
-    usage = "mkdir SANDBOX_ID PATH"
-
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, path = self.arguments(2, 2)
-        entry = await manager.files.make_directory(owner, sandbox_id, path)
-        print(shown(entry["path"]) + ("" if entry.get("created") else " (already there)"))
-        return 0
-
-
-class MvApp(_FilesCommand):
-    name = "jupyter-sandbox-files-mv"
-    description = "Move (rename) a file or directory in a running sandbox."
-    usage = "mv SANDBOX_ID PATH NEW_PATH [--overwrite]"
-    overwrite = Bool(
-        False,
-        config=True,
-        help="Replace what is at NEW_PATH (a file, or an empty directory); refused otherwise.",
-    )
-    flags = {"overwrite": ({"MvApp": {"overwrite": True}}, "Replace what is at NEW_PATH.")}
-
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, path, target = self.arguments(3, 3)
-        entry = await manager.files.move(owner, sandbox_id, path, target, self.overwrite)
-        print(shown(entry["path"]))
-        return 0
-
-
 class GetApp(_FilesCommand):
-    name = "jupyter-sandbox-files-get"
     description = "Copy a file out of a running sandbox (to standard output by default)."
     usage = "get SANDBOX_ID PATH [--output=LOCAL_FILE]"
     output = Unicode("-", config=True, help="Where to write the file ('-': standard output).")
     aliases = {"output": "GetApp.output"}
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, path = self.arguments(2, 2)
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str, path: str) -> int:
         data = await manager.files.read(owner, sandbox_id, path)
         if self.output == "-":
             sys.stdout.buffer.write(data)
@@ -105,12 +71,12 @@ class GetApp(_FilesCommand):
 
 
 class PutApp(_FilesCommand):
-    name = "jupyter-sandbox-files-put"
     description = "Copy a local file (or '-': standard input) into a running sandbox, whole."
     usage = "put SANDBOX_ID LOCAL_FILE PATH"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, local, path = self.arguments(3, 3)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, local: str, path: str
+    ) -> int:
         try:
             data = await asyncio.to_thread(_read_local, local)
         except OSError as exc:
@@ -121,19 +87,44 @@ class PutApp(_FilesCommand):
         return 0
 
 
+class MkdirApp(_FilesCommand):
+    description = "Make a directory, with its missing parents, in a running sandbox."
+    usage = "mkdir SANDBOX_ID PATH"
+
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str, path: str) -> int:
+        entry = await manager.files.make_directory(owner, sandbox_id, path)
+        print(shown(entry["path"]) + ("" if entry.get("created") else " (already there)"))
+        return 0
+
+
+class MvApp(_FilesCommand):
+    description = "Move (rename) a file or directory in a running sandbox."
+    usage = "mv SANDBOX_ID PATH NEW_PATH [--overwrite]"
+    overwrite = Bool(
+        False,
+        config=True,
+        help="Replace what is at NEW_PATH (a file, or an empty directory); refused otherwise.",
+    )
+    flags = {"overwrite": ({"MvApp": {"overwrite": True}}, "Replace what is at NEW_PATH.")}
+
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, path: str, target: str
+    ) -> int:
+        entry = await manager.files.move(owner, sandbox_id, path, target, self.overwrite)
+        print(shown(entry["path"]))
+        return 0
+
+
 class RmApp(_FilesCommand):
-    name = "jupyter-sandbox-files-rm"
     description = "Remove a file, or a directory with all it holds, in a running sandbox."
     usage = "rm SANDBOX_ID PATH"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, path = self.arguments(2, 2)
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str, path: str) -> int:
         await manager.files.remove(owner, sandbox_id, path)
         return 0
 
 
 class WatchApp(_FilesCommand):
-    name = "jupyter-sandbox-files-watch"
     description = (
         "Print each change in a directory of a running sandbox as it happens (created, "
         "modified, removed, then the path), until Ctrl-C (exit status 130)."
@@ -148,9 +139,10 @@ class WatchApp(_FilesCommand):
         except KeyboardInterrupt:  # asyncio.run closed the watch: the watcher was killed
             self.exit(INTERRUPTED)
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *path = self.arguments(1, 2)
-        events = manager.files.watch(owner, sandbox_id, (path or ["."])[0], self.recursive)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, path: str = "."
+    ) -> int:
+        events = manager.files.watch(owner, sandbox_id, path, self.recursive)
         try:
             async for name, data in events:
                 if name == "ready":

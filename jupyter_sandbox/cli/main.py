@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from traitlets import Bool, List, Unicode
@@ -26,10 +27,11 @@ from jupyter_sandbox.cli import snapshots as cli_snapshots
 from jupyter_sandbox.cli import terminal as cli_terminal
 from jupyter_sandbox.cli.kernelspec import InstallKernelApp
 from jupyter_sandbox.cli.mcp import McpApp
-from jupyter_sandbox.cli.owner import SandboxCommandApp
-from jupyter_sandbox.cli.text import shown
+from jupyter_sandbox.cli.owner import OwnerCommand, SandboxCommandApp
+from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.protocol.errors import ImageBuildError
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
+from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.doctor import exit_code, run_checks
 from jupyter_sandbox.sandbox.images.build import ImageBuilder, remove_leftover_build_containers
 from jupyter_sandbox.sandbox.images.packages import PackageImageBuilder, read_requirements
@@ -44,6 +46,14 @@ BUILD_TIMEOUT = 1800
 # Seconds `list` spares a start or a kernel's restart before it calls a sandbox an orphan; the
 # automatic sweeps wait for the start timeout, and an unnamed kernel's lifeline a few seconds.
 LIST_GRACE = 10.0
+SANDBOX_COLUMNS = [
+    ("SANDBOX", "12"),
+    ("RUNTIME", "7"),
+    ("STATUS", "8"),
+    ("CREATED", "25"),
+    ("USE", "24"),
+    ("IMAGE", ""),
+]
 
 
 class _SandboxCommand(SandboxCommandApp):
@@ -155,23 +165,30 @@ class ListApp(_SandboxCommand):
                 rows = await manager.list_sandboxes(self.owner or default_owner())
             finally:
                 await manager.close()
-            print(f"{'SANDBOX':12}  {'RUNTIME':7}  {'STATUS':8}  {'CREATED':25}  {'USE':24}  IMAGE")
-            for info in rows:
-                state = manager.read_state(info.sandbox_id)
-                orphan = orphan_reason(manager, info, state, LIST_GRACE)
-                use = "orphan" if orphan else _use_of(state, manager)
-                # Last, why an orphan is one: `jupyter sandbox gc` (or the next start of a
-                # kernel or verb) removes it.
-                why = f"  (orphan: {orphan})" if orphan else ""
-                # The image and the context are labels a caller chose: escaped, as is all
-                # else a row shows that is not the server's own.
-                print(
-                    f"{info.sandbox_id:12}  {info.runtime:7}  {info.status:8}  {info.created:25}  "
-                    f"{shown(use):24}  {shown(info.image)}{why}"
-                )
+            print_table(SANDBOX_COLUMNS, (_row(manager, info) for info in rows))
             return 0
 
         return asyncio.run(show())
+
+
+def _row(manager: SandboxManager, info: SandboxInfo) -> tuple[str, ...]:
+    """A sandbox's row in ``list``: what it is, what it serves, and why it is an orphan."""
+    state = manager.read_state(info.sandbox_id)
+    orphan = orphan_reason(manager, info, state, LIST_GRACE)
+    use = "orphan" if orphan else _use_of(state, manager)
+    # Last, why an orphan is one: `jupyter sandbox gc` (or the next start of a
+    # kernel or verb) removes it.
+    why = f"  (orphan: {orphan})" if orphan else ""
+    # The image and the context are labels a caller chose: escaped, as is all
+    # else a row shows that is not the server's own.
+    return (
+        info.sandbox_id,
+        info.runtime,
+        info.status,
+        info.created,
+        shown(use),
+        shown(info.image) + why,
+    )
 
 
 def _use_of(state: dict[str, Any], manager: SandboxManager) -> str:
@@ -214,6 +231,19 @@ class GcApp(_SandboxCommand):
         return 0
 
 
+def verbs_of(module: ModuleType) -> list[type[OwnerCommand]]:
+    """The verbs a module of one group's verbs defines (cli/files.py...), in the order it
+    defines them (the order its help lists them in)."""
+    return [
+        app
+        for app in vars(module).values()
+        if isinstance(app, type)
+        and issubclass(app, OwnerCommand)
+        and app.__module__ == module.__name__
+        and app.verb
+    ]
+
+
 class _CommandGroup(SandboxCommandApp):
     """An app that only holds verbs: without one, it lists them and exits with status 2.
 
@@ -236,41 +266,26 @@ class _CommandGroup(SandboxCommandApp):
         super().start()
 
 
-class SnapshotApp(_CommandGroup):
-    name = "jupyter-sandbox-snapshot"
-    description = "Workspace snapshots: create, list, restore, delete."
-    verbs = {
-        "create": cli_snapshots.CreateApp,
-        "list": cli_snapshots.ListApp,
-        "restore": cli_snapshots.RestoreApp,
-        "delete": cli_snapshots.DeleteApp,
-    }
+def verb_group(module: ModuleType, topic: str) -> type[_CommandGroup]:
+    """The app of the group of verbs ``module`` defines (verbs_of): named by their group
+    (``jupyter sandbox files``), described as ``topic`` and the list of its verbs."""
+    apps = verbs_of(module)
+    group = apps[0].group
+    found: dict[str, type[SandboxCommandApp]] = {app.verb: app for app in apps}
+
+    class Group(_CommandGroup):
+        name = f"jupyter-sandbox-{group}"
+        description = f"{topic}: {', '.join(found)}."
+        verbs = found
+
+    Group.__name__ = Group.__qualname__ = f"{group.capitalize()}App"
+    return Group
 
 
-class FilesApp(_CommandGroup):
-    name = "jupyter-sandbox-files"
-    description = "Files in a running sandbox: ls, stat, get, put, mkdir, mv, rm, watch."
-    verbs = {
-        "ls": cli_files.LsApp,
-        "stat": cli_files.StatApp,
-        "get": cli_files.GetApp,
-        "put": cli_files.PutApp,
-        "mkdir": cli_files.MkdirApp,
-        "mv": cli_files.MvApp,
-        "rm": cli_files.RmApp,
-        "watch": cli_files.WatchApp,
-    }
-
-
-class BackgroundApp(_CommandGroup):
-    name = "jupyter-sandbox-background"
-    description = "Commands left running in a sandbox: start, list, output, rm."
-    verbs = {
-        "start": cli_background.StartApp,
-        "list": cli_background.ListApp,
-        "output": cli_background.OutputApp,
-        "rm": cli_background.RmApp,
-    }
+# The groups of verbs that have a module each, as `jupyter sandbox --help` lists them.
+SnapshotApp = verb_group(cli_snapshots, "Workspace snapshots")
+FilesApp = verb_group(cli_files, "Files in a running sandbox")
+BackgroundApp = verb_group(cli_background, "Commands left running in a sandbox")
 
 
 class SandboxApp(_CommandGroup):

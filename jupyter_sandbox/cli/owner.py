@@ -13,10 +13,11 @@ with one SandboxManager for its run. A SandboxError is printed as ``error: <mess
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from jupyter_core.application import JupyterApp
 from traitlets import Unicode
@@ -28,6 +29,8 @@ from jupyter_sandbox.sandbox.lifecycle.reaper import sweep_orphans
 from jupyter_sandbox.sandbox.manager import SandboxManager, default_owner
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 
+# Arguments a verb taking ``*rest`` may be given: a command's words (exec), ids to remove.
+MAX_ARGUMENTS = 100_000
 BROKEN_PIPE = 141  # what read the output left (``| head``), as a shell has it (SIGPIPE)
 
 
@@ -73,6 +76,11 @@ class SandboxCommandApp(JupyterApp):
 
 
 class OwnerCommand(SandboxCommandApp):
+    """A verb acting as one owner. A verb declares its ``group`` and ``usage`` (whose first
+    word is the verb, and names the app: ``jupyter-sandbox-files-ls``) and its ``run``, whose
+    parameters after ``owner`` are the verb's arguments: their number is checked against them
+    before anything runs (a ``*rest`` takes any number more), else the usage, status 2."""
+
     owner = Unicode(
         config=True,
         help="Whose sandboxes and snapshots (default: JUPYTER_SANDBOX_OWNER, JUPYTERHUB_USER or "
@@ -83,12 +91,24 @@ class OwnerCommand(SandboxCommandApp):
     aliases = {"owner": "OwnerCommand.owner"}
     group = ""  # the verbs' group, as usage lines name it: "snapshot", "files" (or none)
     usage = ""  # the verb and its arguments, e.g. "delete SNAPSHOT_ID"
+    verb: ClassVar[str] = ""  # the usage's first word: "delete"
 
-    def run(self, manager: SandboxManager, owner: str) -> Awaitable[int]:
-        """The verb's work; returns the exit status."""
-        raise NotImplementedError
+    # The verb's work, ``async def run(self, manager, owner, ARGUMENT...) -> int``: the exit
+    # status. Declared as a callable of any arguments, since each verb's differ.
+    run: Callable[..., Awaitable[int]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.usage:
+            cls.verb = cls.usage.split()[0]
+            if "name" not in vars(cls):
+                cls.name = "-".join(
+                    part for part in ("jupyter-sandbox", cls.group, cls.verb) if part
+                )
 
     def start(self) -> None:
+        arguments = self._arguments()
+
         async def main() -> int:
             manager = SandboxManager.from_config(self.config)
             # With no server, nothing else removes what killed kernels and servers left: each
@@ -96,7 +116,7 @@ class OwnerCommand(SandboxCommandApp):
             # rather than leave a removal half done.
             sweep = asyncio.ensure_future(sweep_orphans(manager))
             try:
-                return await self.run(manager, self.owner or default_owner())
+                return await self.run(manager, self.owner or default_owner(), *arguments)
             finally:
                 try:
                     await sweep
@@ -105,14 +125,18 @@ class OwnerCommand(SandboxCommandApp):
 
         self.exit_with(lambda: asyncio.run(main()))
 
-    def arguments(self, least: int, most: int) -> list[str]:
-        """The verb's arguments, ``least`` to ``most`` of them; else its usage, status 2."""
+    def _arguments(self) -> list[str]:
+        """The verb's arguments, as many as ``run`` takes after ``owner``; else its usage."""
+        taken = list(inspect.signature(self.run).parameters.values())[2:]
+        least = sum(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in taken)
+        variadic = any(p.kind is p.VAR_POSITIONAL for p in taken)
+        most = MAX_ARGUMENTS if variadic else len(taken)
         if not least <= len(self.extra_args) <= most:
-            verb = " ".join(part for part in ("jupyter sandbox", self.group, self.usage) if part)
-            print(f"usage: {verb}", file=sys.stderr)
-            self.exit(2)
+            self.usage_error()
         return [str(arg) for arg in self.extra_args]
 
-    def argument(self) -> str:
-        """The verb's one argument."""
-        return self.arguments(1, 1)[0]
+    def usage_error(self) -> None:
+        """Print the verb's usage and exit with status 2 (wrong arguments)."""
+        verb = " ".join(part for part in ("jupyter sandbox", self.group, self.usage) if part)
+        print(f"usage: {verb}", file=sys.stderr)
+        self.exit(2)

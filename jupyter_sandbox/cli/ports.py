@@ -23,7 +23,7 @@ from typing import Any
 from traitlets import Int, Unicode
 
 from jupyter_sandbox.cli.owner import OwnerCommand
-from jupyter_sandbox.cli.text import shown
+from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, SandboxNotFoundError
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.ports import check_port
@@ -34,7 +34,6 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class PortsApp(OwnerCommand):
-    name = "jupyter-sandbox-ports"
     description = (
         "List the TCP ports servers listen on in a running sandbox, each with the command "
         "that listens ('jupyter sandbox forward' reaches one from this host)."
@@ -42,17 +41,13 @@ class PortsApp(OwnerCommand):
     usage = "ports SANDBOX_ID"
     examples = "jupyter sandbox ports 0123456789ab"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
         found = await manager.ports.listening(owner, sandbox_id)
-        print(f"{'PORT':5}  COMMAND")
-        for port in found:
-            print(f"{port.port:<5}  {shown(port.command)}")
+        print_table([("PORT", "<5"), ("COMMAND", "")], ((p.port, shown(p.command)) for p in found))
         return 0
 
 
 class ForwardApp(OwnerCommand):
-    name = "jupyter-sandbox-forward"
     description = (
         "Listen on a local port and join each connection to a port of a running sandbox, as "
         "kubectl port-forward does, until Ctrl-C (exit status 0)."
@@ -88,8 +83,7 @@ class ForwardApp(OwnerCommand):
         except KeyboardInterrupt:  # before the forward was under way: its own handler stops it
             self.exit(INTERRUPTED)
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, given = self.arguments(2, 2)
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str, given: str) -> int:
         port = check_port(given)
         local_port = port if self.local_port is None else self.local_port
         if not 0 <= local_port < 65536:

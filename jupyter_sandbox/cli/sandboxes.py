@@ -10,8 +10,9 @@ OwnerCommand (cli/owner.py); ``jupyter sandbox list`` shows the ids.
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from traitlets import Bool, Float, HasTraits, List, Unicode
 
@@ -33,22 +34,22 @@ from jupyter_sandbox.sandbox.operations.commands import (
     run_command,
 )
 
+# A manager's call on one sandbox of an owner: (owner, sandbox_id).
+Change = Callable[[str, str], Awaitable[object]]
 TIMED_OUT = 124  # the exit status of a command killed at its time limit, as timeout(1) has it
 
 
 class StopApp(OwnerCommand):
-    name = "jupyter-sandbox-stop"
     description = "Stop and remove sandboxes (a kernel still using one sees it end)."
     usage = "stop SANDBOX_ID... | stop --context=NAME"
     context = Unicode("", config=True, help="Stop the sandbox of this named context.")
     aliases = {"context": "StopApp.context"}
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
+    async def run(self, manager: SandboxManager, owner: str, *sandbox_ids: str) -> int:
+        if bool(self.context) == bool(sandbox_ids):  # ids, or a context: one of the two
+            self.usage_error()
         if self.context:
-            self.arguments(0, 0)
-            sandbox_ids = [await _sandbox_of_context(manager, owner, self.context)]
-        else:
-            sandbox_ids = self.arguments(1, 100)
+            sandbox_ids = (await _sandbox_of_context(manager, owner, self.context),)
         for sandbox_id in sandbox_ids:
             await manager.get(owner, sandbox_id)  # an unknown id is an error, not a quiet no-op
             await manager.remove(owner, sandbox_id)
@@ -67,12 +68,10 @@ async def _sandbox_of_context(manager: SandboxManager, owner: str, context: str)
 
 
 class RestartApp(OwnerCommand):
-    name = "jupyter-sandbox-restart"
     description = "A fresh interpreter in a sandbox no kernel is using; /workspace is kept."
     usage = "restart SANDBOX_ID"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
         await manager.get(owner, sandbox_id)
         if kernel_attached(manager.settings.state_path, manager.read_state(sandbox_id)):
             # Restarting under a running kernel would leave that kernel relaying to nothing.
@@ -85,28 +84,30 @@ class RestartApp(OwnerCommand):
         return 0
 
 
-class PauseApp(OwnerCommand):
-    name = "jupyter-sandbox-pause"
+class _StateChange(OwnerCommand):
+    """pause and resume: one call of the manager on one sandbox, then a line saying it is done."""
+
+    # verb: the manager's call, and the word printed before the sandbox's id once it returned
+    CHANGES: ClassVar[dict[str, tuple[Callable[[SandboxManager], Change], str]]] = {
+        "pause": (lambda manager: manager.pause, "paused"),
+        "resume": (lambda manager: manager.resume, "resumed"),
+    }
+
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
+        change, done = self.CHANGES[self.verb]
+        await change(manager)(owner, sandbox_id)
+        print(f"{done} {sandbox_id}")
+        return 0
+
+
+class PauseApp(_StateChange):
     description = "Freeze every process of a sandbox (its memory stays); resume thaws it."
     usage = "pause SANDBOX_ID"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
-        await manager.pause(owner, sandbox_id)
-        print(f"paused {sandbox_id}")
-        return 0
 
-
-class ResumeApp(OwnerCommand):
-    name = "jupyter-sandbox-resume"
+class ResumeApp(_StateChange):
     description = "Thaw a paused sandbox."
     usage = "resume SANDBOX_ID"
-
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
-        await manager.resume(owner, sandbox_id)
-        print(f"resumed {sandbox_id}")
-        return 0
 
 
 class CommandOptions(HasTraits):
@@ -131,7 +132,6 @@ class CommandOptions(HasTraits):
 
 
 class ExecApp(CommandOptions, OwnerCommand):
-    name = "jupyter-sandbox-exec"
     description = (
         "Run a command in a sandbox as its user (sandbox/operations/commands.py); print its output as it "
         "comes and exit with its status. With -i, what is piped in is the command's standard "
@@ -163,10 +163,11 @@ class ExecApp(CommandOptions, OwnerCommand):
         "cwd": "ExecApp.cwd",
     }
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id, *argv = self.arguments(2, 100_000)
+    async def run(
+        self, manager: SandboxManager, owner: str, sandbox_id: str, program: str, *arguments: str
+    ) -> int:
         # stdin goes in as bytes, not through the JSON body's string: binary input stays whole.
-        request = self.command_request(argv, timeout=self.timeout)
+        request = self.command_request([program, *arguments], timeout=self.timeout)
         if self.stdin:
             request = replace(request, stdin=_standard_input())
         # If this process is killed (SIGKILL) the engine runs the command on: the watcher,

@@ -8,11 +8,12 @@ Each verb is an OwnerCommand (cli/owner.py) reading ``jupyter_sandbox_config.py`
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from traitlets import Bool, Enum, Unicode
 
 from jupyter_sandbox.cli.owner import OwnerCommand
-from jupyter_sandbox.cli.text import shown
+from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 from jupyter_sandbox.sandbox.snapshots.service import Snapshots
@@ -24,7 +25,6 @@ class _SnapshotCommand(OwnerCommand):
 
 
 class CreateApp(_SnapshotCommand):
-    name = "jupyter-sandbox-snapshot-create"
     description = (
         "Store a snapshot of a sandbox's /workspace, or with --kind=memory checkpoint its live "
         "kernel (runsc; the sandbox stops unless --leave-running); prints its id."
@@ -40,8 +40,7 @@ class CreateApp(_SnapshotCommand):
         "leave-running": ({"CreateApp": {"leave_running": True}}, leave_running.help),
     }
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
         made = await manager.snapshots.persist(
             owner, sandbox_id, note=self.note, kind=self.kind, leave_running=self.leave_running
         )
@@ -50,23 +49,39 @@ class CreateApp(_SnapshotCommand):
 
 
 class ListApp(_SnapshotCommand):
-    name = "jupyter-sandbox-snapshot-list"
     description = "List your snapshots."
+    usage = "list"
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
-        print(f"{'SNAPSHOT':16}  {'CREATED':32}  {'BYTES':>12}  {'SOURCE':12}  KIND  NOTE")
-        for item in manager.snapshots.list_snapshots(owner):
-            source = item.get("source", {}).get("sandbox") or "(imported)"
-            size = "?" if item.get("size") is None else item["size"]
-            print(
-                f"{item['id']:16}  {item['created']:32}  {size:>12}  {source:12}  "
-                f"{item.get('kind', 'workspace')}  {shown(item.get('note', ''))}"
-            )
+        print_table(COLUMNS, map(_row, manager.snapshots.list_snapshots(owner)))
         return 0
 
 
+COLUMNS = [
+    ("SNAPSHOT", "16"),
+    ("CREATED", "32"),
+    ("BYTES", ">12"),
+    ("SOURCE", "12"),
+    ("KIND", ""),
+    ("NOTE", ""),
+]
+
+
+def _row(item: dict[str, Any]) -> tuple[object, ...]:
+    """A snapshot's row in ``list``; its note is the caller's text: escaped."""
+    source = item.get("source", {}).get("sandbox") or "(imported)"
+    size = "?" if item.get("size") is None else item["size"]
+    return (
+        item["id"],
+        item["created"],
+        size,
+        source,
+        item.get("kind", "workspace"),
+        shown(item.get("note", "")),
+    )
+
+
 class RestoreApp(_SnapshotCommand):
-    name = "jupyter-sandbox-snapshot-restore"
     description = (
         "Restore a snapshot into a running sandbox (--sandbox) or into a new one, or a memory "
         "snapshot into its own sandbox; prints the sandbox's id."
@@ -81,8 +96,7 @@ class RestoreApp(_SnapshotCommand):
         "runtime": "RestoreApp.runtime",
     }
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        snapshot_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, snapshot_id: str) -> int:
         if manager.snapshots.get(owner, snapshot_id)["kind"] == "memory":
             print((await manager.snapshots.restore_memory(owner, snapshot_id)).sandbox_id)
             return 0
@@ -102,10 +116,9 @@ class RestoreApp(_SnapshotCommand):
 
 
 class DeleteApp(_SnapshotCommand):
-    name = "jupyter-sandbox-snapshot-delete"
     description = "Delete a snapshot."
     usage = "delete SNAPSHOT_ID"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        await manager.snapshots.delete(owner, self.argument())
+    async def run(self, manager: SandboxManager, owner: str, snapshot_id: str) -> int:
+        await manager.snapshots.delete(owner, snapshot_id)
         return 0

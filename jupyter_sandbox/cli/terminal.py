@@ -30,15 +30,13 @@ READ_BYTES = 64 * 1024
 
 
 class TerminalApp(OwnerCommand):
-    name = "jupyter-sandbox-terminal"
     description = (
         "An interactive shell in a running sandbox, as its user, in /workspace (as docker exec "
         "-it); exit, or close the window, to end it and what it started."
     )
     usage = "terminal SANDBOX_ID"
 
-    async def run(self, manager: SandboxManager, owner: str) -> int:
-        sandbox_id = self.argument()
+    async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
         stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
         if not (os.isatty(stdin) and os.isatty(stdout)):
             raise InvalidRequestError(

@@ -11,6 +11,12 @@ program's output, passed on byte for byte, as ``docker exec`` and ``python`` pas
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
+# A table's column: its title, and the format spec of its cells ("12": padded to 12, ">12":
+# right-aligned; "" for the last, unpadded).
+Column = tuple[str, str]
+
 
 def shown(text: str) -> str:
     """``text`` on one line with its control characters escaped (``\\x1b``, ``\\n``,
@@ -28,3 +34,12 @@ def shown_lines(text: str) -> str:
     """``text`` as :func:`shown` has it, but for its line breaks, which stay: a message of
     several lines (an image build's tail of pip's output) is still printed as lines."""
     return "\n".join(shown(line) for line in text.split("\n"))
+
+
+def print_table(columns: Sequence[Column], rows: Iterable[Sequence[object]]) -> None:
+    """The titles, then each row as it comes, its cells two spaces apart (the verbs that list
+    things: sandboxes, snapshots, ports, background commands). Cells that hold what a sandbox
+    chose are passed in escaped already (:func:`shown`)."""
+    print("  ".join(format(title, spec) for title, spec in columns))
+    for row in rows:
+        print("  ".join(format(cell, spec) for cell, (_, spec) in zip(row, columns, strict=True)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from tornado import web
 
+from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest, run_code, stream_code
 from jupyter_sandbox.server_extension.base import (
     SANDBOX_ID,
@@ -25,7 +26,6 @@ from jupyter_sandbox.server_extension.base import (
     authorized_to_execute,
 )
 from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
-from jupyter_sandbox.server_extension.requests import json_object
 
 
 class SandboxCodeHandler(EventStreamHandler):
@@ -36,12 +36,9 @@ class SandboxCodeHandler(EventStreamHandler):
     @authorized_to_execute
     async def post(self, sandbox_id: str) -> None:
         request = CodeRequest.from_json(json_object(self.request.body))
-        if not request.stream:
-            result = await run_code(self.manager, self.owner, sandbox_id, request)
-            self.write_json(result.as_dict())
-            return
-        events = stream_code(self.manager, self.owner, sandbox_id, request)
-        await self.send_events(events, f"its code run in {sandbox_id}")
+        await self.answer_run(
+            sandbox_id, request, run_code, stream_code, f"its code run in {sandbox_id}"
+        )
 
 
 code_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [

@@ -27,6 +27,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.operations.command_stream import stream_command
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
 from jupyter_sandbox.server_extension.base import (
@@ -35,7 +36,6 @@ from jupyter_sandbox.server_extension.base import (
     authorized_to_execute,
 )
 from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
-from jupyter_sandbox.server_extension.requests import json_object
 
 
 class SandboxCommandsHandler(EventStreamHandler):
@@ -55,12 +55,9 @@ class SandboxCommandsHandler(EventStreamHandler):
         if request.background:
             await self._start(sandbox_id, request)
             return
-        if not request.stream:
-            result = await run_command(self.manager, self.owner, sandbox_id, request)
-            self.write_json(result.as_dict())
-            return
-        events = stream_command(self.manager, self.owner, sandbox_id, request)
-        await self.send_events(events, f"its command in {sandbox_id}")
+        await self.answer_run(
+            sandbox_id, request, run_command, stream_command, f"its command in {sandbox_id}"
+        )
 
     async def _start(self, sandbox_id: str, request: CommandRequest) -> None:
         command = await self.manager.background.start(self.owner, sandbox_id, request)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from tornado.iostream import StreamClosedError
 
 from jupyter_sandbox.protocol.errors import TooManyStreamsError
+from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension.base import SandboxAPIHandler
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,22 @@ EVENT_STREAM = "text/event-stream"
 
 # (name, data): command_stream.Event and code_runs.Event alike.
 Event = tuple[str, dict[str, Any]]
+
+
+class RunRequest(Protocol):
+    """A request whose answer may be streamed: CommandRequest, CodeRequest."""
+
+    @property
+    def stream(self) -> bool: ...
+
+
+class RunResult(Protocol):
+    """A run's result as answered whole: CommandResult, CodeResult."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+Request = TypeVar("Request", bound=RunRequest)
 
 
 def sse_event(name: str, data: dict[str, Any]) -> bytes:
@@ -49,6 +66,24 @@ class EventStreamHandler(SandboxAPIHandler):
     # a command's kill, a code run's interrupt).
     _sending: asyncio.Task[None] | None = None
     _closing = False
+
+    async def answer_run(
+        self,
+        sandbox_id: str,
+        request: Request,
+        run: Callable[[SandboxManager, str, str, Request], Awaitable[RunResult]],
+        stream: Callable[[SandboxManager, str, str, Request], AsyncGenerator[Event, None]],
+        what: str,
+    ) -> None:
+        """Answer a request that runs something in ``sandbox_id`` (a command, code): with its
+        result once ``run`` ended, or, when the request asks to ``stream``, with the events of
+        ``stream`` as they come (``what`` as send_events has it)."""
+        if not request.stream:
+            result = await run(self.manager, self.owner, sandbox_id, request)
+            self.write_json(result.as_dict())
+            return
+        events = stream(self.manager, self.owner, sandbox_id, request)
+        await self.send_events(events, what)
 
     async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
         """Send ``events`` to the client as they come, until the last or until the client

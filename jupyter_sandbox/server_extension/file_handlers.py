@@ -27,9 +27,9 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
 from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
-from jupyter_sandbox.server_extension.requests import json_object
 
 MAKE_DIRECTORY = '{"type": "directory"}'
 MOVE = '{"path": "results/final.csv", "overwrite": false}'

@@ -35,28 +35,12 @@ class GatewayForwardingHandler(APIHandler):
 
     @web.authenticated
     @authorized
-    async def get(self, path: str) -> None:
+    async def forwarded(self, path: str) -> None:
+        """A request of any method: jupyter_server's checks, then sent on as it came."""
         await self.forward()
 
-    @web.authenticated
-    @authorized
-    async def post(self, path: str) -> None:
-        await self.forward()
-
-    @web.authenticated
-    @authorized
-    async def put(self, path: str) -> None:
-        await self.forward()
-
-    @web.authenticated
-    @authorized
-    async def patch(self, path: str) -> None:
-        await self.forward()
-
-    @web.authenticated
-    @authorized
-    async def delete(self, path: str) -> None:
-        await self.forward()
+    # tornado calls the method named as the request's: every one the sandbox routes take.
+    get = post = put = patch = delete = forwarded
 
     async def forward(self) -> None:
         gateway = self.serverapp.gateway_config  # type: ignore[union-attr]

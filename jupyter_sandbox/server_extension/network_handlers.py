@@ -14,10 +14,10 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.network import NetworkPolicy, proxy_running
 from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
-from jupyter_sandbox.server_extension.requests import json_object
 
 MAX_AUDIT_ENTRIES = 10000
 

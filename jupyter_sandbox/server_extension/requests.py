@@ -6,12 +6,12 @@ the field and says what it takes, so a client can fix its request without readin
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.requests import json_object, seconds_of
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.network import NetworkPolicy
 from jupyter_sandbox.sandbox.settings import RUNTIMES
@@ -96,11 +96,12 @@ def timeout_request(body: bytes) -> float:
 
 
 def timeout_seconds(value: Any) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT:
-        return float(value)
-    raise InvalidRequestError(
-        f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g} (366 days), "
-        f"not {value!r}; leave it out for the server's time to live alone"
+    """A sandbox's ``timeout``: seconds in (0, MAX_TIMEOUT]; else an error saying so."""
+    return seconds_of(
+        value,
+        MAX_TIMEOUT,
+        bound=" (366 days)",
+        advice="; leave it out for the server's time to live alone",
     )
 
 
@@ -116,21 +117,6 @@ def metadata_filter(values: list[str]) -> dict[str, str]:
             )
         wanted[key] = text
     return wanted
-
-
-def json_object(body: bytes, *, allow_empty: bool = False) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 that says what is wrong with it."""
-    if not body.strip() and allow_empty:
-        return {}
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequestError(
-            f"the request body must be a JSON object, not {type(data).__name__}"
-        )
-    return data
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], what: str) -> None:

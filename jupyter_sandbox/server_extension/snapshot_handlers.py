@@ -26,9 +26,9 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.snapshots.service import KINDS
 from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
-from jupyter_sandbox.server_extension.requests import json_object
 
 _SNAPSHOT_ID = r"(?P<snapshot_id>[^/]+)"
 # Bytes read from the stored archive per write to the client.

@@ -82,3 +82,42 @@ def test_a_verb_run_with_log_level_debug_logs_at_debug(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("SNAPSHOT")
     assert "[ListApp] Looking for jupyter_sandbox_config in" in result.stderr
+
+
+def test_each_verb_is_named_by_its_group_and_usage() -> None:
+    verbs = {words: app for words, app in APPS.items() if issubclass(app, OwnerCommand)}
+    assert {"stop", "exec", "files ls", "snapshot list", "background rm"} <= set(verbs)
+    for words, app in verbs.items():
+        assert app.verb == words.split()[-1]
+        assert app.name == "jupyter-sandbox-" + words.replace(" ", "-")
+
+
+@pytest.mark.parametrize(
+    ("words", "given", "taken"),
+    [
+        ("files ls", ["s1"], True),
+        ("files ls", ["s1", "dir"], True),
+        ("files ls", ["s1", "dir", "more"], False),
+        ("files put", ["s1", "local"], False),
+        ("files put", ["s1", "local", "path"], True),
+        ("exec", ["s1"], False),
+        ("exec", ["s1", "ls", "-la", "/tmp"], True),
+        ("background rm", ["s1"], False),
+        ("background rm", ["s1", "c1", "c2"], True),
+        ("snapshot list", [], True),
+        ("snapshot list", ["extra"], False),
+    ],
+)
+def test_a_verb_takes_the_arguments_its_run_names(
+    words: str, given: list[str], taken: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = APPS[words]()
+    app.parse_command_line(["--", *given] if words == "exec" else given)
+    if taken:
+        assert app._arguments() == given
+        return
+    with pytest.raises(SystemExit) as exited:
+        app._arguments()
+    assert exited.value.code == 2
+    usage = " ".join(["usage: jupyter sandbox", *words.split()[:-1], app.usage])
+    assert capsys.readouterr().err == usage + "\n"

@@ -34,16 +34,11 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
     SandboxStartError,
 )
+from jupyter_sandbox.protocol.requests import STREAM, flag_of, request_object
 from jupyter_sandbox.protocol.statuses import RunStatus
 from jupyter_sandbox.sandbox.kernel_link.execution import Output, SendObserver, execute
 from jupyter_sandbox.sandbox.operations.command_stream import final_event
-from jupyter_sandbox.sandbox.operations.commands import (
-    DEFAULT_TIMEOUT,
-    STREAM,
-    flag_of,
-    request_object,
-    timeout_of,
-)
+from jupyter_sandbox.sandbox.operations.commands import DEFAULT_TIMEOUT, timeout_of
 from jupyter_sandbox.sandbox.sandbox_access import SandboxKernels
 
 MAX_CODE = 4 * 1024**2  # characters of code a request may send

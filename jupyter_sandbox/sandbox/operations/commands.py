@@ -17,11 +17,11 @@ sent as it comes instead, uncapped (command_stream.py); so does the CLI's.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, OutputTooLargeError
+from jupyter_sandbox.protocol.requests import STREAM, flag_of, request_object, seconds_of
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
 from jupyter_sandbox.sandbox.container_spec import ENV_NAME
 from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
@@ -158,38 +158,14 @@ def _argv(command: Any) -> list[str]:
     )
 
 
-STREAM = "send the output as it comes, as Server-Sent Events) or false (the default: all of it with the result"
 BACKGROUND = (
     "start it and answer at once, leaving it running) or false (the default: run it to its end"
 )
 
 
-def request_object(body: Any, fields: Iterable[str], takes: str, example: str) -> dict[str, Any]:
-    """``body`` if it is a JSON object with no field but ``fields``; else an error saying what
-    the request ``takes`` (e.g. "a run takes code, timeout and stream") with an ``example``."""
-    if not isinstance(body, dict):
-        raise InvalidRequestError(f"the body must be a JSON object, e.g. {example}")
-    unknown = sorted(set(body) - set(fields))
-    if unknown:
-        raise InvalidRequestError(f"unknown field(s) {', '.join(unknown)}: {takes}, e.g. {example}")
-    return body
-
-
-def flag_of(value: Any, name: str, meaning: str) -> bool:
-    """``value`` if it is a boolean; else an error naming the field and what true means."""
-    if isinstance(value, bool):
-        return value
-    raise InvalidRequestError(f"{name} must be true ({meaning}), not {value!r:.100}")
-
-
 def timeout_of(value: Any) -> float:
     """``value`` as seconds if it is a number in (0, MAX_TIMEOUT]; else an error saying so."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT:
-        return float(value)
-    raise InvalidRequestError(
-        f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, not "
-        f"{value!r} (default {DEFAULT_TIMEOUT:g})"
-    )
+    return seconds_of(value, MAX_TIMEOUT, advice=f" (default {DEFAULT_TIMEOUT:g})")
 
 
 def _stdin(value: Any) -> bytes | None:
