@@ -22,7 +22,6 @@ from jupyter_sandbox.protocol.errors import (
     SandboxConflictError,
     SandboxNotFoundError,
 )
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import new_mark
 from jupyter_sandbox.sandbox.backends.docker.exec_watcher import ExecWatcher
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.manager import SandboxManager
@@ -33,6 +32,7 @@ from jupyter_sandbox.sandbox.operations.commands import (
     CommandRequest,
     run_command,
 )
+from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
 
 # A manager's call on one sandbox of an owner: (owner, sandbox_id).
 Change = Callable[[str, str], Awaitable[object]]

@@ -19,9 +19,9 @@ from jupyter_sandbox.e2b_api.connect_protocol import Message
 from jupyter_sandbox.e2b_api.errors import E2BUnsupportedError
 from jupyter_sandbox.e2b_api.pty_service import pty_request, wants_pty
 from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import EXEC_MARK
 from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.lifecycle.reaper import past_its_timeout
+from jupyter_sandbox.sandbox.programs.exec_marks import EXEC_MARK
 from jupyter_sandbox.server_extension import SandboxExtension
 from tests.e2b_api.conftest import e2b_server_config
 from tests.e2b_api.test_code_interpreter import SHOW_PROCESSES

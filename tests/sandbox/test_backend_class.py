@@ -21,7 +21,12 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
 )
 from jupyter_sandbox.protocol.snapshot_errors import MemorySnapshotUnsupportedError
-from jupyter_sandbox.sandbox.backends.base import ContainerSpec, ExecOptions, SandboxBackend
+from jupyter_sandbox.sandbox.backends.base import (
+    ContainerSpec,
+    ExecOptions,
+    SandboxBackend,
+    TerminalOptions,
+)
 from jupyter_sandbox.sandbox.backends.docker.backend import DockerBackend
 from jupyter_sandbox.sandbox.backends.records import (
     EngineFacts,
@@ -126,7 +131,7 @@ async def test_what_a_backend_lacks_it_says_so_through_the_interfaces_defaults()
     with pytest.raises(SandboxConflictError, match=r"ListingBackend\) cannot pause"):
         await backend.pause("0123456789ab")
     with pytest.raises(SandboxConflictError, match="cannot open terminals"):
-        await backend.open_terminal("0123456789ab", rows=24, cols=80)
+        await backend.open_terminal("0123456789ab", TerminalOptions(24, 80))
     with pytest.raises(SandboxConflictError, match="cannot start detached processes"):
         await backend.spawn("0123456789ab", ["true"], environment={})
     with pytest.raises(MemorySnapshotUnsupportedError, match="cannot checkpoint"):

@@ -48,6 +48,22 @@ Output = Callable[[str, bytes], None]
 
 
 @dataclass(frozen=True)
+class TerminalOptions:
+    """How :meth:`SandboxBackend.open_terminal` starts a shell; the manager passes it on.
+
+    ``rows`` x ``cols``: the TTY's size (checked by the caller). ``cwd``: where the shell
+    starts (default: the sandbox's working directory, /workspace). ``env`` is added to the
+    sandbox's environment (checked by the caller, as a command's is); the backend's own
+    variables (TERM, the kill's mark) win over it.
+    """
+
+    rows: int
+    cols: int
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class ExecOptions:
     """How :meth:`SandboxBackend.exec` runs one command; the manager passes it on unchanged.
 
@@ -306,18 +322,9 @@ class SandboxBackend(LoggingConfigurable, metaclass=BackendMeta):
         sink(result.stdout)
         return ExecResult(result.exit_code, b"", result.stderr, result.timed_out)
 
-    async def open_terminal(
-        self,
-        sandbox_id: str,
-        *,
-        rows: int,
-        cols: int,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> Terminal:
-        """An interactive bash on a TTY of ``rows`` x ``cols`` in the running sandbox, as its
-        user, in its working directory (or ``cwd``), with its environment, TERM=xterm-256color
-        and the variables ``env`` adds (checked by the caller, as a command's are).
+    async def open_terminal(self, sandbox_id: str, options: TerminalOptions) -> Terminal:
+        """An interactive bash on a TTY in the running sandbox, as its user, with its
+        environment and TERM=xterm-256color, as ``options`` say (:class:`TerminalOptions`).
 
         Called by the manager only (SandboxManager.open_terminal checks the owner, the state
         and the cap first) when a client opens a terminal WebSocket. Everything the shell

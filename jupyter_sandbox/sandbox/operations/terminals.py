@@ -25,7 +25,7 @@ from jupyter_sandbox.protocol.errors import (
     SandboxConflictError,
     TooManyTerminalsError,
 )
-from jupyter_sandbox.sandbox.backends.base import Terminal
+from jupyter_sandbox.sandbox.backends.base import Terminal, TerminalOptions
 
 if TYPE_CHECKING:
     from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
@@ -103,7 +103,7 @@ class SandboxTerminals(LoggingConfigurable):
         self._opening[sandbox_id] += 1
         try:
             inner = await self.manager.backend.open_terminal(
-                sandbox_id, rows=rows, cols=cols, cwd=cwd, env=env
+                sandbox_id, TerminalOptions(rows, cols, cwd, env)
             )
         finally:
             self._opening[sandbox_id] -= 1

@@ -34,6 +34,7 @@ from jupyter_sandbox.sandbox.backends.base import (
     SandboxBackend,
     Sink,
     Terminal,
+    TerminalOptions,
 )
 from jupyter_sandbox.sandbox.backends.docker import checkpoints as docker_checkpoints
 from jupyter_sandbox.sandbox.backends.docker.container_config import (
@@ -323,23 +324,12 @@ class DockerBackend(SandboxBackend):
             inspect=lambda: self.inspect(sandbox_id),
         )
 
-    async def open_terminal(
-        self,
-        sandbox_id: str,
-        *,
-        rows: int,
-        cols: int,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> Terminal:
+    async def open_terminal(self, sandbox_id: str, options: TerminalOptions) -> Terminal:
         return await open_docker_terminal(
             self.engine,
             labels.container_name(sandbox_id),
+            options,
             user="",  # the container's own user, as for every command
-            rows=rows,
-            cols=cols,
-            cwd=cwd,
-            env=env,
             inspect=lambda: self.inspect(sandbox_id),
         )
 

@@ -38,7 +38,6 @@ from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.programs.exec_marks import kill_argv
-from jupyter_sandbox.sandbox.programs.exec_marks import new_mark as new_mark  # cli/sandboxes.py's
 
 log = logging.getLogger(__name__)
 

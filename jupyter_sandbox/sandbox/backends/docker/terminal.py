@@ -38,7 +38,7 @@ from jupyter_sandbox.protocol.errors import (
     SandboxError,
     SandboxNotFoundError,
 )
-from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Terminal
+from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Terminal, TerminalOptions
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import Inspect, raw_socket
 from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked
@@ -64,17 +64,15 @@ EXIT_POLL_SECONDS = 0.05
 async def open_docker_terminal(
     engine: DockerEngine,
     container: str,
+    options: TerminalOptions,
     *,
     user: str,
-    rows: int,
-    cols: int,
     inspect: Inspect,
-    cwd: str | None = None,
-    env: dict[str, str] | None = None,
 ) -> DockerTerminal:
-    """Start the shell in ``container`` on a TTY of ``rows`` x ``cols``, in ``cwd`` (None:
-    /workspace) with ``env`` added to its environment; SandboxNotFoundError when there is no
+    """Start the shell in ``container`` as ``options`` say (TerminalOptions: its TTY's size,
+    its directory, what it adds to the environment); SandboxNotFoundError when there is no
     such container. ``inspect`` reads the sandbox's state (for the watch)."""
+    rows, cols, cwd, env = options.rows, options.cols, options.cwd, options.env
     mark = new_mark()
     # The mark last: nothing may unmark the shell, or closing it would miss what it started.
     environment = {"TERM": TERM, **(env or {}), **mark}
