@@ -30,6 +30,7 @@ from jupyter_sandbox.cli.mcp import McpApp
 from jupyter_sandbox.cli.owner import OwnerCommand, SandboxCommandApp
 from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.protocol.errors import ImageBuildError
+from jupyter_sandbox.sandbox.backends.docker.backend import DockerBackend
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.doctor import exit_code, run_checks
@@ -209,19 +210,23 @@ class GcApp(_SandboxCommand):
     )
 
     def run(self) -> int:
-        async def reap() -> ReapReport:
+        async def reap() -> tuple[ReapReport, list[str]]:
             manager = self.manager()
             try:
-                return await reap_orphans(manager)
+                report = await reap_orphans(manager)
+                # Image builds run on Docker whatever the sandboxes' backend is (images/build.py);
+                # its engine's settings are the Docker backend's (c.DockerBackend.engine_timeout).
+                if isinstance(manager.backend, DockerBackend):
+                    return report, remove_leftover_build_containers(manager.backend.engine.client)
+                engine = DockerEngine()
+                try:
+                    return report, remove_leftover_build_containers(engine.client)
+                finally:
+                    engine.close()
             finally:
                 await manager.close()
 
-        report = asyncio.run(reap())
-        engine = DockerEngine(timeout=SandboxSettings(parent=self).engine_timeout)
-        try:
-            builds = remove_leftover_build_containers(engine.client)
-        finally:
-            engine.close()
+        report, builds = asyncio.run(reap())
         print(
             f"removed {len(report.containers)} container(s), {len(report.directories)} "
             f"state director(ies), {len(report.processes)} stray runtime process(es), "
