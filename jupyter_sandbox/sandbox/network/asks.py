@@ -47,6 +47,7 @@ from jupyter_sandbox.sandbox.network.policy import policy_of_state
 ASKS_DIR = "egress-asks"
 DECISIONS = ("once", "sandbox", "deny")
 TIMEOUT = "timeout"  # the decision, and its "by", when nobody answered in time
+WITHDRAWN = "withdrawn"  # the sandbox's program closed its connection before a decision
 REQUEST_ID = re.compile(r"^[0-9a-f]{16}$")
 # Seconds between two looks of the proxy for a held request's decision: what a decision waits
 # for at most before its request goes on (the target is 50 ms, benchmarks/network.py --asks).
@@ -61,8 +62,9 @@ MAX_RECORD_BYTES = 4096
 
 @dataclass(frozen=True)
 class Decision:
-    """What became of a held request: ``decision`` (once, sandbox, deny, timeout, or
-    ``policy`` when a change of the policy decided it meanwhile), ``by`` whom, and when."""
+    """What became of a held request: ``decision`` (once, sandbox, deny, timeout, ``policy``
+    when a change of the policy decided it meanwhile, ``withdrawn`` when the sandbox's program
+    gave up first), ``by`` whom, and when."""
 
     decision: str
     by: str
@@ -151,10 +153,13 @@ class HeldRequests:
         port: int,
         method: str,
         decided_by_policy: Callable[[], bool],
+        withdrawn: Callable[[], bool],
     ) -> Decision:
         """Hold one request until it is decided; ``decided_by_policy`` says whether the policy
         now decides it without asking (another request's "sandbox" decision allowed its host,
-        the policy was replaced), which ends the wait with ``decision: "policy"``."""
+        the policy was replaced), which ends the wait with ``decision: "policy"``, and
+        ``withdrawn`` whether its program closed the connection (``"withdrawn"``: its owner is
+        no longer asked about it)."""
         request_id = secrets.token_hex(8)
         asked = now()
         record = {
@@ -177,6 +182,10 @@ class HeldRequests:
                     return decision
                 if decided_by_policy():
                     return Decision("policy", "policy", now_iso("milliseconds"))
+                if withdrawn():
+                    gone = Decision(WITHDRAWN, "sandbox", now_iso("milliseconds"))
+                    if _link_decision(self.directory, request_id, gone):
+                        return gone
                 if time.monotonic() >= deadline:
                     timed_out = Decision(TIMEOUT, TIMEOUT, now_iso("milliseconds"))
                     if _link_decision(self.directory, request_id, timed_out):

@@ -8,8 +8,9 @@ never sees its host directory beyond ``io/``) and rotated at ``audit_max_bytes``
      "allowed": true, "rule": "allow pypi.org", "address": "151.101.0.223"}
 
 A request an ``ask`` policy held (asks.py) also has the decision on it: ``decision`` (once,
-sandbox, deny, timeout, or policy when a change of the policy decided it), ``by`` (the user who
-decided, or ``timeout``) and ``decided_at``.
+sandbox, deny, timeout, policy when a change of the policy decided it, withdrawn when the
+sandbox's program closed its connection first), ``by`` (the user who decided, or ``timeout``)
+and ``decided_at``.
 """
 
 from __future__ import annotations

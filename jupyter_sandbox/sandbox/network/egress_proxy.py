@@ -35,7 +35,7 @@ from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.addresses import AddressGuard
-from jupyter_sandbox.sandbox.network.asks import TIMEOUT, Decision, HeldRequests
+from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.forwarder import refusal_text
 from jupyter_sandbox.sandbox.network.policy import (
@@ -165,7 +165,10 @@ class EgressProxy:
                 )
                 await self._deny(client, request, policy.mode, rule)
                 return None
-            policy, decision, asked = await self._ask(request)
+            policy, decision, asked = await self._ask(request, client)
+            if asked.decision == WITHDRAWN:  # nobody is left to answer
+                self._record(request, allowed=False, rule=decision.rule, asked=asked)
+                return None
         if not decision.allowed:
             await self._deny(client, request, policy.mode, decision.rule, asked=asked)
             return None
@@ -204,15 +207,28 @@ class EgressProxy:
         await answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
         return None
 
-    async def _ask(self, request: ProxyRequest) -> tuple[NetworkPolicy, PolicyDecision, Decision]:
+    async def _ask(
+        self, request: ProxyRequest, client: socket.socket
+    ) -> tuple[NetworkPolicy, PolicyDecision, Decision]:
         """Hold ``request`` for the owner; the policy then, and the decision as the policy's
-        (an owner's "once" or "sandbox" allows, "deny" and the timeout refuse)."""
+        (an owner's "once" or "sandbox" allows, "deny", the timeout and a program that left
+        refuse)."""
         host, port = request.host, request.port
 
         def decided_by_policy() -> bool:
             return not self.current_policy().decide(host, port).ask
 
-        asked = await self.asks.hold(host, port, request.method, decided_by_policy)
+        def withdrawn() -> bool:
+            """Whether the program closed its connection (the forwarder then half-closes the
+            tunnel: end of file, seen without taking a byte of what it may still send)."""
+            try:
+                return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+
+        asked = await self.asks.hold(host, port, request.method, decided_by_policy, withdrawn)
         policy = self.current_policy()
         if asked.decision == "once":
             return policy, PolicyDecision(True, f"allowed once by {asked.by}"), asked
@@ -226,6 +242,8 @@ class EgressProxy:
             return policy, PolicyDecision(False, rule), asked
         if asked.decision == "deny":
             return policy, PolicyDecision(False, f"denied by {asked.by}"), asked
+        if asked.decision == WITHDRAWN:
+            return policy, PolicyDecision(False, "the program left before a decision"), asked
         return policy, policy.decide(host, port), asked  # the policy changed meanwhile
 
     async def _deny(

@@ -5,6 +5,7 @@ through real sandboxes and the REST API: tests/server_extension/test_network_req
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -165,6 +166,20 @@ def test_a_policy_change_decides_what_waits(chain: Chain, pool: ThreadPoolExecut
     assert status(answer.result(30)) == 403
     entry = read_audit(chain.directory.root)[-1]
     assert (entry["decision"], entry["rule"]) == ("policy", "network policy is none")
+
+
+def test_a_request_whose_program_leaves_is_no_longer_asked_about(chain: Chain) -> None:
+    chain.set_policy(ASK)
+    with socket.create_connection(("127.0.0.1", chain.port), timeout=30) as sock:
+        sock.sendall(b"GET http://gone.invalid/ HTTP/1.1\r\nHost: gone.invalid\r\n\r\n")
+        [request] = held(chain)
+    until(lambda: pending_requests(chain.directory.root) == [])
+    entry = until(
+        lambda: [e for e in read_audit(chain.directory.root) if e["host"] == "gone.invalid"]
+    )
+    assert (entry[-1]["decision"], entry[-1]["allowed"]) == ("withdrawn", False)
+    with pytest.raises(NetworkRequestNotFoundError):
+        decide(chain.directory, request["request_id"], "once", "alice")
 
 
 def test_pending_requests_are_capped_and_the_refusal_says_so(
