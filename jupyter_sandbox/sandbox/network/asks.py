@@ -10,9 +10,9 @@ sees only ``io/``), so code in the sandbox can neither read a held request nor d
         <request_id>.decision          the decision: {"decision", "by", "decided_at"}
 
 A decision file is made whole beside its place and then hard-linked there, which fails if one
-is there already: whoever links first decides, the owner or the proxy's timeout
-(``decision: "timeout"``), and a second decision of the same request is refused (404: it is no
-longer pending). The proxy looks for the decision every ``POLL_SECONDS`` while it holds a
+is there already: whoever links first decides, the owner or the proxy (its timeout, a change of
+the policy that decides the request, a program that left), and a second decision of the same
+request is refused (404: it is no longer pending). The proxy looks for the decision every ``POLL_SECONDS`` while it holds a
 request (at most ``NetworkSettings.max_pending_requests`` at once), and removes both files when
 it lets the request go, however that happens.
 
@@ -181,7 +181,9 @@ class HeldRequests:
                 if decision is not None:
                     return decision
                 if decided_by_policy():
-                    return Decision("policy", "policy", now_iso("milliseconds"))
+                    changed = Decision("policy", "policy", now_iso("milliseconds"))
+                    if _link_decision(self.directory, request_id, changed):
+                        return changed
                 if withdrawn():
                     gone = Decision(WITHDRAWN, "sandbox", now_iso("milliseconds"))
                     if _link_decision(self.directory, request_id, gone):
@@ -243,20 +245,25 @@ def decide(directory: SandboxDirectory, request_id: str, decision: str, by: str)
     record = _read_json(_record_path(asks, request_id))
     if record is None or _decision_path(asks, request_id).exists():
         raise missing
+    host, port = str(record["host"]), int(record["port"])
+    if decision == "sandbox":  # refused before anything is decided if the policy has no room
+        policy_of_state(directory.read_state()).allowing(host, port)
+    made = Decision(decision, by, now_iso("milliseconds"))
+    # The decision file decides: the proxy's own (a timeout, a policy change, a program that
+    # left) may have come first, and then this one is not made.
+    if not _link_decision(asks, request_id, made):
+        raise missing
+    if not _record_path(asks, request_id).exists():  # its proxy stopped meanwhile
+        _decision_path(asks, request_id).unlink(missing_ok=True)
+        raise missing
     if decision == "sandbox":
-        host, port = str(record["host"]), int(record["port"])
-
+        # After the decision: the proxy, seeing the host allowed first, would otherwise make
+        # it a decision of the policy's and refuse the owner's.
         def allow(state: dict[str, Any]) -> dict[str, Any]:
             policy = policy_of_state(state)
             return {**state, "network": policy.allowing(host, port).as_dict()}
 
         directory.modify_state(allow)
-    made = Decision(decision, by, now_iso("milliseconds"))
-    if not _link_decision(asks, request_id, made):
-        raise missing
-    if not _record_path(asks, request_id).exists():  # let go meanwhile: nobody reads it
-        _decision_path(asks, request_id).unlink(missing_ok=True)
-        raise missing
     return {**record, **made.audit_fields()}
 
 

@@ -230,6 +230,9 @@ class EgressProxy:
 
         asked = await self.asks.hold(host, port, request.method, decided_by_policy, withdrawn)
         policy = self.current_policy()
+        now = policy.decide(host, port)
+        if not now.allowed and not now.ask:  # refused by the policy meanwhile: that stands
+            return policy, now, asked
         if asked.decision == "once":
             return policy, PolicyDecision(True, f"allowed once by {asked.by}"), asked
         if asked.decision == "sandbox":
