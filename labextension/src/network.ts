@@ -140,11 +140,12 @@ export function auditVerdict(entry: INetworkAuditEntry): string {
 }
 
 /**
- * The question a held request puts to the owner, one line: "Sandbox a1b2c3d4e5f6 (notebook
- * analysis.ipynb) asks to connect to pypi.org:443".
+ * The question a held request puts to the owner, one line, the target first (Lab cuts a
+ * notification's text at 140 characters): "pypi.org:443: sandbox a1b2c3d4e5f6 (notebook
+ * analysis.ipynb) asks to connect".
  */
 export function heldRequestMessage(request: IHeldRequest): string {
   const notebook = request.kernel?.notebook;
   const from = notebook ? ` (notebook ${notebook})` : '';
-  return `Sandbox ${request.sandbox}${from} asks to connect to ${request.host}:${request.port}`;
+  return `${request.host}:${request.port}: sandbox ${request.sandbox}${from} asks to connect`;
 }

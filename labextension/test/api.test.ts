@@ -376,11 +376,11 @@ describe('held requests of the ask policy', () => {
   it('names the sandbox, its notebook, the host and the port', () => {
     assert.equal(
       heldRequestMessage(HELD),
-      'Sandbox a1b2c3d4e5f6 (notebook analysis.ipynb) asks to connect to pypi.org:443'
+      'pypi.org:443: sandbox a1b2c3d4e5f6 (notebook analysis.ipynb) asks to connect'
     );
     assert.equal(
       heldRequestMessage({ ...HELD, kernel: null }),
-      'Sandbox a1b2c3d4e5f6 asks to connect to pypi.org:443'
+      'pypi.org:443: sandbox a1b2c3d4e5f6 asks to connect'
     );
   });
 });

@@ -72,8 +72,8 @@ def test_held_requests_are_decided_from_notifications(
     [sandbox] = sandboxes
     sandbox_id = sandbox["id"]
     asks = (
-        f"Sandbox {sandbox_id} (notebook Untitled.ipynb) asks to connect to "
-        f"allowed.test:{upstream.port}"
+        f"allowed.test:{upstream.port}: sandbox {sandbox_id} (notebook Untitled.ipynb) asks to "
+        "connect"
     )
     toasts = page.locator(".Toastify__toast", has_text=asks)
 
