@@ -47,6 +47,18 @@ export class EgressRequests {
   }
 
   private async poll(): Promise<void> {
+    try {
+      await this.look();
+    } catch (error) {
+      console.error('jupyter-sandbox: could not look for held network requests', error);
+    }
+    if (!this._disposed) {
+      this._timer = setTimeout(() => void this.poll(), this.interval);
+    }
+  }
+
+  /** One look at the held requests of every asking sandbox: notifications shown, gone. */
+  private async look(): Promise<void> {
     const asking = this.store.sandboxes.filter(
       s => s.status === 'running' && s.network?.policy === 'ask'
     );
@@ -85,9 +97,6 @@ export class EgressRequests {
       if (!waiting.has(key)) {
         this._decided.delete(key);
       }
-    }
-    if (!this._disposed) {
-      this._timer = setTimeout(() => void this.poll(), this.interval);
     }
   }
 

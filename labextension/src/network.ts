@@ -6,6 +6,8 @@
  * until the owner decides it (`/network/requests`, egressRequests.ts).
  */
 
+import { notebookName } from './models';
+
 export type NetworkMode = 'none' | 'allowlist' | 'ask' | 'open';
 
 /** The body of a PUT (schema `NetworkPolicy`). */
@@ -141,11 +143,11 @@ export function auditVerdict(entry: INetworkAuditEntry): string {
 
 /**
  * The question a held request puts to the owner, one line, the target first (Lab cuts a
- * notification's text at 140 characters): "pypi.org:443: sandbox a1b2c3d4e5f6 (notebook
- * analysis.ipynb) asks to connect".
+ * notification's text at 140 characters) and the notebook by its file name: "pypi.org:443:
+ * sandbox a1b2c3d4e5f6 (notebook analysis.ipynb) asks to connect".
  */
 export function heldRequestMessage(request: IHeldRequest): string {
-  const notebook = request.kernel?.notebook;
+  const notebook = notebookName(request.kernel?.notebook);
   const from = notebook ? ` (notebook ${notebook})` : '';
   return `${request.host}:${request.port}: sandbox ${request.sandbox}${from} asks to connect`;
 }

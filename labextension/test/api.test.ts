@@ -346,7 +346,7 @@ describe('held requests of the ask policy', () => {
     method: 'CONNECT',
     asked_at: '2026-01-01T00:00:00.000+00:00',
     expires_at: '2026-01-01T00:01:00.000+00:00',
-    kernel: { id: 'k1', notebook: 'analysis.ipynb' }
+    kernel: { id: 'k1', notebook: '/home/alice/work/analysis.ipynb' }
   };
 
   it('lists and decides them on their documented routes', async () => {
