@@ -23,7 +23,16 @@ times each. It times itself (so exec start-up is not counted):
 - latency: ``--requests`` sequential small GETs, each on a new connection (the proxy closes
   every connection after one request); median per request, and what the proxy path adds.
 
+``--asks N`` also measures the policy ask (network/asks.py): in a sandbox whose policy is ask,
+N sequential small GETs, each held by the host proxy until the benchmark, watching the
+sandbox's held requests as the server does, decides it ("once", through the same call the REST
+API makes); the time from the decision to the response in the sandbox (its ``time.time()``
+against the host's: one clock under both runtimes), and to the request's arrival at the server
+(the host's clock alone). Target: at most 50 ms after the decision. ``--runs 0`` leaves the
+download and latency out.
+
     .venv/bin/python benchmarks/network.py --runtime runc --runtime runsc --size 100 --runs 3
+    .venv/bin/python benchmarks/network.py --runs 0 --asks 50
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +55,9 @@ from network_floor import accept_each, bare_relays, listen, sandbox_floor
 from traitlets.config import Config
 
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.network.asks import decide, pending_requests
 from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
 
 OWNER = "benchmark"
@@ -53,6 +65,8 @@ PURPOSE = "benchmark:network"
 CHUNK = b"x" * (1024 * 1024)
 
 FORWARDER = f"127.0.0.1:{FORWARDER_PORT}"  # where HTTP_PROXY points inside the sandbox
+# When the server saw each request for /ask (the host's time.time()): --asks.
+ASK_ARRIVALS: list[float] = []
 
 # Runs inside the sandbox and on the host alike: argv = proxy as host:port ("" for direct),
 # host, port, mode ("download" or "latency"), count. Prints one JSON line.
@@ -80,6 +94,14 @@ if mode == "download":
     elapsed = time.perf_counter() - start
     assert total == count, (total, count)
     print(json.dumps({"seconds": elapsed, "bytes": total}))
+elif mode == "ask":
+    ends = []
+    for _ in range(count):
+        conn, response = get("/ask")
+        response.read()
+        ends.append(time.time())  # compared with the host's time of the decision
+        conn.close()
+    print(json.dumps({"ends": ends}))
 else:
     times = []
     for _ in range(count):
@@ -102,6 +124,8 @@ def answer(conn: socket.socket) -> None:
                 return
             head += data
         path = head.split(b" ", 2)[1].decode()
+        if path.endswith("/ask"):
+            ASK_ARRIVALS.append(time.time())
         if path.startswith("http://"):  # absolute form, as the bare relays pass it on
             path = "/" + path.split("/", 3)[3]
         size = int(path.rsplit("/", 1)[1]) if path.startswith("/blob/") else 16
@@ -189,6 +213,49 @@ async def measure(runtime: str, args: argparse.Namespace, port: int, relay: str)
     }
 
 
+async def measure_asks(runtime: str, args: argparse.Namespace, port: int) -> dict[str, Any]:
+    """--asks: decision -> response in the sandbox, and decision -> arrival at the server."""
+    state = Path(tempfile.mkdtemp(prefix="jsbb-", dir="/tmp"))
+    config = Config()
+    config.SandboxSettings.state_dir = str(state)
+    config.NetworkSettings.allow_loopback_for_tests = True
+    config.NetworkSettings.test_host_addresses = {"bench.test": "127.0.0.1"}
+    manager = SandboxManager.from_config(config)
+    decided: list[float] = []
+    try:
+        sandbox = await manager.create(
+            OWNER, runtime=runtime, purpose=PURPOSE, network="ask", limits={"cpus": args.cpus}
+        )
+        directory = SandboxDirectory(state, sandbox.sandbox_id)
+        ASK_ARRIVALS.clear()
+        client = asyncio.ensure_future(
+            sandbox_client(manager, sandbox.sandbox_id, port, "ask", args.asks)
+        )
+        while len(decided) < args.asks:
+            held = pending_requests(directory.root)
+            if not held:
+                if client.done():
+                    client.result()  # raises what ended it early
+                await asyncio.sleep(0.001)
+                continue
+            decided.append(time.time())
+            decide(directory, held[0]["request_id"], "once", OWNER)
+        ends = (await client)["ends"]
+    finally:
+        for info in await manager.list_sandboxes(OWNER):
+            await manager.remove(OWNER, info.sandbox_id)
+        await manager.close()
+        shutil.rmtree(state, ignore_errors=True)
+    to_response = [end - at for end, at in zip(ends, decided, strict=True)]
+    to_server = [seen - at for seen, at in zip(ASK_ARRIVALS, decided, strict=True)]
+    return {
+        "response": statistics.median(to_response),
+        "response_p90": statistics.quantiles(to_response, n=10)[-1],
+        "response_max": max(to_response),
+        "server": statistics.median(to_server),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
@@ -196,13 +263,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="downloads per side")
     parser.add_argument("--requests", type=int, default=100, help="small requests per run")
     parser.add_argument("--cpus", type=float, default=1.0, help="the sandbox's CPU limit")
+    parser.add_argument(
+        "--asks", type=int, default=0, help="requests held by an ask policy, each decided once"
+    )
     args = parser.parse_args()
     listener, port = listen()
     threading.Thread(target=accept_each, args=(listener, answer), daemon=True).start()
     scratch = Path(tempfile.mkdtemp(prefix="jsbb-relay-", dir="/tmp"))
     relay_listeners, relay = bare_relays(port, scratch)
     rows = []
+    asks = []
     for runtime in args.runtime or ["runc", "runsc"]:
+        if args.asks > 0:
+            a = asyncio.run(measure_asks(runtime, args, port))
+            asks.append(
+                f"| {runtime} | {a['response'] * 1000:.1f} ms (p90 {a['response_p90'] * 1000:.1f}, "
+                f"max {a['response_max'] * 1000:.1f}) | {a['server'] * 1000:.1f} ms |"
+            )
+        if args.runs <= 0:
+            continue
         r = asyncio.run(measure(runtime, args, port, relay))
         mb = args.size
         rows.append(
@@ -216,6 +295,16 @@ def main() -> None:
     for sock in [listener, *relay_listeners]:
         sock.close()
     shutil.rmtree(scratch, ignore_errors=True)
+    if asks:
+        print(f"\n{args.asks} requests held by an ask policy, each decided once (medians)\n")
+        print(
+            "| runtime | decision -> response in the sandbox (target <= 50 ms) | "
+            "decision -> request at the server |"
+        )
+        print("| --- | --- | --- |")
+        print("\n".join(asks))
+    if not rows:
+        return
     print(
         f"\n{args.size} MiB download (median of {args.runs}) and {args.requests}x{args.runs} "
         f"small requests, sandbox cpus={args.cpus:g}\n"

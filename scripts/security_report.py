@@ -24,9 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 # Rows 1-39 are the original checklist; 40-69 came from round two of the security work (an
 # outside attack review and an API fuzzer), each row's attack and expectation in its marker:
 # 40-69 and 73-76 security round two, 70-71 lifetimes, 80-84 the E2B API, 85-87 the MCP server,
-# 88-94 the JupyterHub gateway, 96-98 network refusals, 99-102 widgets in Lab, 114-115 the E2B
-# API's process calls and the OpenAI Agents SDK's helper scripts. The numbers between were not used.
-CHECKLIST_ROWS = [*range(1, 72), *range(73, 77), *range(80, 95), *range(96, 103), 114, 115]
+# 88-94 the JupyterHub gateway, 96-98 network refusals, 99-102 widgets in Lab, 110-113 the
+# network's ask mode, 114-115 the E2B API's process calls and the OpenAI Agents SDK's helper
+# scripts. The numbers between were not used.
+CHECKLIST_ROWS = [
+    *range(1, 72),
+    *range(73, 77),
+    *range(80, 95),
+    *range(96, 103),
+    *range(110, 116),
+]
 # Rows whose subject is not built yet or cannot apply; each reason says which.
 NOT_COVERED: dict[int, str] = {
     43: "not built yet: a sandbox's code can still forge the bytes of its own snapshot "

@@ -282,7 +282,8 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "JUPYTER_SANDBOX_NETWORK": (
         "user",
         "The sandbox's network policy: none, open, or a comma-separated allowlist of domain "
-        "patterns (e.g. pypi.org,files.pythonhosted.org). Default: "
+        "patterns (e.g. pypi.org,files.pythonhosted.org); the item ask among them (ask, "
+        "ask,pypi.org) holds a request to any other host until the owner decides it. Default: "
         "NetworkSettings.default_policy.",
     ),
     "JUPYTER_SANDBOX_LOG_LEVEL": (

@@ -62,7 +62,7 @@ class SandboxClient:
         ``runtime`` "runsc" (gVisor) or "runc"; ``image`` one present on the host;
         ``limits`` e.g. ``{"memory": "1g", "cpus": 1, "pids": 256}``; ``environment``
         variables for everything in it; ``network`` a policy ``{"mode", "allow", "deny"}``
-        or only its mode ("none", "allowlist", "open"); ``timeout`` seconds after which the
+        or only its mode ("none", "allowlist", "ask", "open"); ``timeout`` seconds after which the
         server removes it, whatever it does (``Sandbox.set_timeout`` moves it); ``metadata``
         your own string labels, to find it again with :meth:`list`; ``context`` a name a
         kernel can attach to later; ``snapshot`` the id of a snapshot of yours whose files

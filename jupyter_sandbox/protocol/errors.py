@@ -247,6 +247,14 @@ class NetworkSetupError(SandboxError):
     http_status = 500
 
 
+class NetworkRequestNotFoundError(SandboxError):
+    """The sandbox holds no egress request of that id waiting for a decision (network/asks.py):
+    it was decided already, timed out, or never held."""
+
+    code = "network_request_not_found"
+    http_status = 404
+
+
 class OutputTooLargeError(SandboxError):
     """A command's output exceeded what the host takes of it; the command was stopped."""
 

@@ -6,7 +6,13 @@
 import { backgroundRequest, IBackgroundCommand, ICommandOutput } from './commands';
 import { IFileEntry, IFileListing, IMadeDirectory } from './files';
 import { errorMessage, IAttestation, ISandbox, IStats } from './models';
-import { INetworkAudit, INetworkPolicy, INetworkPolicyState } from './network';
+import {
+  IHeldRequest,
+  INetworkAudit,
+  INetworkPolicy,
+  INetworkPolicyState,
+  RequestDecision
+} from './network';
 import { IListeningPort, IPortUrl, MAX_PORT, MIN_PORT } from './ports';
 import { IRestoreResult, ISnapshot } from './snapshots';
 
@@ -137,6 +143,22 @@ export class SandboxApi {
   /** The last `limit` egress decisions, oldest first. */
   networkAudit(id: string, limit = 50): Promise<INetworkAudit> {
     return this.json(`api/sandboxes/${enc(id)}/network/audit?limit=${limit}`);
+  }
+
+  /** The requests the sandbox's ask policy holds for a decision, oldest first. */
+  async heldRequests(id: string): Promise<IHeldRequest[]> {
+    const answer = await this.json<{ requests: IHeldRequest[] }>(
+      `api/sandboxes/${enc(id)}/network/requests`
+    );
+    return answer.requests;
+  }
+
+  /** Decide a held request (404 `network_request_not_found` once it no longer waits). */
+  decideRequest(id: string, requestId: string, decision: RequestDecision): Promise<IHeldRequest> {
+    return this.json(`api/sandboxes/${enc(id)}/network/requests/${enc(requestId)}`, {
+      method: 'POST',
+      body: JSON.stringify({ decision })
+    });
   }
 
   // Files inside a running sandbox: paths are the sandbox's, absolute or relative to /workspace.

@@ -1,7 +1,8 @@
 /**
  * jupyter-sandbox's JupyterLab extension: the sandbox store and its slots (ISandboxViews), the
  * Sandboxes side panel, the status bar item of the active notebook's sandbox, the details
- * view they both open, terminals in sandboxes, and the web servers sandboxes serve (ports).
+ * view they both open, terminals in sandboxes, the web servers sandboxes serve (ports), and
+ * the network requests sandboxes ask their owner about (egressRequests.ts).
  */
 
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -23,6 +24,7 @@ import { builtinActions } from './actions';
 import { SandboxApi } from './api';
 import { addCommandsViews } from './commandsView';
 import { SandboxDetails } from './details';
+import { EgressRequests } from './egressRequests';
 import { Features } from './features';
 import { addFilesViews } from './filesView';
 import { addNetworkViews } from './networkView';
@@ -244,7 +246,12 @@ const plugin: JupyterFrontEndPlugin<ISandboxViews> = {
         () => undefined // no terminal extension: its defaults
       );
     }
-    void app.restored.then(() => store.refresh());
+    // The requests sandboxes' ask policies hold, each a notification with its decisions.
+    const egressRequests = new EgressRequests(api, store);
+    void app.restored.then(() => {
+      void store.refresh();
+      egressRequests.start();
+    });
     return views;
   }
 };

@@ -98,7 +98,7 @@ export function weakenedIsolation(sandbox: ISandbox): string[] {
     reasons.push(
       'network open: direct egress is blocked, but the host proxy lets the sandbox reach any public address'
     );
-  } else if (policy !== 'none' && policy !== 'allowlist') {
+  } else if (policy !== 'none' && policy !== 'allowlist' && policy !== 'ask') {
     reasons.push(`network policy '${policy}' is not one this extension knows`);
   }
   if (sandbox.workspace?.mode === 'read-write') {

@@ -1,11 +1,14 @@
 /**
  * Network policy of a live sandbox (`GET/PUT /api/sandboxes/{id}/network`, and its audit log at
  * `/network/audit`), as the network server extension documents them in openapi.yaml: modes
- * none / allowlist / open; allow and deny patterns ("pypi.org", "*.example.com", optionally
- * ":port"); deny wins in every mode.
+ * none / allowlist / ask / open; allow and deny patterns ("pypi.org", "*.example.com",
+ * optionally ":port"); deny wins in every mode. Under ask, a request to any other host is held
+ * until the owner decides it (`/network/requests`, egressRequests.ts).
  */
 
-export type NetworkMode = 'none' | 'allowlist' | 'open';
+import { notebookName } from './models';
+
+export type NetworkMode = 'none' | 'allowlist' | 'ask' | 'open';
 
 /** The body of a PUT (schema `NetworkPolicy`). */
 export interface INetworkPolicy {
@@ -32,14 +35,33 @@ export interface INetworkAuditEntry {
   /** The rule that allowed, or why it was denied. */
   rule: string;
   address?: string;
+  /** A request the ask policy held: what decided it, who, and when. */
+  decision?: string;
+  by?: string;
+  decided_at?: string;
 }
+
+/** Schema `HeldRequest`: a request the sandbox's ask policy holds for the owner. */
+export interface IHeldRequest {
+  request_id: string;
+  sandbox: string;
+  host: string;
+  port: number;
+  method: string;
+  asked_at: string;
+  expires_at: string;
+  kernel: { id: string | null; notebook: string | null } | null;
+}
+
+/** What the owner may decide of a held request. */
+export type RequestDecision = 'once' | 'sandbox' | 'deny';
 
 /** Schema `NetworkAudit`: the last decisions, oldest first. */
 export interface INetworkAudit {
   entries: INetworkAuditEntry[];
 }
 
-export const NETWORK_MODES: readonly NetworkMode[] = ['none', 'allowlist', 'open'];
+export const NETWORK_MODES: readonly NetworkMode[] = ['none', 'allowlist', 'ask', 'open'];
 
 const LABEL = '[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?';
 // A host name, or "*." and a name of two labels or more; then optionally ":port".
@@ -80,10 +102,13 @@ export function parsePatterns(text: string): { patterns: string[]; invalid: stri
   return { patterns, invalid };
 }
 
-/** The body of a PUT: the allow list travels only with 'allowlist'; deny wins in every mode. */
+/**
+ * The body of a PUT: the allow list travels only with 'allowlist' and 'ask'; deny wins in every
+ * mode.
+ */
 export function policyRequest(mode: NetworkMode, allow: string[], deny: string[]): INetworkPolicy {
   const body: INetworkPolicy = { mode };
-  if (mode === 'allowlist') {
+  if (mode === 'allowlist' || mode === 'ask') {
     body.allow = allow;
   }
   if (deny.length) {
@@ -114,4 +139,15 @@ export function auditVerdict(entry: INetworkAuditEntry): string {
     return 'connection failed';
   }
   return 'refused';
+}
+
+/**
+ * The question a held request puts to the owner, one line, the target first (Lab cuts a
+ * notification's text at 140 characters) and the notebook by its file name: "pypi.org:443:
+ * sandbox a1b2c3d4e5f6 (notebook analysis.ipynb) asks to connect".
+ */
+export function heldRequestMessage(request: IHeldRequest): string {
+  const notebook = notebookName(request.kernel?.notebook);
+  const from = notebook ? ` (notebook ${notebook})` : '';
+  return `${request.host}:${request.port}: sandbox ${request.sandbox}${from} asks to connect`;
 }

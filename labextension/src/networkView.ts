@@ -106,7 +106,7 @@ class NetworkSection extends Widget {
       state.allow,
       'pypi.org\n*.pythonhosted.org'
     );
-    if (state.mode !== 'allowlist' && typedAllowlists.has(id)) {
+    if (state.mode !== 'allowlist' && state.mode !== 'ask' && typedAllowlists.has(id)) {
       allow.value = typedAllowlists.get(id)!;
     }
     allow.addEventListener('input', () => typedAllowlists.set(id, allow.value));
@@ -155,7 +155,7 @@ class NetworkSection extends Widget {
       heading,
       el('label', {}, 'Mode ', select),
       el('span', { class: 'jp-Sandbox-note' }, state.proxy_running ? ' (host proxy running)' : ''),
-      el('label', { class: 'jp-SandboxNetwork-label' }, 'Allowed (allowlist mode)', allow),
+      el('label', { class: 'jp-SandboxNetwork-label' }, 'Allowed (allowlist and ask modes)', allow),
       el('label', { class: 'jp-SandboxNetwork-label' }, 'Denied (wins in every mode)', deny),
       problem,
       apply,

@@ -6,6 +6,8 @@ import { Features } from '../src/features';
 import {
   auditLine,
   auditVerdict,
+  heldRequestMessage,
+  IHeldRequest,
   isDomainPattern,
   parsePatterns,
   policyRequest
@@ -332,6 +334,54 @@ describe('SandboxStore', () => {
     await queued;
     assert.equal(store.sandboxes[0].status, 'paused');
     store.dispose();
+  });
+});
+
+describe('held requests of the ask policy', () => {
+  const HELD: IHeldRequest = {
+    request_id: '0123456789abcdef',
+    sandbox: 'a1b2c3d4e5f6',
+    host: 'pypi.org',
+    port: 443,
+    method: 'CONNECT',
+    asked_at: '2026-01-01T00:00:00.000+00:00',
+    expires_at: '2026-01-01T00:01:00.000+00:00',
+    kernel: { id: 'k1', notebook: '/home/alice/work/analysis.ipynb' }
+  };
+
+  it('lists and decides them on their documented routes', async () => {
+    const { api, calls } = server({
+      'GET api/sandboxes/a1b2c3d4e5f6/network/requests': () => json({ requests: [HELD] }),
+      'POST api/sandboxes/a1b2c3d4e5f6/network/requests/0123456789abcdef': () =>
+        json({ ...HELD, decision: 'sandbox', by: 'alice', decided_at: HELD.asked_at })
+    });
+    assert.deepEqual(await api.heldRequests(HELD.sandbox), [HELD]);
+    await api.decideRequest(HELD.sandbox, HELD.request_id, 'sandbox');
+    const post = calls[calls.length - 1];
+    assert.equal(post.init.method, 'POST');
+    assert.deepEqual(JSON.parse(String(post.init.body)), { decision: 'sandbox' });
+  });
+
+  it('a decided request is the API error of its code', async () => {
+    const { api } = server({
+      'POST api/sandboxes/a1b2c3d4e5f6/network/requests/0123456789abcdef': () =>
+        json({ code: 'network_request_not_found', message: 'no request' }, 404)
+    });
+    await assert.rejects(
+      api.decideRequest(HELD.sandbox, HELD.request_id, 'once'),
+      apiError({ status: 404, code: 'network_request_not_found' })
+    );
+  });
+
+  it('names the sandbox, its notebook, the host and the port', () => {
+    assert.equal(
+      heldRequestMessage(HELD),
+      'pypi.org:443: sandbox a1b2c3d4e5f6 (notebook analysis.ipynb) asks to connect'
+    );
+    assert.equal(
+      heldRequestMessage({ ...HELD, kernel: null }),
+      'pypi.org:443: sandbox a1b2c3d4e5f6 asks to connect'
+    );
   });
 });
 

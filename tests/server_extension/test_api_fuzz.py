@@ -183,6 +183,12 @@ parameters = {{ sandbox_id = "{timed_id}" }}
 include-path = "/api/sandboxes/{{sandbox_id}}/files/watch"
 max-stream-events = 1
 
+# Held requests followed: a stream until the client leaves, whose first event (requests) is the
+# one to check (the fuzzed sandbox's policy is none: it never holds one).
+[[operations]]
+include-path = "/api/sandboxes/{{sandbox_id}}/network/requests"
+max-stream-events = 1
+
 # A WebSocket: what it takes is a handshake, which schemathesis does not make (the route's
 # refusal of a plain GET, its auth and its messages: test_terminals.py, test_auth_and_spec.py).
 [[operations]]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.network.asks import HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK, TUNNEL_SOCKET
 from jupyter_sandbox.sandbox.network.egress_proxy import EgressProxy
@@ -39,12 +40,19 @@ async def serve(root: Path, options: dict[str, object]) -> int:
         print("error: the sandbox has no network token", flush=True)
         return 1
     audit = AuditLog(root, root.name, int(str(options.get("audit_max_bytes", 1024**2))))
+    asks = HeldRequests(
+        root,
+        timeout=float(str(options.get("ask_timeout", 60))),
+        max_pending=int(str(options.get("max_pending_requests", 8))),
+    )
+    asks.clear()  # what an earlier proxy of this sandbox held ended with it
     proxy = EgressProxy(
         root,
         guard_from_options(options),
         audit,
         test_host_addresses=dict(options.get("test_host_addresses") or {}),  # type: ignore[call-overload]
         connect_timeout=float(str(options.get("connect_timeout", 10))),
+        asks=asks,
     )
     keeper = TunnelKeeper(
         root / "io" / TUNNEL_SOCKET,

@@ -6,6 +6,11 @@ never sees its host directory beyond ``io/``) and rotated at ``audit_max_bytes``
 
     {"time": "...", "sandbox": "<id>", "host": "pypi.org", "port": 443, "method": "CONNECT",
      "allowed": true, "rule": "allow pypi.org", "address": "151.101.0.223"}
+
+A request an ``ask`` policy held (asks.py) also has the decision on it: ``decision`` (once,
+sandbox, deny, timeout, policy when a change of the policy decided it, withdrawn when the
+sandbox's program closed its connection first), ``by`` (the user who decided, or ``timeout``)
+and ``decided_at``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class AuditLog:
         allowed: bool,
         rule: str,
         address: str | None = None,
+        asked: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "time": now_iso("milliseconds"),
@@ -52,6 +58,8 @@ class AuditLog:
         }
         if address is not None:
             entry["address"] = address
+        if asked is not None:
+            entry.update(asked)
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
         try:
             if self.path.stat().st_size + len(line) > self.max_bytes:

@@ -4,7 +4,10 @@ Each request is decided in three steps, and every decision is written to the aud
 
 1. the sandbox's *current* policy (read from its state file on each request, so a change made
    through the API applies to the very next request) judges the name and port, before any
-   lookup: a name the policy refuses is never resolved (no DNS exfiltration through us);
+   lookup: a name the policy refuses is never resolved (no DNS exfiltration through us). Under
+   an ``ask`` policy a name it neither allows nor denies is held, still unresolved, until the
+   owner decides (asks.py): allowed once or for the sandbox, it goes on to step 2; denied, or
+   undecided within ``NetworkSettings.ask_timeout``, it is refused with a line that says so;
 2. the proxy resolves the name itself and checks **every** address against the guard
    (addresses.py); one refused address refuses the request, and the server is not contacted;
 3. it connects to an address it checked (no second lookup: no DNS rebinding).
@@ -32,9 +35,15 @@ from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.addresses import AddressGuard
+from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.forwarder import refusal_text
-from jupyter_sandbox.sandbox.network.policy import NO_NETWORK, NetworkPolicy, policy_of_state
+from jupyter_sandbox.sandbox.network.policy import (
+    NO_NETWORK,
+    NetworkPolicy,
+    PolicyDecision,
+    policy_of_state,
+)
 from jupyter_sandbox.sandbox.network.request_head import (
     BadRequest,
     ClientClosed,
@@ -67,8 +76,11 @@ class EgressProxy:
         *,
         test_host_addresses: dict[str, str] | None = None,
         connect_timeout: float = 10.0,
+        asks: HeldRequests | None = None,
     ) -> None:
         self.state_file = root / "state.json"
+        # Requests held for the owner under an ask policy (a proxy made without: 1 s, one).
+        self.asks = asks or HeldRequests(root, timeout=1.0, max_pending=1)
         self.guard = guard
         self.audit = audit
         self.test_host_addresses = test_host_addresses or {}
@@ -144,8 +156,21 @@ class EgressProxy:
         host, port = request.host, request.port
         policy = self.current_policy()
         decision = policy.decide(host, port)
+        asked: Decision | None = None
+        if decision.ask:
+            if self.asks.full:
+                rule = (
+                    f"{self.asks.max_pending} requests of this sandbox already wait for the "
+                    "owner's decision (NetworkSettings.max_pending_requests); try again later"
+                )
+                await self._deny(client, request, policy.mode, rule)
+                return None
+            policy, decision, asked = await self._ask(request, client)
+            if asked.decision == WITHDRAWN:  # nobody is left to answer
+                self._record(request, allowed=False, rule=decision.rule, asked=asked)
+                return None
         if not decision.allowed:
-            await self._deny(client, request, policy.mode, decision.rule)
+            await self._deny(client, request, policy.mode, decision.rule, asked=asked)
             return None
         try:
             addresses = await self._resolve(host, port)
@@ -171,15 +196,58 @@ class EgressProxy:
                 upstream.close()
                 error = exc
                 continue
-            self._record(request, allowed=True, rule=decision.rule, address=address)
+            self._record(request, allowed=True, rule=decision.rule, address=address, asked=asked)
             return upstream
         self._record(
             request,
             allowed=False,
             rule=f"allowed ({decision.rule}) but the connection failed: {error!r}",
+            asked=asked,
         )
         await answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
         return None
+
+    async def _ask(
+        self, request: ProxyRequest, client: socket.socket
+    ) -> tuple[NetworkPolicy, PolicyDecision, Decision]:
+        """Hold ``request`` for the owner; the policy then, and the decision as the policy's
+        (an owner's "once" or "sandbox" allows, "deny", the timeout and a program that left
+        refuse)."""
+        host, port = request.host, request.port
+
+        def decided_by_policy() -> bool:
+            return not self.current_policy().decide(host, port).ask
+
+        def withdrawn() -> bool:
+            """Whether the program closed its connection (the forwarder then half-closes the
+            tunnel: end of file, seen without taking a byte of what it may still send)."""
+            try:
+                return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+
+        asked = await self.asks.hold(host, port, request.method, decided_by_policy, withdrawn)
+        policy = self.current_policy()
+        now = policy.decide(host, port)
+        if not now.allowed and not now.ask:  # refused by the policy meanwhile: that stands
+            return policy, now, asked
+        if asked.decision == "once":
+            return policy, PolicyDecision(True, f"allowed once by {asked.by}"), asked
+        if asked.decision == "sandbox":
+            return policy, PolicyDecision(True, f"allowed for the sandbox by {asked.by}"), asked
+        if asked.decision == TIMEOUT:
+            rule = (
+                f"the owner did not decide within {self.asks.timeout:g} s "
+                "(NetworkSettings.ask_timeout)"
+            )
+            return policy, PolicyDecision(False, rule), asked
+        if asked.decision == "deny":
+            return policy, PolicyDecision(False, f"denied by {asked.by}"), asked
+        if asked.decision == WITHDRAWN:
+            return policy, PolicyDecision(False, "the program left before a decision"), asked
+        return policy, policy.decide(host, port), asked  # the policy changed meanwhile
 
     async def _deny(
         self,
@@ -188,10 +256,12 @@ class EgressProxy:
         mode: str,
         rule: str,
         address: str | None = None,
+        asked: Decision | None = None,
     ) -> None:
         """Refuse ``request`` under the policy ``mode`` by ``rule``; ``address``: the refused
-        address it resolved to (a rule no policy can change)."""
-        self._record(request, allowed=False, rule=rule, address=address)
+        address it resolved to (a rule no policy can change); ``asked``: the owner's decision
+        on it, when it was held."""
+        self._record(request, allowed=False, rule=rule, address=address, asked=asked)
         log.info("denied %s:%s: %s", request.host, request.port, rule)
         host = f"[{request.host}]" if ":" in request.host else request.host
         # The policy none's own rule would only repeat the mode.
@@ -203,9 +273,15 @@ class EgressProxy:
         await answer(client, 403, text, text, rule)
 
     def _record(
-        self, request: ProxyRequest, *, allowed: bool, rule: str, address: str | None = None
+        self,
+        request: ProxyRequest,
+        *,
+        allowed: bool,
+        rule: str,
+        address: str | None = None,
+        asked: Decision | None = None,
     ) -> None:
-        """One audit entry for ``request``'s decision."""
+        """One audit entry for ``request``'s decision (with the owner's, when it was held)."""
         self.audit.record(
             host=request.host,
             port=request.port,
@@ -213,6 +289,7 @@ class EgressProxy:
             allowed=allowed,
             rule=rule,
             address=address,
+            asked=None if asked is None else asked.audit_fields(),
         )
 
     async def _resolve(self, host: str, port: int) -> list[str]:

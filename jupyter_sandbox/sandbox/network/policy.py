@@ -1,11 +1,18 @@
-"""Network policies: ``none``, ``allowlist`` (domain patterns) and ``open``, and their decisions.
+"""Network policies: ``none``, ``allowlist`` (domain patterns), ``ask`` and ``open``, and their
+decisions.
 
 A policy is data kept in the sandbox's host-side state file (never reachable from inside), so
 the sandbox cannot change its own egress. It is parsed from three places, all checked the same
 way: the REST body (``{"mode": "allowlist", "allow": [...], "deny": [...]}``), the
 ``NetworkSettings.default_policy`` setting, and the kernel's ``JUPYTER_SANDBOX_NETWORK``
 variable, whose text form is ``none``, ``open``, or a comma-separated allowlist where a pattern
-starting with ``!`` denies (``pypi.org,*.pythonhosted.org,!evil.pythonhosted.org``).
+starting with ``!`` denies (``pypi.org,*.pythonhosted.org,!evil.pythonhosted.org``); the
+item ``ask`` among them makes it an ``ask`` policy (``ask,pypi.org``: ask for anything else).
+
+``ask`` is an allowlist whose misses are held by the host proxy and put to the owner instead of
+refused (asks.py): the owner allows the one request, allows its ``host:port`` for the sandbox
+(added to ``allow``, so the next request passes without asking), or denies it. Deny patterns
+and address literals are refused without asking, as in an allowlist.
 
 Patterns are ``example.com`` (that name only), ``*.example.com`` (every name below it, not the
 apex), each optionally with ``:port`` (else any port). Deny patterns win over allow patterns; an
@@ -22,7 +29,11 @@ from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 
-MODES = ("none", "allowlist", "open")
+MODES = ("none", "allowlist", "ask", "open")
+# The modes whose ``allow`` patterns let a request through.
+MODES_WITH_ALLOW = ("allowlist", "ask")
+# The item of the text form that makes an allowlist an ask policy.
+ASK_ITEM = "ask"
 ENV_VAR = "JUPYTER_SANDBOX_NETWORK"
 MAX_PATTERNS = 256
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
@@ -96,6 +107,7 @@ class HostPattern:
 class PolicyDecision:
     allowed: bool
     rule: str  # what decided: "open", "allow pypi.org", "deny *.evil.test", "not in allowlist"
+    ask: bool = False  # not allowed yet: the owner is to be asked (mode ask)
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,22 @@ class NetworkPolicy:
         for pattern in self.allow:
             if pattern.matches(host, port):
                 return PolicyDecision(True, f"allow {pattern}")
+        if self.mode == "ask":
+            return PolicyDecision(False, "not in allowlist: the owner is asked", ask=True)
         return PolicyDecision(False, "not in allowlist")
+
+    def allowing(self, host: str, port: int) -> NetworkPolicy:
+        """This policy with ``host:port`` added to its allow patterns (an owner's "allow for
+        this sandbox" of a held request); itself when a pattern allows it already."""
+        if self.decide(host, port).allowed:
+            return self
+        pattern = HostPattern.parse(f"{normalize_host(host)}:{port}")
+        if len(self.allow) >= MAX_PATTERNS:
+            raise InvalidSettingError(
+                f"the sandbox's allowlist has {MAX_PATTERNS} patterns already: allow this "
+                "request once, or replace the policy with fewer, wider patterns"
+            )
+        return NetworkPolicy(self.mode, (*self.allow, pattern), self.deny)
 
     @property
     def allows_network(self) -> bool:
@@ -139,6 +166,9 @@ class NetworkPolicy:
         deny = f", deny {', '.join(map(str, self.deny))}" if self.deny else ""
         if self.mode == "open":
             return f"open (public addresses only{deny})"
+        if self.mode == "ask":
+            allowed = ", ".join(map(str, self.allow)) or "nothing yet"
+            return f"ask (allowed: {allowed}{deny}; anything else is put to the owner)"
         allowed = ", ".join(map(str, self.allow)) or "nothing: every request is denied"
         return f"allowlist ({allowed}{deny}) through the host proxy"
 
@@ -165,8 +195,10 @@ class NetworkPolicy:
                 raise InvalidSettingError(
                     f"network.{name} must be a list of at most {MAX_PATTERNS} host patterns"
                 )
-        if mode != "allowlist" and allow:
-            raise InvalidSettingError(f"network.allow is only for mode 'allowlist', not {mode!r}")
+        if mode not in MODES_WITH_ALLOW and allow:
+            raise InvalidSettingError(
+                f"network.allow is only for the modes 'allowlist' and 'ask', not {mode!r}"
+            )
         return cls(
             mode,
             tuple(HostPattern.parse(p) for p in allow),
@@ -182,9 +214,11 @@ class NetworkPolicy:
         items = [item.strip() for item in text.split(",") if item.strip()]
         if not items:
             return cls("allowlist")  # an empty allowlist: deny all
+        mode = "ask" if any(i.lower() == ASK_ITEM for i in items) else "allowlist"
+        items = [i for i in items if i.lower() != ASK_ITEM]
         allow = tuple(HostPattern.parse(i) for i in items if not i.startswith("!"))
         deny = tuple(HostPattern.parse(i[1:]) for i in items if i.startswith("!"))
-        return cls("allowlist", allow, deny)
+        return cls(mode, allow, deny)
 
     @classmethod
     def parse(cls, value: Any) -> NetworkPolicy:

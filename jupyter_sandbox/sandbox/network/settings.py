@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Bool, Dict, Integer, List, Unicode, validate
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
 from traitlets.config import LoggingConfigurable
 
+from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.network.addresses import (
     AddressGuard,
     check_private_ranges,
@@ -31,7 +32,9 @@ class NetworkSettings(LoggingConfigurable):
         help="""Policy of new sandboxes whose creator names none: 'none' (no network), 'open'
         (any public address), or a comma-separated allowlist of host patterns ('pypi.org',
         '*.example.com', 'example.com:443'; a leading '!' denies). An empty allowlist denies
-        everything. A kernel's JUPYTER_SANDBOX_NETWORK and REST's 'network' field override it.""",
+        everything; the item 'ask' among the patterns ('ask' alone, or 'ask,pypi.org') holds a
+        request to any other host and asks the owner (see ask_timeout). A kernel's
+        JUPYTER_SANDBOX_NETWORK and REST's 'network' field override it.""",
     )
     allow_private_ranges = List(
         Unicode(),
@@ -62,6 +65,19 @@ class NetworkSettings(LoggingConfigurable):
         help="""Size in bytes of a sandbox's egress audit log before it is rotated (one previous
         file is kept, so at most twice this is stored per sandbox).""",
     )
+    ask_timeout = Float(
+        60.0,
+        config=True,
+        help="""Seconds a request held by a sandbox's 'ask' policy waits for its owner's
+        decision (allow once, allow for the sandbox, deny); unanswered by then it is denied, and
+        the sandbox's program is told so.""",
+    )
+    max_pending_requests = Integer(
+        8,
+        config=True,
+        help="""Requests of one sandbox that may wait for a decision at once under its 'ask'
+        policy (a count); one more is refused at once with a message that says so.""",
+    )
     allow_loopback_for_tests = Bool(
         False,
         config=True,
@@ -81,6 +97,24 @@ class NetworkSettings(LoggingConfigurable):
     def _check_policy(self, proposal: dict[str, Any]) -> str:
         NetworkPolicy.from_text(str(proposal["value"]))  # InvalidSettingError names the problem
         return str(proposal["value"])
+
+    @validate("ask_timeout")
+    def _check_ask_timeout(self, proposal: dict[str, Any]) -> float:
+        value = float(proposal["value"])
+        if not 0 < value <= 24 * 3600:
+            raise InvalidSettingError(
+                f"NetworkSettings.ask_timeout must be from 0 (exclusive) to 86400 seconds, not {value}"
+            )
+        return value
+
+    @validate("max_pending_requests")
+    def _check_max_pending(self, proposal: dict[str, Any]) -> int:
+        value = int(proposal["value"])
+        if not 1 <= value <= 1024:
+            raise InvalidSettingError(
+                f"NetworkSettings.max_pending_requests must be from 1 to 1024, not {value}"
+            )
+        return value
 
     @validate("allow_private_ranges")
     def _check_ranges(self, proposal: dict[str, Any]) -> list[str]:
@@ -107,6 +141,8 @@ class NetworkSettings(LoggingConfigurable):
             "max_connections": int(self.max_connections),
             "connect_timeout": int(self.connect_timeout),
             "audit_max_bytes": int(self.audit_max_bytes),
+            "ask_timeout": float(self.ask_timeout),
+            "max_pending_requests": int(self.max_pending_requests),
         }
 
 

@@ -90,7 +90,8 @@ def other_loopback_server() -> Iterator[RecordingServer]:
 
 
 @contextmanager
-def make_chain() -> Iterator[Chain]:
+def make_chain(**options: float) -> Iterator[Chain]:
+    """A chain; ``options``: more NetworkSettings (ask_timeout, max_pending_requests)."""
     state_dir = Path(tempfile.mkdtemp(prefix="jsbn-", dir="/tmp"))
     (state_dir / "server-cwd").mkdir()
     directory = SandboxDirectory(state_dir, "0123456789ab")
@@ -114,6 +115,7 @@ def make_chain() -> Iterator[Chain]:
             "metadata.test": "169.254.169.254",
             "mapped.test": "::ffff:169.254.169.254",
         },
+        **options,
     )
     # Started from a directory holding modules a user could leave in a server's working
     # directory (the proxy is a host process: it must import none of them).

@@ -120,7 +120,7 @@ def test_env_text_form() -> None:
         ("open", "must be an object"),
         ({"mode": "everything"}, "network.mode must be one of"),
         ({"mode": "allowlist", "allow": "pypi.org"}, "must be a list"),
-        ({"mode": "open", "allow": ["pypi.org"]}, "only for mode 'allowlist'"),
+        ({"mode": "open", "allow": ["pypi.org"]}, "only for the modes 'allowlist' and 'ask'"),
         ({"mode": "none", "extra": 1}, "unknown network field"),
         ({"mode": "allowlist", "allow": [3]}, "must be a string"),
         ({"mode": "allowlist", "allow": ["x.test"] * 257}, "at most 256"),

@@ -41,6 +41,7 @@ async def nothing_was_made(extension: SandboxExtension) -> bool:
 REACHED = "/workspace/reached_by_bob"
 VALID_BODIES = {
     ("/api/sandboxes/{sandbox_id}/network", "put"): '{"mode": "none"}',
+    ("/api/sandboxes/{sandbox_id}/network/requests/{request_id}", "post"): '{"decision": "once"}',
     ("/api/sandboxes/{sandbox_id}/commands", "post"): (
         '{"command": "touch ' + REACHED + '", "env": {"A": "1"}, "cwd": "/workspace"}'
     ),
@@ -182,6 +183,7 @@ async def test_row37_users_never_reach_each_other(
             continue
         concrete = path.replace("{sandbox_id}", alices["id"])
         concrete = concrete.replace("{port}", "8000")
+        concrete = concrete.replace("{request_id}", "0123456789abcdef")
         parts = concrete.replace("{command_id}", alices_command["id"]).split("/")[3:]
         # A well-formed request each (a malformed one is refused before any lookup, with a 400
         # that says as little about whose sandbox it is).
