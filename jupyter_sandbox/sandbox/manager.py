@@ -28,7 +28,12 @@ from traitlets.config import Config
 from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxNotFoundError
 from jupyter_sandbox.protocol.statuses import SandboxStatus
 from jupyter_sandbox.sandbox.attestation import AttestationReport, record_attestation, stored_report
-from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend, Terminal
+from jupyter_sandbox.sandbox.backends.base import (
+    ExecOptions,
+    SandboxBackend,
+    Terminal,
+    TerminalOptions,
+)
 from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
 from jupyter_sandbox.sandbox.identity import (
@@ -274,7 +279,7 @@ class SandboxManager(SandboxStarter):
         in /workspace or ``cwd``, with ``env`` added (terminals.py); TooManyTerminalsError past
         the sandbox's cap. The caller closes it, which kills the shell and all it started;
         :meth:`close` closes what is left."""
-        return await self.terminals.open(owner, sandbox_id, rows=rows, cols=cols, cwd=cwd, env=env)
+        return await self.terminals.open(owner, sandbox_id, TerminalOptions(rows, cols, cwd, env))
 
     async def exec(
         self, owner: str, sandbox_id: str, argv: list[str], options: ExecOptions | None = None

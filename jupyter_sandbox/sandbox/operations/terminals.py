@@ -71,22 +71,13 @@ class SandboxTerminals(LoggingConfigurable):
         self._opening: collections.Counter[str] = collections.Counter()
         self._stopped = False
 
-    async def open(
-        self,
-        owner: str,
-        sandbox_id: str,
-        *,
-        rows: int = DEFAULT_ROWS,
-        cols: int = DEFAULT_COLS,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-    ) -> SandboxTerminal:
-        """A shell in the owner's running sandbox on a TTY of ``rows`` x ``cols``, in
-        /workspace or ``cwd``, with ``env`` added to its environment
+    async def open(self, owner: str, sandbox_id: str, options: TerminalOptions) -> SandboxTerminal:
+        """A shell in the owner's running sandbox as ``options`` say: a TTY of rows x cols, in
+        /workspace or its ``cwd``, with its ``env`` added to the environment
         (SandboxManager.open_terminal). A front end that takes ``cwd`` and ``env`` from a client
         checks them as a command's are first (CommandRequest.from_json, as the E2B API's PTY
         does): the mark the shell's kill relies on is put last whatever ``env`` holds."""
-        rows, cols = check_size(rows, cols)
+        rows, cols = check_size(options.rows, options.cols)
         await self.manager.running(owner, sandbox_id)
         held = self.open_count(sandbox_id) + self._opening[sandbox_id]
         if held >= self.max_per_sandbox:
@@ -103,7 +94,7 @@ class SandboxTerminals(LoggingConfigurable):
         self._opening[sandbox_id] += 1
         try:
             inner = await self.manager.backend.open_terminal(
-                sandbox_id, TerminalOptions(rows, cols, cwd, env)
+                sandbox_id, TerminalOptions(rows, cols, options.cwd, options.env)
             )
         finally:
             self._opening[sandbox_id] -= 1
