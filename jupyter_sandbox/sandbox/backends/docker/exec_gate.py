@@ -9,11 +9,12 @@ lands while an exec starts wedges the container (tried with a detached exec and 
 at once: every time, on runc). A sandbox is paused right after it starts (its network forwarder
 is started beside the caller) and while a panel's stats probe runs, so this is not rare.
 
-A removal that lands while execs start fares no better under runsc: a sandbox with twenty
-commands attached, removed while ten more execs were being started into it, took 5 to 80 s to
-go, or was refused ("PID … is zombie"), where it goes in 1 s once those starts are done. In the
-test of one owner flooding a server (tests/security/rest/test_denial_of_service.py) the removal
-hung for minutes, until the clients of the flood left.
+A removal that lands while execs start fares no better under runsc: the engine's kill of a
+sandbox with commands attached, removed while more execs were being started into it, waited
+far past its own limit or was refused ("PID … is zombie"), where it is quick once those starts
+are done (docs/explanation/performance.md, "Figures behind the code"). In the test of one owner
+flooding a server (tests/security/rest/test_denial_of_service.py) the removal hung until the
+clients of the flood left.
 
 So a pause or a removal, and the start of every exec, pass through :class:`ExecGate`: in this
 process no exec is created while a pause or removal of its container is on its way, and the
