@@ -80,7 +80,9 @@ async def test_network_policy_changed_live_and_a_snapshot_restored(client: Sandb
             }
             assert sandbox.network.get() == policy
             assert sandbox.network.audit(limit=10) == []  # nothing asked for yet
-            with pytest.raises(InvalidSettingError, match="must be one of none, allowlist, ask, open"):
+            with pytest.raises(
+                InvalidSettingError, match="must be one of none, allowlist, ask, open"
+            ):
                 sandbox.network.set("everything")
 
             sandbox.files.write("results/out.txt", "kept in the snapshot\n")
