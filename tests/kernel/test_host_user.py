@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,10 +138,17 @@ def host_user() -> Iterator[tuple[str, Path]]:
     try:
         yield name, home
     finally:
+        # The user's processes first (the headless pool keeper its kernel started lives on for
+        # minutes, and userdel refuses a user who still runs one), then what they made.
+        for _ in range(100):  # SIGKILL is sent, not waited for: until pgrep finds none
+            subprocess.run(["pkill", "--signal", "KILL", "--uid", name], capture_output=True)
+            if subprocess.run(["pgrep", "--uid", name], capture_output=True).returncode == 1:
+                break
+            time.sleep(0.1)
         state = home / ".local/share/jupyter/runtime/sandboxes"
         if state.exists():
             remove_containers_under(state)
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True, check=True)
         shutil.rmtree(home, ignore_errors=True)
 
 
