@@ -56,8 +56,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pool
 from jupyter_client.session import Session
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from pool import percentile
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,28 +80,9 @@ def free_port() -> int:
         return port
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-class Server:
-    """A jupyter server on 127.0.0.1 and the REST and websocket calls the benchmark makes."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
-        self.http = AsyncHTTPClient()
-
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        request = HTTPRequest(
-            f"{self.url}{path}",
-            method=method,
-            headers={"Authorization": f"token {self.token}"},
-            body=None if body is None else json.dumps(body),
-            request_timeout=180,
-        )
-        response = await self.http.fetch(request)
-        return json.loads(response.body) if response.body else None
+class Server(pool.Server):
+    """A jupyter server on 127.0.0.1 and the REST (pool.Server.call) and websocket calls the
+    benchmark makes."""
 
     async def wait_until_up(self) -> None:
         for _ in range(600):
@@ -116,11 +99,13 @@ class Server:
             f"{ws_url}/api/kernels/{kernel_id}/channels?token={self.token}"
         )
 
-    async def start_kernel(self) -> tuple[float, str, WebSocketClientConnection]:
+    async def start_kernel(
+        self, kernel_name: str = KERNEL
+    ) -> tuple[float, str, WebSocketClientConnection]:
         """Seconds from asking for a kernel to its first kernel_info_reply, the kernel's id
         and its open websocket."""
         start = time.perf_counter()
-        kernel = await self.call("POST", "/api/kernels", {"name": KERNEL})
+        kernel = await self.call("POST", "/api/kernels", {"name": kernel_name})
         try:
             ws = await self.connect(kernel["id"])
             await request_reply(ws, "kernel_info_request", {})
@@ -129,8 +114,9 @@ class Server:
             await self.call("DELETE", f"/api/kernels/{kernel['id']}")
             raise
 
-    async def time_start(self) -> float:
-        elapsed, kernel_id, ws = await self.start_kernel()
+    async def time_start(self, kernel_name: str = KERNEL) -> float:
+        """As pool.Server.time_start, through start_kernel, which the executes use too."""
+        elapsed, kernel_id, ws = await self.start_kernel(kernel_name)
         ws.close()
         await self.call("DELETE", f"/api/kernels/{kernel_id}")
         return elapsed
