@@ -59,7 +59,10 @@ class InstallKernelApp(SandboxCommandApp):
     image = Unicode("", config=True, help="JUPYTER_SANDBOX_IMAGE of its kernels.")
     runtime = Unicode("", config=True, help="JUPYTER_SANDBOX_RUNTIME of its kernels.")
     network = Unicode(
-        "", config=True, help="JUPYTER_SANDBOX_NETWORK of its kernels: none, open or an allowlist."
+        "",
+        config=True,
+        help="JUPYTER_SANDBOX_NETWORK of its kernels: none, open, an allowlist, or ask alone or "
+        "before an allowlist (ask,pypi.org).",
     )
     limits = Unicode(
         "",

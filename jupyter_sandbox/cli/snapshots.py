@@ -1,4 +1,4 @@
-"""``jupyter sandbox snapshot create|list|restore|delete|export``: workspace snapshots.
+"""``jupyter sandbox snapshot create|list|restore|delete``: workspace snapshots.
 
 Each verb is an OwnerCommand (cli/owner.py) reading ``jupyter_sandbox_config.py``
 (``c.Snapshots.snapshot_dir`` and the caps) and acting as the owner ``--owner`` names. The

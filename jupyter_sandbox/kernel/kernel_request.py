@@ -8,7 +8,7 @@ choices live:
 JUPYTER_SANDBOX_RUNTIME     ``runsc`` (gVisor) or ``runc``; default ``SandboxSettings.runtime``
 JUPYTER_SANDBOX_IMAGE       an image ``SandboxSettings.allowed_images`` allows
 JUPYTER_SANDBOX_LIMITS      ``memory=4g,cpus=2``: limits of the REST API's ``limits`` object
-JUPYTER_SANDBOX_NETWORK     ``none``, ``open`` or an allowlist (sandbox/network/policy.py)
+JUPYTER_SANDBOX_NETWORK     ``none``, ``open``, an allowlist, ``ask[,allowlist]`` (sandbox/network/policy.py)
 JPY_SESSION_NAME            the notebook's path, set by Jupyter Server (shown in listings)
 JUPYTER_SANDBOX_PURPOSE     a free-form label (the tests name themselves)
 ==========================  ====================================================================
