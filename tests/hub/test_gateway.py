@@ -74,6 +74,7 @@ from tests.hub.hub_process import (
 )
 from tests.kernel.sandbox_env import remove_containers_under
 from tests.kernel_websocket import run_cell
+from tests.labextension.conftest import open_panel, sandbox_card, shot
 
 pytestmark = [
     pytest.mark.integration,
@@ -489,6 +490,11 @@ async def test_the_notebooks_directory_is_the_workspace(gateway_hub: GatewayHub)
             "print(open('/workspace/data.txt').read(), end='')",
         )
         assert (stdout, reply["status"]) == ("hers\n", "ok"), reply
+        # Shown through the directory the kernel opened within her root and pinned, not by
+        # its path (sandbox/host/workspace_pin.py).
+        sandbox = sandbox_of_kernel(gateway_hub, made["kernel"]["id"])
+        pin = SandboxDirectory(gateway_hub.gateway_state, sandbox["id"]).workspace_source
+        assert (pin / "data.txt").read_text() == "hers\n"
     finally:
         status, answer = gateway_hub.server("alice", "DELETE", f"api/sessions/{made['id']}")
         shutil.rmtree(notes)
@@ -799,3 +805,29 @@ async def test_each_user_claims_from_their_own_warm_pool(
             for kernel_id in kernels[role]:
                 gateway_hub.server(role, "DELETE", f"api/kernels/{kernel_id}")
     assert wait_until_no_sandboxes(list(names.values())) == {}
+
+
+def test_labs_sandboxes_panel_shows_the_gateways_sandboxes(
+    gateway_hub: GatewayHub, page: Any
+) -> None:
+    """Alice logs in to the hub in a browser and opens her Lab: its Sandboxes panel lists the
+    sandbox her server made at the gateway (the list forwarded with her server's token)."""
+    from playwright.sync_api import expect
+
+    alice = gateway_hub.users["alice"]
+    status, sandbox = gateway_hub.server("alice", "POST", "api/sandboxes", {"runtime": "runc"})
+    assert status == 201, sandbox
+    try:
+        page.goto(f"{gateway_hub.url}/hub/login?next=/user/{alice}/lab")
+        page.locator("input[name=username]").fill(alice)
+        page.locator("input[name=password]").fill("any")  # DummyAuthenticator
+        page.locator("input[type=submit]").click()
+        open_panel(page)
+        card = sandbox_card(page, sandbox["id"])
+        expect(card).to_be_visible()
+        shot(page, "gateway-sandboxes-panel")
+        assert page.locator("#jupyter-sandbox-panel .jp-Sandbox-card").count() == 1
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
+    assert status == 204, answer
+    assert wait_until_no_sandboxes([alice]) == {}
