@@ -58,7 +58,6 @@ from tests.hub.hub_process import (
     PROXY,
     REMOVAL_TIMEOUT,
     REQUEST_TIMEOUT,
-    SERVER_START,
     SYSTEM_PYTHON,
     VENV,
     Hub,
@@ -600,25 +599,10 @@ def restart_server(hub: GatewayHub, role: str, options: dict[str, str]) -> None:
     name = hub.users[role]
     status, answer = hub.hub_api("DELETE", f"users/{name}/server")
     assert status in (202, 204), answer
-    wait_for_server(hub, name, ready=False)
+    wait_for_servers(hub, ready=False, names=[name])
     status, answer = hub.hub_api("POST", f"users/{name}/server", {"user_options": options})
     assert status in (201, 202), f"{answer}\n{hub.log_tails()}"
-    wait_for_server(hub, name, ready=True)
-
-
-def wait_for_server(hub: GatewayHub, name: str, ready: bool) -> None:
-    """Until ``name``'s server is ready (``ready``) or gone."""
-    deadline = time.monotonic() + SERVER_START + 10
-    while time.monotonic() < deadline:
-        status, user = hub.hub_api("GET", f"users/{name}")
-        assert status == 200, user
-        server = user["servers"].get("")
-        if (server is not None and server["ready"]) if ready else server is None:
-            return
-        time.sleep(0.2)  # polling the hub, not waiting a fixed time
-    raise AssertionError(
-        f"{name}'s server not {'ready' if ready else 'stopped'}:\n{hub.log_tails()}"
-    )
+    wait_for_servers(hub, ready=True, names=[name])
 
 
 GATEWAY_RESTART = 120.0  # seconds: the hub polls its services every 30 s, then starts one
