@@ -297,6 +297,12 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
         "A free-form label stored with the sandbox (shown in listings; the tests name "
         "themselves with it).",
     ),
+    "JUPYTER_SANDBOX_WORKSPACE_ROOT": (
+        "internal",
+        "Set by the sandbox gateway for each kernel: the user's root (a real path). The "
+        "kernel's directory must lie in it; it is opened from there without following links "
+        "and the engine mounts what was opened (sandbox/host/workspace_pin.py).",
+    ),
     "JUPYTER_SANDBOX_EXEC": (
         "internal",
         "Set in the environment of every command run in a sandbox through the engine, as a "

@@ -8,12 +8,14 @@ carry hub-issued tokens (auth.py).
 
 Run as a JupyterHub service, it takes its address and URL prefix from the hub
 (``JUPYTERHUB_SERVICE_URL``, ``JUPYTERHUB_SERVICE_PREFIX``); every kernel runs in
-``user_root``'s directory of its user (kernel_env.py).
+``user_root``'s directory of its user (kernel_env.py). Each active user has a warm pool of
+their own (pools.py), drained when the gateway stops.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from typing import Any
 from urllib.parse import urlparse
 
@@ -26,6 +28,7 @@ from traitlets import Unicode, default
 
 from jupyter_sandbox.gateway.auth import HubTokenIdentityProvider
 from jupyter_sandbox.gateway.kernels import SANDBOXED_PYTHON, OwnedKernelManager
+from jupyter_sandbox.gateway.pools import UserPools
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 # The server extension (the sandbox REST API and its manager), and nothing else the host's
@@ -62,6 +65,20 @@ class SandboxGateway(ServerApp):
         notebook's directory on the user's server) must be inside it, symbolic links followed,
         or the start is refused. Without KERNEL_WORKING_DIR, the kernel starts in it.""",
     )
+
+    _user_pools: UserPools | None = None
+
+    @property
+    def user_pools(self) -> UserPools:
+        """The warm pools of hub users, made on first use: the server extension that holds
+        the sandbox manager is loaded after the web application is made."""
+        if self._user_pools is None:
+            extension = self.web_app.settings["sandbox_extension"]
+            # Its settings from the extension's: jupyter_sandbox_config.py and the server's.
+            self._user_pools = UserPools(
+                extension.manager, extension.container_purpose or "warm-pool", parent=extension
+            )
+        return self._user_pools
 
     @default("extra_services")
     def _default_extra_services(self) -> list[str]:
@@ -114,8 +131,9 @@ class SandboxGateway(ServerApp):
         self.config.KernelSpecManager.allowed_kernelspecs = {SANDBOXED_PYTHON}
         self.config.MappingKernelManager.default_kernel_name = SANDBOXED_PYTHON
         self.config.SandboxExtension.owner_source = "identity"
-        if "size" not in self.config.WarmPool:
-            self.config.WarmPool.size = 0  # a pool is one owner's: pools per hub user are to do
+        # The extension's own pool would be the gateway's owner's (root's), who starts no
+        # kernel here: hub users' pools are UserPools (pools.py), sized by UserPools.size.
+        self.config.WarmPool.size = 0
         self.jpserver_extensions = dict(EXTENSIONS)
         super().init_server_extensions()
 
@@ -124,6 +142,20 @@ class SandboxGateway(ServerApp):
         super().init_webapp()
         rules = self.web_app.wildcard_router.rules
         rules[:] = [rule for rule in rules if _served(rule.target)]
+
+    def init_signal(self) -> None:
+        super().init_signal()
+        # JupyterHub stops a service with SIGINT first (then SIGTERM, then SIGKILL). Without a
+        # terminal, Jupyter Server takes SIGINT for an interrupt that skips its clean-up, which
+        # would leave the kernels and the pools' members: here it is a stop, as JupyterHub
+        # makes it for its single-user servers.
+        signal.signal(signal.SIGINT, self._signal_stop)
+
+    async def cleanup_extensions(self) -> None:
+        # Before the extension closes the sandbox manager the pools remove members with.
+        if self._user_pools is not None:
+            await self._user_pools.drain()
+        await super().cleanup_extensions()
 
 
 def _served(target: Any) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jupyter_sandbox.kernel.kernel_request import WORKSPACE_ROOT_ENV_VAR
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 CHOICES = {
@@ -68,6 +69,9 @@ def kernel_launch(
     env.update({CHOICES[name]: value for name, value in chosen.items() if name in CHOICES})
     env["JUPYTER_SANDBOX_OWNER"] = owner
     cwd = working_directory(chosen.get(WORKING_DIR), user_root)
+    # Checked here by its path; the kernel opens it again from the root, following no link,
+    # and has the engine mount what it opened (sandbox/host/workspace_pin.py, row 124).
+    env[WORKSPACE_ROOT_ENV_VAR] = str(working_directory(None, user_root))
     return KernelLaunch(env=env, cwd=str(cwd))
 
 

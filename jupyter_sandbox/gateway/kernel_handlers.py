@@ -19,7 +19,7 @@ from jupyter_server.services.kernels.websocket import KernelWebsocketHandler as 
 from jupyter_server.utils import url_escape, url_path_join
 from tornado import web
 
-from jupyter_sandbox.gateway.kernel_env import kernel_launch, user_root_of
+from jupyter_sandbox.gateway.kernel_env import kernel_launch, user_root_of, working_directory
 from jupyter_sandbox.gateway.kernels import OwnedKernelManager
 from jupyter_sandbox.protocol.errors import SandboxError
 
@@ -78,6 +78,7 @@ class MainKernelHandler(OwnedKernelMixin, kernel_api.MainKernelHandler):
         root = user_root_of(gateway.user_root, self.owner)
         launch = kernel_launch(model.get("env"), self.owner, root)
         kernel_id = await self.owned_kernels.start_owned_kernel(self.owner, name, launch)
+        await gateway.user_pools.keep_warm(self.owner, working_directory(None, root))
         answer = self.owned_kernels.kernel_model(kernel_id)  # type: ignore[no-untyped-call]
         self.set_header(
             "Location", url_path_join(self.base_url, "api", "kernels", url_escape(kernel_id))

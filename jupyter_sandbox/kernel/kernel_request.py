@@ -11,6 +11,8 @@ JUPYTER_SANDBOX_LIMITS      ``memory=4g,cpus=2``: limits of the REST API's ``lim
 JUPYTER_SANDBOX_NETWORK     ``none``, ``open``, an allowlist, ``ask[,allowlist]`` (sandbox/network/policy.py)
 JPY_SESSION_NAME            the notebook's path, set by Jupyter Server (shown in listings)
 JUPYTER_SANDBOX_PURPOSE     a free-form label (the tests name themselves)
+JUPYTER_SANDBOX_WORKSPACE_ROOT  a real path the kernel's directory must stay in, which is then
+                            opened and mounted as opened (set by the gateway: its user's root)
 ==========================  ====================================================================
 
 The syntax of each is checked here, when the kernel starts; whether the values are allowed
@@ -36,6 +38,7 @@ from jupyter_sandbox.sandbox.network import NetworkPolicy, policy_of_state
 from jupyter_sandbox.sandbox.settings import RUNTIMES
 
 LIMITS_ENV_VAR = "JUPYTER_SANDBOX_LIMITS"
+WORKSPACE_ROOT_ENV_VAR = "JUPYTER_SANDBOX_WORKSPACE_ROOT"
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class KernelRequest:
     network: str | None  # the text form
     notebook: str = ""
     purpose: str = ""
+    workspace_root: str | None = None  # see host/workspace_pin.py
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> KernelRequest:
@@ -71,6 +75,7 @@ class KernelRequest:
             network=environ.get(NETWORK_ENV_VAR) or None,
             notebook=environ.get("JPY_SESSION_NAME", ""),
             purpose=environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
+            workspace_root=environ.get(WORKSPACE_ROOT_ENV_VAR) or None,
         )
 
     def check_found(

@@ -61,6 +61,7 @@ async def find_or_create(
             context=key,
             ephemeral=not named,
             launch_dir=os.getcwd(),
+            workspace_root=request.workspace_root,
             notebook=request.notebook,
             purpose=request.purpose,
             network=request.network,  # a context found keeps its own

@@ -28,6 +28,7 @@ class RequestedSandbox(TypedDict, total=False):
     limits: dict[str, Any] | None  # by name, as SandboxLimits.with_overrides takes them
     environment: dict[str, str] | None  # added to the sandbox's own
     launch_dir: str | None  # the directory /workspace shows (SandboxSettings.workspace_mode)
+    workspace_root: str | None  # a real path launch_dir must stay in (host/workspace_pin.py)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from jupyter_sandbox.sandbox.container_spec import (
 )
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.workspace_pin import pin_workspace
 from jupyter_sandbox.sandbox.identity import check_owner
 from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
 from jupyter_sandbox.sandbox.kernel_link.link import bridged_connection_info, new_connection_info
@@ -163,7 +164,9 @@ class SandboxStarter(SandboxAttacher):
             image=self.settings.check_image(image) if image else self.settings.image,
             limits=self.settings.requested_limits(requested.get("limits")),
             environment=self._environment(environment or {}),
-            workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
+            workspace=plan_workspace(
+                self.settings.workspace_mode, launch_dir, requested.get("workspace_root")
+            ),
             launch_dir=launch_dir,
             custom_environment=bool(environment),
         )
@@ -193,6 +196,8 @@ class SandboxStarter(SandboxAttacher):
             directory.create(uid, io_cap=self.settings.io_bytes if capped else 0)
             if workspace.mode == "copy-on-write":
                 directory.create_overlay(uid, cap=request.limits.workspace_bytes if capped else 0)
+            # What the engine mounts: the directory opened now, within its root (row 124).
+            mounted = pin_workspace(workspace, directory.workspace_source)
             connection = new_connection_info(directory.container_socket_prefix())
             # Only runsc can checkpoint a kernel, and only one behind the bridge (settings).
             bridged = self.settings.memory_snapshots and request.runtime == "runsc"
@@ -223,7 +228,7 @@ class SandboxStarter(SandboxAttacher):
                 request.limits,
                 request.environment,
                 purpose,
-                workspace,
+                mounted,
             )
             if pool_key is None:  # the state file is this sandbox's reservation; see quotas.py
                 self.quotas.check(usage_of(self.settings.state_path, request.owner))

@@ -21,29 +21,44 @@ _OVERLAY_UNSAFE = (",", ":", "\n")
 
 @dataclass(frozen=True)
 class WorkspacePlan:
-    """The mode actually used, the host directory shown (if any), and why it differs."""
+    """The mode actually used, the host directory shown (if any), and why it differs.
+
+    ``within``: a directory the shown one must stay inside (a gateway's user root); the host
+    then opens it from there without following links and mounts what it opened
+    (host/workspace_pin.py), so a link swapped in after the check changes nothing."""
 
     mode: str
     source: str | None
     note: str = ""
+    within: str | None = None
 
 
 NO_WORKSPACE = WorkspacePlan("none", None)
 
 
-def plan_workspace(mode: str, launch_dir: str | None) -> WorkspacePlan:
-    """Decide what /workspace shows for a kernel launched in ``launch_dir``."""
+def plan_workspace(mode: str, launch_dir: str | None, within: str | None = None) -> WorkspacePlan:
+    """Decide what /workspace shows for a kernel launched in ``launch_dir``, which must be
+    ``within`` (a real path) or inside it when that is given."""
     if mode == "none" or launch_dir is None:
         return NO_WORKSPACE
     path = Path(launch_dir).resolve()
-    refusal = _refusal(path)
+    refusal = _refusal(path) or _outside(path, within)
     if refusal:
         return WorkspacePlan("none", None, f"files beside the notebook are not shown: {refusal}")
     if mode == "copy-on-write" and any(c in str(path) for c in _OVERLAY_UNSAFE):
         return WorkspacePlan(
-            "read-only", str(path), "the launch directory's name has ',' or ':': shown read-only"
+            "read-only",
+            str(path),
+            "the launch directory's name has ',' or ':': shown read-only",
+            within,
         )
-    return WorkspacePlan(mode, str(path))
+    return WorkspacePlan(mode, str(path), within=within)
+
+
+def _outside(path: Path, within: str | None) -> str:
+    if within is None or path == Path(within) or Path(within) in path.parents:
+        return ""
+    return f"{path} is outside {within}"
 
 
 def _refusal(path: Path) -> str:

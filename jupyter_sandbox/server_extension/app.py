@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import sys
 from typing import Any
 
 import zmq
@@ -232,6 +234,7 @@ class SandboxExtension(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tune_kernel_connections(serverapp)
+        self._stop_on_sigint(serverapp)
         if self.fast_kernel_start and self.zygote is None:
             zygote = Zygote(self.manager.settings.state_path, self.log)
             if zygote.start():
@@ -252,6 +255,19 @@ class SandboxExtension(ExtensionApp):
             return
         for check in await asyncio.to_thread(outdated_runtimes, facts.version):
             self.log.warning("sandbox isolation: %s; %s", check.detail, check.fix)
+
+    def _stop_on_sigint(self, serverapp: Any) -> None:
+        """With its kernels at a gateway, SIGINT stops the server cleanly. JupyterHub stops a
+        user's server with SIGINT (then SIGTERM after Spawner.interrupt_timeout), which Jupyter
+        Server without a terminal takes for an interrupt that skips its clean-up: the
+        kernels it started at the gateway would run on there, their unnamed sandboxes with
+        them. A stop shuts them down at the gateway first (GatewayMappingKernelManager)."""
+        gateway = getattr(serverapp, "gateway_config", None)
+        if gateway is None or not gateway.gateway_enabled:
+            return
+        if sys.stdin is not None and sys.stdin.isatty():
+            return  # Jupyter Server's own handler asks the person at the terminal
+        signal.signal(signal.SIGINT, serverapp._signal_stop)
 
     def _tune_kernel_connections(self, serverapp: Any) -> None:
         # The kernel manager shares one context among its kernels (MultiKernelManager

@@ -43,6 +43,7 @@ def test_the_choices_become_the_kernels_variables(homes: Path) -> None:
         "JUPYTER_SANDBOX_NETWORK": "none",
         "JUPYTER_SANDBOX_IMAGE": "jupyter-sandbox/python:0.1.0",
         "JUPYTER_SANDBOX_OWNER": "alice",
+        "JUPYTER_SANDBOX_WORKSPACE_ROOT": str(homes / "alice"),  # walked from, without links
     }
     assert launch.cwd == str(homes / "alice" / "notes")
 
@@ -54,9 +55,16 @@ def test_the_owner_is_never_the_clients(homes: Path) -> None:
         "JUPYTERHUB_USER": "bob",
         "KERNEL_SANDBOX_OWNER": "bob",
     }
-    base = {"JUPYTERHUB_API_TOKEN": "the service's", "JUPYTER_SANDBOX_CONTEXT": "gateway's"}
+    base = {
+        "JUPYTERHUB_API_TOKEN": "the service's",
+        "JUPYTER_SANDBOX_CONTEXT": "gateway's",
+        "JUPYTER_SANDBOX_WORKSPACE_ROOT": "/",
+    }
     launch = kernel_launch(sent, "alice", homes / "alice", base_env=base)
-    assert launch.env == {"JUPYTER_SANDBOX_OWNER": "alice"}  # nor the gateway's secrets
+    assert launch.env == {  # nor the gateway's secrets, nor a root of its own
+        "JUPYTER_SANDBOX_OWNER": "alice",
+        "JUPYTER_SANDBOX_WORKSPACE_ROOT": str(homes / "alice"),
+    }
     assert launch.cwd == str(homes / "alice")
 
 

@@ -34,6 +34,9 @@ from tests.hub.hub_process import (
     wait_until_up,
 )
 
+# The browser of the Lab tests, for the Sandboxes panel of a gateway-backed server.
+from tests.labextension.conftest import page  # noqa: F401
+
 LOG_TAILS = pytest.StashKey[Callable[[], str]]()
 
 

@@ -15,6 +15,8 @@ EXAMPLE = REPO / "examples" / "jupyterhub_gateway_config.py"
 SERVICE = "sandbox-gateway"
 GATEWAY_LOG = "gateway.log"  # in the hub's directory, then test-artifacts/hub/
 KERNEL_LAUNCH_TIMEOUT = 90  # seconds the users' servers wait for the gateway's kernel start
+CONTEXT_VARIABLE = "KERNEL_SANDBOX_CONTEXT"
+CONTEXT_OPTION = "sandbox_context"  # the user option a test starts a server with to name one
 
 # The users' servers hold no engine: nothing of theirs starts sandboxes.
 USER_SANDBOX_CONFIG = """\
@@ -31,6 +33,9 @@ c.SandboxSettings.state_dir = {str(gateway_state)!r}
 c.SandboxSettings.runtime = "runc"
 c.SandboxExtension.container_purpose = {PURPOSE!r}
 c.SandboxCuller.interval = 3600.0
+c.UserPools.size = 1  # the default: a warm sandbox per active user (pools.py)
+c.WarmPool.max_keys = 0  # and none for other requests, which would only add containers here
+c.WarmPool.refill_interval = 0.5
 """
 
 
@@ -99,6 +104,11 @@ gateway_admins["services"] = ["hub-test"]
 
 c.Spawner.cmd = {command!r}
 c.Spawner.environment.update({server_environment!r})
+# A named context chosen per start of a server (POST .../server {{"user_options": …}}), as a
+# user's server environment passes it: KERNEL_* variables are what GatewayClient forwards.
+c.Spawner.environment[{CONTEXT_VARIABLE!r}] = lambda spawner: str(
+    spawner.user_options.get({CONTEXT_OPTION!r}, "")
+)
 c.Spawner.start_timeout = {int(SERVER_START)}
 c.Spawner.http_timeout = {int(SERVER_START)}
 """

@@ -256,10 +256,10 @@ def wait_until_up(
             time.sleep(0.1)  # polling for readiness, not waiting a fixed time
 
 
-def wait_for_servers(hub: Hub, ready: bool) -> None:
-    """Until every user's server is ready (``ready``), or gone."""
+def wait_for_servers(hub: Hub, ready: bool, names: list[str] | None = None) -> None:
+    """Until every user's server (or those of ``names``) is ready (``ready``), or gone."""
     deadline = time.monotonic() + (SERVER_START if ready else REMOVAL_TIMEOUT) + 10
-    waiting = set(hub.users.values())
+    waiting = set(hub.users.values() if names is None else names)
     while waiting and time.monotonic() < deadline:
         for name in sorted(waiting):
             status, user = hub.hub_api("GET", f"users/{name}")

@@ -38,9 +38,14 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
 from jupyter_sandbox.sandbox import labels
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
+from jupyter_sandbox.sandbox.lifecycle.pool import unclaimed_member
+from jupyter_sandbox.sandbox.lifecycle.pool_directory import PoolDirectory
+from jupyter_sandbox.sandbox.lifecycle.quotas import usage_of
 from tests.conftest import remove_state_dir
 from tests.hub.conftest import LOG_TAILS
 from tests.hub.gateway_hub import (
+    CONTEXT_OPTION,
     GATEWAY_LOG,
     SERVICE,
     USER_SANDBOX_CONFIG,
@@ -51,6 +56,7 @@ from tests.hub.hub_process import (
     ARTIFACTS,
     KERNEL_TIMEOUT,
     PROXY,
+    REMOVAL_TIMEOUT,
     REQUEST_TIMEOUT,
     SYSTEM_PYTHON,
     VENV,
@@ -60,15 +66,14 @@ from tests.hub.hub_process import (
     make_user,
     remove_user,
     stop_hub,
-    stop_servers,
     tail,
     uid_of,
     wait_for_servers,
-    wait_until_no_containers,
     wait_until_up,
 )
 from tests.kernel.sandbox_env import remove_containers_under
 from tests.kernel_websocket import run_cell
+from tests.labextension.conftest import open_panel, sandbox_card, shot
 
 pytestmark = [
     pytest.mark.integration,
@@ -159,6 +164,9 @@ def gateway_hub() -> Iterator[GatewayHub]:
                 start_new_session=True,
             )
         proxy_pid: list[int] = []
+        # Last: once the hub has stopped the servers and the gateway (which drains the users'
+        # pools), nothing of either user is left.
+        cleanup.callback(lambda: assert_nothing_left(hub))
         cleanup.callback(
             lambda: stop_hub_and_services(process, proxy_pid[0] if proxy_pid else None)
         )
@@ -166,7 +174,7 @@ def gateway_hub() -> Iterator[GatewayHub]:
         with contextlib.suppress(OSError, ValueError):
             proxy_pid.append(int((hub_dir / "jupyterhub-proxy.pid").read_text()))
 
-        cleanup.callback(stop_servers, hub)
+        cleanup.callback(stop_users_servers, hub)
         with ThreadPoolExecutor() as pool:
             spawns = pool.map(
                 lambda name: hub.hub_api("POST", f"users/{name}/server"), users.values()
@@ -222,13 +230,53 @@ def report_logs(request: pytest.FixtureRequest, gateway_hub: GatewayHub) -> None
 
 
 def owner_labels(names: list[str]) -> dict[str, str]:
-    """container name -> its owner label, for those owners' containers."""
+    """container name -> its owner label, for those owners' containers, unclaimed warm-pool
+    members left out (the gateway keeps them per user until it stops: pools.py)."""
+    return {name: owner for name, owner in all_owner_labels(names).items() if not pool_member(name)}
+
+
+def all_owner_labels(names: list[str]) -> dict[str, str]:
     client = docker.from_env(version="auto")
     return {
         row["Names"][0].lstrip("/"): row["Labels"][labels.OWNER]
         for name in names
         for row in client.api.containers(all=True, filters=labels.owner_filter(name))
     }
+
+
+def pool_member(container: str) -> bool:
+    """Whether the gateway's state says the sandbox of ``container`` is an unclaimed member."""
+    host_dir = Path(
+        docker.from_env(version="auto").api.inspect_container(container)["Config"]["Labels"][
+            labels.HOST_DIR
+        ]
+    )
+    return unclaimed_member(SandboxDirectory(host_dir.parent, host_dir.name).read_state())
+
+
+def wait_until_no_sandboxes(names: list[str]) -> dict[str, str]:
+    """Those owners' containers (but unclaimed pool members) still there after
+    REMOVAL_TIMEOUT at most."""
+    deadline = time.monotonic() + REMOVAL_TIMEOUT
+    while (left := owner_labels(names)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def stop_users_servers(hub: GatewayHub) -> None:
+    """Through the hub, as an admin would; then none of the users' kernels' sandboxes may be
+    left (their pools' unclaimed members are, until the gateway stops)."""
+    for name in hub.users.values():
+        status, answer = hub.hub_api("DELETE", f"users/{name}/server")
+        assert status in (202, 204, 400), answer  # 400: it was not running
+    wait_for_servers(hub, ready=False)
+    left = wait_until_no_sandboxes(list(hub.users.values()))
+    assert not left, f"sandboxes left after the servers stopped: {left}"
+
+
+def assert_nothing_left(hub: GatewayHub) -> None:
+    left = all_owner_labels(list(hub.users.values()))
+    assert not left, f"containers left after the hub stopped the gateway: {left}"
 
 
 async def cell(hub: Hub, path: str, token: str, code: str) -> tuple[str, dict[str, Any]]:
@@ -283,7 +331,7 @@ async def test_a_kernel_through_the_users_own_server(gateway_hub: GatewayHub, ob
     finally:
         status, answer = gateway_hub.server("alice", "DELETE", f"api/kernels/{kernel['id']}")
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
 
 
 @pytest.mark.checklist(
@@ -342,7 +390,7 @@ async def test_another_users_kernel_is_not_found(gateway_hub: GatewayHub, observ
     finally:
         status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel_id}")
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
 
 
 @pytest.mark.checklist(
@@ -382,7 +430,7 @@ async def test_no_claim_changes_the_owner(gateway_hub: GatewayHub, observe: Any)
     finally:
         status, answer = gateway_hub.gateway("bob", "DELETE", f"api/kernels/{kernel['id']}")
     assert status == 204, answer
-    assert wait_until_no_containers([bob]) == []
+    assert wait_until_no_sandboxes([bob]) == {}
 
 
 @pytest.mark.checklist(
@@ -441,11 +489,16 @@ async def test_the_notebooks_directory_is_the_workspace(gateway_hub: GatewayHub)
             "print(open('/workspace/data.txt').read(), end='')",
         )
         assert (stdout, reply["status"]) == ("hers\n", "ok"), reply
+        # Shown through the directory the kernel opened within her root and pinned, not by
+        # its path (sandbox/host/workspace_pin.py).
+        sandbox = sandbox_of_kernel(gateway_hub, made["kernel"]["id"])
+        pin = SandboxDirectory(gateway_hub.gateway_state, sandbox["id"]).workspace_source
+        assert (pin / "data.txt").read_text() == "hers\n"
     finally:
         status, answer = gateway_hub.server("alice", "DELETE", f"api/sessions/{made['id']}")
         shutil.rmtree(notes)
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
 
 
 @pytest.mark.checklist(
@@ -485,38 +538,71 @@ for what, act in [
 
 @pytest.mark.checklist(
     row=93,
-    attack="the gateway is stopped (SIGTERM) while a user's named context holds variables",
-    expected="the hub starts it again; a new kernel of that context reattaches, its variables "
-    "intact, and it is still the user's alone",
+    attack="a user's server is stopped and started again through the hub, then the gateway is "
+    "stopped (SIGTERM), while the user's named context holds variables",
+    expected="the unnamed kernel's sandbox ends with the server; after each restart a new "
+    "kernel of the named context reattaches, its variables intact, and it is the user's alone",
 )
-async def test_a_named_context_survives_the_gateways_restart(
+async def test_a_named_context_survives_the_servers_and_the_gateways_restarts(
     gateway_hub: GatewayHub, observe: Any
 ) -> None:
     alice = gateway_hub.users["alice"]
-    start = {"name": "sandboxed-python", "env": {"KERNEL_SANDBOX_CONTEXT": "kept"}}
-    status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
-    assert status == 201, kernel
+    token = gateway_hub.tokens[alice]
+    start = {"name": "sandboxed-python"}
     try:
-        channels = f"{GATEWAY}/api/kernels/{kernel['id']}/channels"
-        stdout, _ = await cell(gateway_hub, channels, gateway_hub.tokens[alice], "x = 6 * 7")
-        status, service = gateway_hub.hub_api("GET", f"services/{SERVICE}")
-        assert status == 200, service
-        assert service["pid"], service
-        os.kill(service["pid"], signal.SIGTERM)
-        restarted = await asyncio.to_thread(wait_for_a_new_gateway, gateway_hub, service["pid"])
-        status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+        # An unnamed kernel, through her server: its sandbox ends when the hub stops the server
+        # (the server shuts its kernels down at the gateway).
+        status, kernel = gateway_hub.server("alice", "POST", "api/kernels", start)
         assert status == 201, kernel
-        channels = f"{GATEWAY}/api/kernels/{kernel['id']}/channels"
-        stdout, reply = await cell(gateway_hub, channels, gateway_hub.tokens[alice], "print(x)")
-        assert (stdout, reply["status"]) == ("42\n", "ok"), reply
+        channels = f"user/{alice}/api/kernels/{kernel['id']}/channels"
+        stdout, reply = await cell(gateway_hub, channels, token, "print(1)")
+        assert (stdout, reply["status"]) == ("1\n", "ok"), reply
+        assert len(owner_labels([alice])) == 1
+        await asyncio.to_thread(restart_server, gateway_hub, "alice", {CONTEXT_OPTION: "kept"})
+        assert wait_until_no_sandboxes([alice]) == {}  # gone with the server, not culled
+
+        # Her server now passes KERNEL_SANDBOX_CONTEXT=kept with every kernel start.
+        values: list[str] = []
+        for restart in ("server", "gateway", None):
+            status, kernel = gateway_hub.server("alice", "POST", "api/kernels", start)
+            assert status == 201, kernel
+            channels = f"user/{alice}/api/kernels/{kernel['id']}/channels"
+            code = "x = 6 * 7" if not values else "print(x)"
+            stdout, reply = await cell(gateway_hub, channels, token, code)
+            assert reply["status"] == "ok", reply
+            values.append(stdout)
+            assert list(owner_labels([alice]).values()) == [alice]  # one sandbox: the context's
+            if restart == "server":
+                await asyncio.to_thread(
+                    restart_server, gateway_hub, "alice", {CONTEXT_OPTION: "kept"}
+                )
+            elif restart == "gateway":
+                status, service = gateway_hub.hub_api("GET", f"services/{SERVICE}")
+                assert status == 200, service
+                assert service["pid"], service
+                os.kill(service["pid"], signal.SIGTERM)
+                await asyncio.to_thread(wait_for_a_new_gateway, gateway_hub, service["pid"])
+        assert values == ["", "42\n", "42\n"], values
         assert gateway_hub.gateway("bob", "GET", "api/sandboxes") == (200, [])
-        observe(f"gateway pid {service['pid']} -> {restarted}; x == 42 after reattaching")
+        observe("x == 42 after her server's restart and after the gateway's", cases=2)
     finally:
-        gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
         status, listed = gateway_hub.gateway("alice", "GET", "api/sandboxes")
         for sandbox in listed if status == 200 else []:
             gateway_hub.gateway("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
-    assert wait_until_no_containers([alice]) == []
+        await asyncio.to_thread(restart_server, gateway_hub, "alice", {CONTEXT_OPTION: ""})
+    assert wait_until_no_sandboxes([alice]) == {}
+
+
+def restart_server(hub: GatewayHub, role: str, options: dict[str, str]) -> None:
+    """Stop ``role``'s server through the hub and start it again with ``options`` (its user
+    options, which the test's hub turns into KERNEL_* variables of the server)."""
+    name = hub.users[role]
+    status, answer = hub.hub_api("DELETE", f"users/{name}/server")
+    assert status in (202, 204), answer
+    wait_for_servers(hub, ready=False, names=[name])
+    status, answer = hub.hub_api("POST", f"users/{name}/server", {"user_options": options})
+    assert status in (201, 202), f"{answer}\n{hub.log_tails()}"
+    wait_for_servers(hub, ready=True, names=[name])
 
 
 GATEWAY_RESTART = 120.0  # seconds: the hub polls its services every 30 s, then starts one
@@ -567,7 +653,7 @@ def test_admin_access_is_explicit_and_logged(gateway_hub: GatewayHub, observe: A
     finally:
         status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
 
 
 def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: GatewayHub) -> None:
@@ -593,7 +679,7 @@ def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: Gat
     finally:
         status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
@@ -613,4 +699,119 @@ async def test_the_runtime_is_the_users_choice(gateway_hub: GatewayHub, runtime:
     finally:
         status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
     assert status == 204, answer
-    assert wait_until_no_containers([alice]) == []
+    assert wait_until_no_sandboxes([alice]) == {}
+
+
+def members_of(hub: GatewayHub, owner: str) -> set[str]:
+    """The sandbox ids of ``owner``'s unclaimed warm-pool members, by the gateway's state."""
+    return {
+        directory.sandbox_id
+        for directory in sandbox_directories(hub.gateway_state)
+        if (state := directory.read_state()).get("owner") == owner and unclaimed_member(state)
+    }
+
+
+def sandbox_of_kernel(hub: GatewayHub, kernel_id: str) -> dict[str, Any]:
+    """The gateway's state of the sandbox the kernel ``kernel_id`` attached to."""
+    for directory in sandbox_directories(hub.gateway_state):
+        state = directory.read_state()
+        if state.get("kernel_id") == kernel_id:
+            return {**state, "id": directory.sandbox_id}
+    raise AssertionError(f"no sandbox of kernel {kernel_id}")
+
+
+def wait_for_members(hub: GatewayHub, owner: str) -> set[str]:
+    """``owner``'s members once there is one whose kernel answered (it has its ticket)."""
+    deadline = time.monotonic() + KERNEL_TIMEOUT
+    while not (members := members_of(hub, owner) & ticketed(hub)):
+        assert time.monotonic() < deadline, f"no warm sandbox for {owner}:\n{hub.log_tails()}"
+        time.sleep(0.2)  # polling the pool, not waiting a fixed time
+    return members
+
+
+def ticketed(hub: GatewayHub) -> set[str]:
+    pool = PoolDirectory(hub.gateway_state)
+    return {member for key in pool.pool_keys() for member in pool.tickets(key)}
+
+
+@pytest.mark.checklist(
+    row=125,
+    attack="two hub users start kernels from the gateway's warm pool, one after the other",
+    expected="each claims a member of their own pool, labelled with their name; one user's "
+    "claim leaves the other's member alone; quotas count each user's claimed sandboxes only",
+)
+async def test_each_user_claims_from_their_own_warm_pool(
+    gateway_hub: GatewayHub, observe: Any
+) -> None:
+    roles = ("alice", "bob")
+    names = {role: gateway_hub.users[role] for role in roles}
+    kernels: dict[str, list[str]] = {role: [] for role in roles}
+
+    async def start_and_run(role: str) -> dict[str, Any]:
+        status, kernel = gateway_hub.server(
+            role, "POST", "api/kernels", {"name": "sandboxed-python"}
+        )
+        assert status == 201, kernel
+        kernels[role].append(kernel["id"])
+        channels = f"user/{names[role]}/api/kernels/{kernel['id']}/channels"
+        stdout, reply = await cell(
+            gateway_hub, channels, gateway_hub.tokens[names[role]], "print(7)"
+        )
+        assert (stdout, reply["status"]) == ("7\n", "ok"), reply
+        return sandbox_of_kernel(gateway_hub, kernel["id"])
+
+    try:
+        for role in roles:  # a user's first kernel start makes the gateway keep their pool
+            await start_and_run(role)
+        members = {role: wait_for_members(gateway_hub, names[role]) for role in roles}
+        assert not members["alice"] & members["bob"]
+        claimed = {}
+        for role in roles:
+            other = "bob" if role == "alice" else "alice"
+            claimed[role] = await start_and_run(role)
+            assert claimed[role]["id"] in members[role], (claimed[role], members)
+            assert claimed[role]["claimed"], claimed[role]
+            # Her claim took nothing of his: his member is still there, unclaimed.
+            if other == "bob":
+                assert members["bob"] <= members_of(gateway_hub, names["bob"])
+        for role in roles:
+            name = names[role]
+            labelled = all_owner_labels([name])
+            assert set(labelled.values()) == {name}, labelled
+            assert f"jupyter-sandbox-{claimed[role]['id']}" in labelled
+            # The refill made a new member; quotas count the two kernels' sandboxes, not it.
+            wait_for_members(gateway_hub, name)
+            usage = usage_of(gateway_hub.gateway_state, name)
+            assert usage.sandboxes == 2, usage
+        observe("each user's second kernel claimed their own member; usage 2 and 2", cases=2)
+    finally:
+        for role in roles:
+            for kernel_id in kernels[role]:
+                gateway_hub.server(role, "DELETE", f"api/kernels/{kernel_id}")
+    assert wait_until_no_sandboxes(list(names.values())) == {}
+
+
+def test_labs_sandboxes_panel_shows_the_gateways_sandboxes(
+    gateway_hub: GatewayHub, page: Any
+) -> None:
+    """Alice logs in to the hub in a browser and opens her Lab: its Sandboxes panel lists the
+    sandbox her server made at the gateway (the list forwarded with her server's token)."""
+    from playwright.sync_api import expect
+
+    alice = gateway_hub.users["alice"]
+    status, sandbox = gateway_hub.server("alice", "POST", "api/sandboxes", {"runtime": "runc"})
+    assert status == 201, sandbox
+    try:
+        page.goto(f"{gateway_hub.url}/hub/login?next=/user/{alice}/lab")
+        page.locator("input[name=username]").fill(alice)
+        page.locator("input[name=password]").fill("any")  # DummyAuthenticator
+        page.locator("input[type=submit]").click()
+        open_panel(page)
+        card = sandbox_card(page, sandbox["id"])
+        expect(card).to_be_visible()
+        shot(page, "gateway-sandboxes-panel")
+        assert page.locator("#jupyter-sandbox-panel .jp-Sandbox-card").count() == 1
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
+    assert status == 204, answer
+    assert wait_until_no_sandboxes([alice]) == {}

@@ -42,6 +42,7 @@ from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR
 from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.host.size_caps import mount_capped, unmount_caps
+from jupyter_sandbox.sandbox.host.workspace_pin import unpin
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
@@ -109,6 +110,8 @@ class SandboxDirectory:
         self.overlay = self.root / "overlay"
         self.overlay_upper = self.overlay / "upper"
         self.overlay_work = self.overlay / "work"
+        # The workspace's directory as opened within its root, mounted here (workspace_pin.py).
+        self.workspace_source = self.root / "workspace-source"
 
     @property
     def socket_prefix(self) -> str:
@@ -247,7 +250,9 @@ class SandboxDirectory:
         return self.root.is_dir()
 
     def remove(self) -> None:
-        """Remove the whole tree, its caps unmounted first; a missing directory is fine."""
+        """Remove the whole tree, its caps and pinned workspace unmounted first (so nothing of
+        the directory the workspace shows is removed); a missing directory is fine."""
+        unpin(self.workspace_source)
         unmount_caps(self.io, self.overlay)
         shutil.rmtree(self.root, onerror=_remove_if_unreadable)
 

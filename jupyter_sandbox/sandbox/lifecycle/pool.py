@@ -72,7 +72,12 @@ def pool_key(settings: SandboxSettings, request: SandboxRequest, backend: dict[s
         "image": request.image,
         "limits": request.limits.as_settings(),
         "environment": request.environment,
-        "workspace": [request.workspace.mode, request.workspace.source, request.workspace.note],
+        "workspace": [
+            request.workspace.mode,
+            request.workspace.source,
+            request.workspace.note,
+            request.workspace.within,
+        ],
         "uid": settings.effective_uid,
         "read_only_root": settings.read_only_root,
         "memory_snapshots": settings.memory_snapshots,

@@ -88,6 +88,7 @@ class WarmPool(LoggingConfigurable):
         owner: str,
         *,
         launch_dir: str | None = None,
+        workspace_root: str | None = None,
         purpose: str = "warm-pool",
         keep_default: bool = True,
         **kwargs: Any,
@@ -96,6 +97,9 @@ class WarmPool(LoggingConfigurable):
         self.manager = manager
         self.owner = owner
         self.launch_dir = launch_dir
+        # The root its members' /workspace must stay in (a gateway's user root): part of
+        # every request it keeps, as of the kernels that would claim them.
+        self.workspace_root = workspace_root
         # False: only the keys kernels missed (pool_keeper.py: no server, so no default request)
         self.keep_default = keep_default
         self.purpose = purpose
@@ -189,7 +193,9 @@ class WarmPool(LoggingConfigurable):
         settings, backend = self.manager.settings, self.manager.backend_key()
         kept: dict[str, SandboxRequest] = {}
         if self.keep_default:
-            default = self.manager.check_request(self.owner, launch_dir=self.launch_dir)
+            default = self.manager.check_request(
+                self.owner, launch_dir=self.launch_dir, workspace_root=self.workspace_root
+            )
             kept[pool_key(settings, default, backend)] = default
         adaptive = 0
         for name, record in self.directory.wanted():
@@ -214,6 +220,7 @@ class WarmPool(LoggingConfigurable):
                 image=record.get("image"),
                 limits=record.get("limits"),
                 launch_dir=record.get("launch_dir"),
+                workspace_root=self.workspace_root,
             )
         except (SandboxError, TypeError, ValueError) as exc:
             log.warning("warm pool: ignoring a wanted key: %s", exc)
