@@ -2,7 +2,7 @@
 
 Notebooks read files beside them, so by default /workspace is the launch directory seen through
 an overlay (copy-on-write): host files are visible, writes stay in the sandbox. Directories whose
-contents no sandbox should see (the filesystem root, the home directory itself with its
+contents no sandbox should see (the filesystem root, a home directory itself with its
 credentials, system trees) are never shown; the sandbox then gets an empty /workspace and the
 kernel banner says why.
 """
@@ -10,6 +10,7 @@ kernel banner says why.
 from __future__ import annotations
 
 import os
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def _refusal(path: Path) -> str:
         return f"{path} is not a directory"
     if path == Path("/"):
         return "the launch directory is the filesystem root"
-    if path == Path.home().resolve():
+    if path == Path.home().resolve() or _is_home_of_its_owner(path):
         return "the launch directory is your home directory (it holds credentials); open the notebook from a sub-folder"
     for tree in SYSTEM_TREES:
         if path == Path(tree) or Path(tree) in path.parents:
@@ -74,3 +75,14 @@ def _refusal(path: Path) -> str:
     if not os.access(path, os.R_OK | os.X_OK):
         return f"{path} is not readable"
     return ""
+
+
+def _is_home_of_its_owner(path: Path) -> bool:
+    """Whether ``path`` is the home directory of the user who owns it: a gateway's kernels run
+    for hub users whose home is not the server's ``Path.home()``, and whose Lab usually opens
+    there (``/home/{username}``, the gateway's default user root)."""
+    try:
+        home = pwd.getpwuid(path.stat().st_uid).pw_dir
+    except (KeyError, OSError):
+        return False
+    return bool(home) and Path(home).resolve() == path

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +55,27 @@ def test_overlay_unsafe_names_fall_back_to_read_only(tmp_path: Path) -> None:
     plan = plan_workspace("copy-on-write", str(odd))
     assert plan.mode == "read-only"
     assert "shown read-only" in plan.note
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a system user needs root")
+def test_another_users_home_directory_is_never_shown() -> None:
+    """A gateway's kernels run for hub users, whose Lab opens in their own home (the gateway's
+    default user root): that home is refused as the server's own is; a folder in it is shown."""
+    name = f"jsbx-home-{secrets.token_hex(3)}"
+    home = Path(tempfile.mkdtemp(prefix="jsbx-home-", dir="/tmp")) / name
+    subprocess.run(["useradd", "--create-home", "--home-dir", str(home), name], check=True)
+    try:
+        notes = home / "notes"
+        notes.mkdir()
+        shutil.chown(notes, name, name)
+        refused = plan_workspace("copy-on-write", str(home), within=str(home))
+        assert (refused.mode, refused.source) == ("none", None)
+        assert "home directory" in refused.note
+        shown = plan_workspace("copy-on-write", str(notes), within=str(home))
+        assert (shown.mode, shown.source) == ("copy-on-write", str(notes))
+    finally:
+        subprocess.run(["userdel", name], check=True)
+        shutil.rmtree(home.parent)
 
 
 # -- files the host adds while a sandbox runs ---------------------------------------------------
