@@ -34,6 +34,7 @@ from jupyter_sandbox.sandbox.backends.docker.backend import DockerBackend
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.doctor import exit_code, run_checks
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.images.build import ImageBuilder, remove_leftover_build_containers
 from jupyter_sandbox.sandbox.images.packages import PackageImageBuilder, read_requirements
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
@@ -192,7 +193,7 @@ def _row(manager: SandboxManager, info: SandboxInfo) -> tuple[str, ...]:
     )
 
 
-def _use_of(state: dict[str, Any], manager: SandboxManager) -> str:
+def _use_of(state: SandboxState, manager: SandboxManager) -> str:
     """What a sandbox serves: a warm-pool member, a named context, or a kernel's own."""
     if unclaimed_member(state):
         return "warm pool"

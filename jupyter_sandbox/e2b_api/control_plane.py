@@ -38,6 +38,7 @@ from jupyter_sandbox.e2b_api.errors import (
 from jupyter_sandbox.e2b_api.keys import jupyter_token
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.server_extension.base import (
     SandboxAPIHandler,
     authorized_to_execute,
@@ -183,9 +184,9 @@ class E2BSandboxesHandler(E2BControlHandler):
             purpose=self.extension.container_purpose,
             network=network,
         )
-        changes: dict[str, Any] = {"e2b_template": template, "e2b_timeout": timeout}
+        changes: SandboxState = {"e2b_template": template, "e2b_timeout": timeout}
         if auto_pause:
-            changes.update(timeout_action="pause", e2b_auto_resume=auto_resume)
+            changes.update({"timeout_action": "pause", "e2b_auto_resume": auto_resume})
         if metadata:
             changes["metadata"] = metadata
         self.manager.update_state(sandbox.sandbox_id, **changes)

@@ -18,6 +18,7 @@ from typing import Any
 from jupyter_sandbox.kernel.message_relay import Relay
 from jupyter_sandbox.kernel.wire import WireMessage
 from jupyter_sandbox.sandbox.attestation import banner_line
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.manager import Sandbox
 from jupyter_sandbox.sandbox.network import policy_of_state
 from jupyter_sandbox.sandbox.settings import RUNTIME_NAMES
@@ -131,7 +132,7 @@ def unavailable_kernel_info(message: str) -> dict[str, Any]:
 
 
 def with_isolation_banner(
-    message: WireMessage, sandbox: Sandbox, state: dict[str, Any]
+    message: WireMessage, sandbox: Sandbox, state: SandboxState
 ) -> WireMessage:
     """``message`` (a kernel_info_reply) with the isolation stated above the kernel's banner:
     runtime, network policy, limits, /workspace mode and the attestation's verdict."""

@@ -36,6 +36,7 @@ from jupyter_sandbox.sandbox.backends.base import (
 )
 from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.identity import (
     check_owner,
     check_sandbox_id,
@@ -65,6 +66,8 @@ from jupyter_sandbox.sandbox.settings import SandboxSettings, with_moved_setting
 from jupyter_sandbox.sandbox.starting import SandboxStarter
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
+
     from jupyter_sandbox.sandbox.operations.background import BackgroundCommands
     from jupyter_sandbox.sandbox.operations.ports import SandboxPorts
     from jupyter_sandbox.sandbox.snapshots.service import Snapshots
@@ -206,17 +209,17 @@ class SandboxManager(SandboxStarter):
                 continue
             if info.running:
                 return info
-            if state.get("checkpointed"):
-                restored = await self.snapshots.restore_memory(owner, state["checkpointed"])
+            if checkpointed := state.get("checkpointed"):
+                restored = await self.snapshots.restore_memory(owner, checkpointed)
                 return restored.info
             await self._discard(info.sandbox_id, directory)
         return None
 
-    def read_state(self, sandbox_id: str) -> dict[str, Any]:
+    def read_state(self, sandbox_id: str) -> SandboxState:
         """The sandbox's mutable state (owner, context, kernel attached, last activity...)."""
         return SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id)).read_state()
 
-    def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
+    def update_state(self, sandbox_id: str, **changes: Unpack[SandboxState]) -> SandboxState:
         """Record mutable facts (last activity, attached notebook...) in the state file."""
         directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
         return directory.update_state(**changes)

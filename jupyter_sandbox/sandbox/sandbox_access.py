@@ -25,8 +25,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # names for the type checker only: this module is imported by the parts
+    from typing_extensions import Unpack  # typing's own from Python 3.11
+
     from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
     from jupyter_sandbox.sandbox.backends.records import ExecResult, SandboxInfo
+    from jupyter_sandbox.sandbox.host.state_record import SandboxState
     from jupyter_sandbox.sandbox.kernel_link.clients import KernelClients
     from jupyter_sandbox.sandbox.lifecycle.usage import SandboxUsage
     from jupyter_sandbox.sandbox.sandbox_types import Sandbox
@@ -45,7 +48,7 @@ class SandboxHost(Protocol):
         """The backend's class and configuration, for the warm pool's key."""
         ...
 
-    def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]: ...
+    def update_state(self, sandbox_id: str, **changes: Unpack[SandboxState]) -> SandboxState: ...
 
     async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox: ...
 
@@ -74,7 +77,7 @@ class SandboxAccess(SandboxHost, Protocol):
         """Whether ``info``'s sandbox belongs to this state directory (see SandboxManager)."""
         ...
 
-    def read_state(self, sandbox_id: str) -> dict[str, Any]: ...
+    def read_state(self, sandbox_id: str) -> SandboxState: ...
 
 
 class SandboxLifecycle(SandboxAccess, Protocol):

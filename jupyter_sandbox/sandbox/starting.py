@@ -32,6 +32,7 @@ from jupyter_sandbox.sandbox.container_spec import (
 )
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.host.workspace_pin import pin_workspace
 from jupyter_sandbox.sandbox.identity import check_owner
 from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
@@ -67,7 +68,7 @@ class SandboxStarter(SandboxAttacher):
     async def remove(self, owner: str, sandbox_id: str) -> None:
         raise NotImplementedError
 
-    def update_state(self, sandbox_id: str, **changes: Any) -> dict[str, Any]:
+    def update_state(self, sandbox_id: str, **changes: Unpack[SandboxState]) -> SandboxState:
         raise NotImplementedError
 
     def backend_key(self) -> dict[str, Any]:
@@ -205,7 +206,7 @@ class SandboxStarter(SandboxAttacher):
             directory.write_connection_file(connection, uid, sandbox_copy)
             stage_boot_probe(directory)  # run by the sandbox's supervisor as the kernel starts
             now = now_iso()
-            state: dict[str, Any] = {
+            state: SandboxState = {
                 "owner": request.owner,
                 "created": now,
                 "last_activity": now,

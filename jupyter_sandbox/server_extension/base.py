@@ -25,6 +25,7 @@ from tornado import web
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.host.fair_share import FairShare, OwnerCap, current_owner
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension.models import sandbox_model
@@ -146,7 +147,7 @@ class SandboxAPIHandler(SandboxHandlerBase, APIHandler):
             kwargs["set_content_type"] = chosen
         return super().finish(*args, **kwargs)
 
-    def model_of(self, info: SandboxInfo, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    def model_of(self, info: SandboxInfo, state: SandboxState | None = None) -> dict[str, Any]:
         return sandbox_model(self.manager, self.extension.culler, info, state)
 
     def set_deadline(self, sandbox_id: str, expires: datetime.datetime) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.manager import SandboxManager
@@ -20,7 +21,7 @@ def sandbox_model(
     manager: SandboxManager,
     culler: SandboxCuller,
     info: SandboxInfo,
-    state: dict[str, Any] | None = None,
+    state: SandboxState | None = None,
 ) -> dict[str, Any]:
     """``state`` is the sandbox's state file when the caller has read it already."""
     if state is None:

@@ -23,6 +23,7 @@ from tornado import web
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxNotFoundError
 from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.network import NetworkPolicy, proxy_running
 from jupyter_sandbox.sandbox.network.asks import DECISIONS, decide, follow_pending, pending_requests
@@ -89,7 +90,7 @@ class HeldRequestsBase(EventStreamHandler):
         kernel = self.kernel_of(directory.read_state())
         return [request_model(sandbox_id, request, kernel) for request in pending]
 
-    def kernel_of(self, state: dict[str, Any]) -> dict[str, Any] | None:
+    def kernel_of(self, state: SandboxState) -> dict[str, Any] | None:
         """The kernel attached to the sandbox, and its notebook: whose code asked."""
         if not kernel_attached(self.manager.settings.state_path, state):
             return None

@@ -27,16 +27,18 @@ import hmac
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Final
 
 from jupyter_server.utils import url_path_join
+
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 
 PREFIX = "sandbox-ports"
 KEY_FILE = "port-links.key"
 KEY_BYTES = 32
 TOKEN_BYTES = 24  # of the HMAC kept: 192 bits, 32 characters of base64url
 MASK = "[token]"
-GENERATION_KEY = "port_links_generation"  # in the sandbox's host-only state file
+GENERATION_KEY: Final = "port_links_generation"  # in the sandbox's host-only state file
 
 
 class PortLinks:
@@ -80,7 +82,7 @@ def state_key(state_path: Path, name: str) -> bytes:
     return key
 
 
-def generation_of(state: dict[str, Any]) -> int:
+def generation_of(state: SandboxState) -> int:
     """The sandbox's link generation, from its state (0 until its links are first revoked)."""
     generation = state.get(GENERATION_KEY, 0)
     return generation if isinstance(generation, int) else 0

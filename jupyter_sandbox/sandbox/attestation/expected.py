@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 
 if TYPE_CHECKING:
     from jupyter_sandbox.sandbox.sandbox_access import SandboxHost
@@ -54,7 +55,7 @@ class Expected:
         return cls(**known)
 
 
-def expected_from_state(manager: SandboxHost, state: dict[str, Any]) -> Expected | None:
+def expected_from_state(manager: SandboxHost, state: SandboxState) -> Expected | None:
     """The configured policy of a sandbox, from its state file and the manager's settings."""
     from jupyter_sandbox.sandbox.limits import SandboxLimits
 

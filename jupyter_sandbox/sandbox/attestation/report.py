@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jupyter_sandbox.sandbox.attestation.expected import Expected
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 
 
 @dataclass(frozen=True)
@@ -151,13 +152,13 @@ def _kernel_words(kernel: Any) -> str:
     return {"gvisor": "gVisor kernel", "host": "host kernel"}.get(str(kernel), f"kernel {kernel}")
 
 
-def stored_report(state: dict[str, Any]) -> AttestationReport | None:
+def stored_report(state: SandboxState) -> AttestationReport | None:
     """The report kept in a sandbox's state, if any."""
     data = state.get("attestation")
     return AttestationReport.from_dict(data) if isinstance(data, dict) else None
 
 
-def banner_line(state: dict[str, Any]) -> str:
+def banner_line(state: SandboxState) -> str:
     """The attestation's summary for the kernel banner, from a sandbox's state."""
     report = stored_report(state)
     return "attestation: none recorded" if report is None else report.summary()

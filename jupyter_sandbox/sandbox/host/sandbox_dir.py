@@ -36,14 +36,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR
 from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.host.size_caps import mount_capped, unmount_caps
+from jupyter_sandbox.sandbox.host.state_record import SandboxState, read_state, state_text
 from jupyter_sandbox.sandbox.host.workspace_pin import unpin
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
 MAX_SOCKET_PATH = 100
@@ -199,11 +203,11 @@ class SandboxDirectory:
             os.close(fd)
         os.replace(staging, self.io / name)
 
-    def update_state(self, **changes: Any) -> dict[str, Any]:
+    def update_state(self, **changes: Unpack[SandboxState]) -> SandboxState:
         """Merge ``changes`` into the state file, atomically for readers and writers alike."""
         return self.modify_state(lambda state: {**state, **changes})
 
-    def modify_state(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    def modify_state(self, change: Callable[[SandboxState], SandboxState]) -> SandboxState:
         """Replace the state by ``change(state)``, read and written under the state's lock.
 
         Several processes write it (the proxy kernel: busy, activity; the server: REST actions,
@@ -229,8 +233,10 @@ class SandboxDirectory:
         write_json_atomic(self.connection_file, sandbox_copy or info, mode=0o600)
         self._give(self.connection_file, uid)
 
-    def write_state(self, state: dict[str, Any]) -> None:
-        write_json_atomic(self.state_file, state)
+    def write_state(self, state: SandboxState) -> None:
+        """Replace the state file by ``state``, its version stamped (host/state_record.py)."""
+        with replaced_atomically(self.state_file) as f:
+            f.write(state_text(state))
 
     def read_connection_file(self) -> dict[str, Any]:
         """The host's copy: what the sandbox's kernel was given, whatever it did since."""
@@ -238,13 +244,14 @@ class SandboxDirectory:
             data: dict[str, Any] = json.load(f)
         return data
 
-    def read_state(self) -> dict[str, Any]:
+    def read_state(self) -> SandboxState:
+        """The state file's record; empty when it is missing or corrupt (CorruptStateError
+        is a ValueError). NewerStateError, from host/state_record.py, when a newer release
+        wrote it: never read as empty, so that no write of ours replaces what it wrote."""
         try:
-            with open(self.state_file) as f:
-                data = json.load(f)
+            return read_state(self.state_file)
         except (FileNotFoundError, ValueError):
             return {}
-        return data if isinstance(data, dict) else {}
 
     def exists(self) -> bool:
         return self.root.is_dir()

@@ -13,10 +13,10 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from jupyter_sandbox.protocol.errors import ContextBusyError, InvalidSettingError
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 
 _CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -68,7 +68,7 @@ class ContextLock:
     is_held = staticmethod(ProcessLock.is_held)
 
 
-def kernel_attached(state_dir: Path, state: dict[str, Any]) -> bool:
+def kernel_attached(state_dir: Path, state: SandboxState) -> bool:
     """Whether a kernel process holds the context of the sandbox with ``state`` right now."""
     owner, context = state.get("owner"), state.get("context")
     if not owner or not context:

@@ -36,6 +36,7 @@ from traitlets.config import LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
 from jupyter_sandbox.sandbox.host import clock
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.lifecycle.periodic import repeat
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
@@ -130,7 +131,7 @@ class SandboxCuller(LoggingConfigurable):
         return culled
 
     def reason_to_cull(
-        self, state: dict[str, Any], now: datetime.datetime, *, in_use: bool = False
+        self, state: SandboxState, now: datetime.datetime, *, in_use: bool = False
     ) -> str | None:
         """Why the sandbox with ``state`` should go now, or None to keep it; ``in_use``: a
         command or file operation of this server runs in it (never idle, sandbox/lifecycle/usage.py)."""
@@ -155,7 +156,7 @@ class SandboxCuller(LoggingConfigurable):
             return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout:g} s)"
         return None
 
-    def pause_due(self, state: dict[str, Any], now: datetime.datetime) -> bool:
+    def pause_due(self, state: SandboxState, now: datetime.datetime) -> bool:
         """Whether the sandbox with ``state`` is past its timeout and is to be paused then
         rather than removed (``timeout_action`` "pause"); kept, as removal is, while a kernel
         attached to it runs a cell."""
@@ -181,12 +182,12 @@ class SandboxCuller(LoggingConfigurable):
 
     # -- deadlines ----------------------------------------------------------------------------
 
-    def deadline(self, state: dict[str, Any]) -> datetime.datetime | None:
+    def deadline(self, state: SandboxState) -> datetime.datetime | None:
         """When the sandbox goes for its age (its timeout or ``ttl``, the sooner); None: never."""
         deadlines = [self._ttl_deadline(state), clock.parse_iso(state.get("expires"))]
         return min((d for d in deadlines if d is not None), default=None)
 
-    def expiry(self, state: dict[str, Any], timeout: float) -> datetime.datetime:
+    def expiry(self, state: SandboxState, timeout: float) -> datetime.datetime:
         """The deadline ``timeout`` seconds from now for a sandbox with ``state`` (``{}`` for one
         about to be made); InvalidRequestError if ``ttl`` ends the sandbox's life before it."""
         now = clock.now()
@@ -209,7 +210,7 @@ class SandboxCuller(LoggingConfigurable):
             self._next_deadline = deadline
             self._wake.set()  # the sleeping loop sleeps anew, until this deadline
 
-    def _ttl_deadline(self, state: dict[str, Any]) -> datetime.datetime | None:
+    def _ttl_deadline(self, state: SandboxState) -> datetime.datetime | None:
         began = clock.parse_iso(_life_began(state))
         if not self.ttl or began is None:
             return None
@@ -228,7 +229,7 @@ def _sooner(
     return min((d for d in (one, other) if d is not None), default=None)
 
 
-def _life_began(state: dict[str, Any]) -> Any:
+def _life_began(state: SandboxState) -> Any:
     # A warm-pool member's life as the user's sandbox begins when it is claimed.
     return state.get("claimed") or state.get("created")
 

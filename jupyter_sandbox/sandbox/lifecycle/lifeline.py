@@ -34,10 +34,10 @@ import select
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.host.watcher_pipe import WatcherPipe, ended_in_order, log_to_stderr
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context, lock_path
 
@@ -130,7 +130,7 @@ async def remove_abandoned(state_dir: Path, owner: str, context: str) -> list[st
     return abandoned
 
 
-def _serves(state: dict[str, Any], owner: str, context: str) -> bool:
+def _serves(state: SandboxState, owner: str, context: str) -> bool:
     return (
         state.get("owner") == owner
         and state.get("context") == context

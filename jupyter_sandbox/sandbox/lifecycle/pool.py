@@ -42,6 +42,7 @@ from jupyter_sandbox._version import __version__
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, age_of
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.pool_directory import PoolDirectory, is_pool_key
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def take(directory: SandboxDirectory, by: str) -> bool:
     return True
 
 
-def unclaimed_member(state: dict[str, Any]) -> bool:
+def unclaimed_member(state: SandboxState) -> bool:
     """Whether a sandbox's state says it is a pool member no kernel has claimed (yet).
 
     Such a sandbox holds no user data and has no context: listings and the idle culler
@@ -112,7 +113,7 @@ def unclaimed_member(state: dict[str, Any]) -> bool:
 
 
 def is_stale_member(
-    state_dir: Path, directory: SandboxDirectory, state: dict[str, Any], grace: float
+    state_dir: Path, directory: SandboxDirectory, state: SandboxState, grace: float
 ) -> bool:
     """Whether ``directory`` (whose state is ``state``) is an unclaimed pool member that nobody
     will ever claim.
@@ -137,7 +138,7 @@ def is_stale_member(
     return age_of(directory.state_file) >= grace
 
 
-def forget_member(state_dir: Path, sandbox_id: str, state: dict[str, Any]) -> None:
+def forget_member(state_dir: Path, sandbox_id: str, state: SandboxState) -> None:
     """Remove the ticket of a member that is being removed (if it was one)."""
     key = state.get("pool")
     if isinstance(key, str) and is_pool_key(key):

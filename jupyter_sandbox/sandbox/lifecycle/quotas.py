@@ -19,6 +19,7 @@ from traitlets.config import LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import QuotaExceededError
 from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.pool import unclaimed_member
 from jupyter_sandbox.sandbox.limits import (
     SandboxLimits,
@@ -54,7 +55,7 @@ class Usage:
         )
 
 
-def counts_toward_quota(state: dict[str, Any]) -> bool:
+def counts_toward_quota(state: SandboxState) -> bool:
     """Unclaimed warm-pool members belong to nobody yet; everything else counts."""
     return not unclaimed_member(state)
 

@@ -22,12 +22,12 @@ import datetime
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.host.clock import parse_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, age_of
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
 from jupyter_sandbox.sandbox.lifecycle import pool
 from jupyter_sandbox.sandbox.lifecycle.contexts import (
@@ -116,7 +116,7 @@ STALE_MEMBER = "a warm-pool member nobody refills or claims"
 
 
 def orphan_reason(
-    manager: SandboxAccess, info: SandboxInfo, state: dict[str, Any], grace: float
+    manager: SandboxAccess, info: SandboxInfo, state: SandboxState, grace: float
 ) -> str | None:
     """Why the sandbox ``info`` (one of ``manager``'s, whose state is ``state``) is an orphan
     that nothing will use or remove again, or None. ``grace`` (seconds) spares young starts and
@@ -138,7 +138,7 @@ def orphan_reason(
     return past_its_timeout(state_dir, state)
 
 
-def past_its_timeout(state_dir: Path, state: dict[str, Any]) -> str | None:
+def past_its_timeout(state_dir: Path, state: SandboxState) -> str | None:
     """Why a sandbox made with a timeout (``expires`` in ``state``) goes now that it has passed
     it, or None: the rule of the server's culler (culler.py), which no server may be left to
     apply. Kept, as the culler keeps it, while a kernel attached to it runs a cell; and one
@@ -170,9 +170,7 @@ async def sweep_orphans(manager: SandboxAccess) -> ReapReport:
     return report
 
 
-def _abandoned(
-    directory: SandboxDirectory, state: dict[str, Any], owner: str, grace: float
-) -> bool:
+def _abandoned(directory: SandboxDirectory, state: SandboxState, owner: str, grace: float) -> bool:
     """An ephemeral sandbox whose kernel process is gone (its context lock is free) and that
     has seen no activity for ``grace`` seconds: a proxy kernel was killed without shutdown.
     A restarting kernel re-takes the lock well within the grace period."""

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.state_record import read_state
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.asks import HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
@@ -34,7 +35,7 @@ READY_TIMEOUT = 30.0
 
 
 async def serve(root: Path, options: dict[str, object]) -> int:
-    state = json.loads((root / "state.json").read_text())
+    state = read_state(root / "state.json")
     token = state.get("network_token")
     if not isinstance(token, str) or not token:
         print("error: the sandbox has no network token", flush=True)

@@ -42,6 +42,7 @@ from jupyter_sandbox.sandbox.host.clock import now, now_iso
 from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, write_json_atomic
 from jupyter_sandbox.sandbox.host.sandbox_json import loads
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.network.policy import policy_of_state
 
 ASKS_DIR = "egress-asks"
@@ -259,7 +260,7 @@ def decide(directory: SandboxDirectory, request_id: str, decision: str, by: str)
     if decision == "sandbox":
         # After the decision: the proxy, seeing the host allowed first, would otherwise make
         # it a decision of the policy's and refuse the owner's.
-        def allow(state: dict[str, Any]) -> dict[str, Any]:
+        def allow(state: SandboxState) -> SandboxState:
             policy = policy_of_state(state)
             return {**state, "network": policy.allowing(host, port).as_dict()}
 

@@ -29,7 +29,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from jupyter_sandbox.protocol.errors import NetworkSetupError, ProcessNotFoundError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, SandboxBackend
@@ -45,7 +45,7 @@ from jupyter_sandbox.sandbox.programs.inside_listener import last_line, wait_unt
 TUNNEL_SOCKET = "egress.sock"
 PROXY_LOCK = "egress-proxy.lock"
 PROXY_LOG = "egress-proxy.log"
-FORWARDER_SPAWN = "forwarder_spawn"  # state key: the engine's id of the forwarder's process
+FORWARDER_SPAWN: Final = "forwarder_spawn"  # state key: the engine's id of the forwarder's process
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 3.0
 # Processes started here and not yet reaped (they detach, but stay our children).
@@ -115,7 +115,7 @@ async def spawn_forwarder(
         image_programs.python(forwarder_source()),
         environment=forwarder_environment(token),
     )
-    directory.update_state(**{FORWARDER_SPAWN: spawn_id})
+    directory.update_state(forwarder_spawn=spawn_id)
     return spawn_id
 
 
@@ -133,7 +133,7 @@ async def start_forwarder(
     except ProcessNotFoundError:
         ended = True
     if ended:  # the one started with the sandbox is gone (its code may have ended it)
-        directory.update_state(**{FORWARDER_SPAWN: None})
+        directory.update_state(forwarder_spawn=None)
         spawn_id = await spawn_forwarder(backend, directory, sandbox_id)
     await wait_until_listening(
         backend,

@@ -26,13 +26,13 @@ limitation.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from jupyter_sandbox.sandbox.host.state_record import NewerStateError, read_state
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.addresses import AddressGuard
 from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, HeldRequests
@@ -96,11 +96,10 @@ class EgressProxy:
         key = (stat.st_ino, stat.st_mtime_ns)
         if self._policy is None or self._policy[0] != key:
             try:
-                with open(self.state_file) as f:
-                    state = json.load(f)
-            except (OSError, ValueError):
+                state = read_state(self.state_file)
+            except (OSError, ValueError, NewerStateError):  # unreadable, corrupt, newer: closed
                 return NO_NETWORK
-            self._policy = (key, policy_of_state(state if isinstance(state, dict) else {}))
+            self._policy = (key, policy_of_state(state))
         return self._policy[1]
 
     async def handle(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 
 MODES = ("none", "allowlist", "ask", "open")
 # The modes whose ``allow`` patterns let a request through.
@@ -233,7 +234,7 @@ class NetworkPolicy:
 NO_NETWORK = NetworkPolicy("none")
 
 
-def policy_of_state(state: dict[str, Any]) -> NetworkPolicy:
+def policy_of_state(state: SandboxState) -> NetworkPolicy:
     """The policy recorded in a sandbox's state file; none when it has none (pool members)."""
     recorded = state.get("network")
     if recorded is None:

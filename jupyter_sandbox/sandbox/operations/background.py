@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, Final
 
 from traitlets import Integer
 from traitlets.config import LoggingConfigurable
@@ -42,6 +42,7 @@ from jupyter_sandbox.protocol.errors import (
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.operations.background_follow import follow_output
 from jupyter_sandbox.sandbox.operations.background_records import BackgroundCommand, CommandOutput
 from jupyter_sandbox.sandbox.operations.command_stream import Event
@@ -58,7 +59,7 @@ from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
 STATUS_MAX_BYTES = 16  # bytes of a command's status file the host reads: "255\n" is 4
-STATE_KEY = "background_commands"
+STATE_KEY: Final = "background_commands"
 _COMMAND_ID = re.compile(r"[0-9a-f]{12}")
 # Runs as "sh -c LAUNCH sh LOG CWD ARGV..." (image_programs.shell: its own commands looked up
 # on read-only directories, the command on the caller's PATH): output to the log first, so that a cwd the sandbox
@@ -211,8 +212,8 @@ class BackgroundCommands(LoggingConfigurable):
     # -- helpers ------------------------------------------------------------------------------
 
     def _with_place_for(
-        self, state: dict[str, Any], sandbox_id: str, command_id: str, record: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, state: SandboxState, sandbox_id: str, command_id: str, record: dict[str, Any]
+    ) -> SandboxState:
         kept = state.get(STATE_KEY, {})
         if self.max_per_sandbox and len(kept) >= self.max_per_sandbox:
             raise TooManyCommandsError(
@@ -286,7 +287,7 @@ class BackgroundCommands(LoggingConfigurable):
         return status if status <= 255 else None
 
 
-def _with_fields(state: dict[str, Any], command_id: str, **fields: Any) -> dict[str, Any]:
+def _with_fields(state: SandboxState, command_id: str, **fields: Any) -> SandboxState:
     """``state`` with ``fields`` set in the command's record (unless it was removed meanwhile)."""
     commands = dict(state.get(STATE_KEY, {}))
     if command_id in commands:
@@ -294,7 +295,7 @@ def _with_fields(state: dict[str, Any], command_id: str, **fields: Any) -> dict[
     return {**state, STATE_KEY: commands}
 
 
-def _without(state: dict[str, Any], command_id: str) -> dict[str, Any]:
+def _without(state: SandboxState, command_id: str) -> SandboxState:
     kept = {k: v for k, v in state.get(STATE_KEY, {}).items() if k != command_id}
     return {**state, STATE_KEY: kept}
 

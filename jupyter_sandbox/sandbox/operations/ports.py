@@ -31,7 +31,7 @@ import socket
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
@@ -67,7 +67,7 @@ PROGRAM = (
 )
 # The forwarder runs as ``python -c SOURCE``: its command line starts with its docstring.
 FORWARDER_MARK = str(forwarder.__doc__).split("\n", 1)[0]
-STATE_KEY = "port_opener"  # the state file's name of the opener's socket (host-only)
+STATE_KEY: Final = "port_opener"  # the state file's name of the opener's socket (host-only)
 MAX_ANSWER = 512  # bytes of the opener's answer line, at most
 # Bytes of the port list, at most: the program cuts each command line at 200 characters, so
 # this holds some 4000 listening ports, more than any sandbox's user runs servers.
@@ -172,7 +172,7 @@ class SandboxPorts(LoggingConfigurable):
                 what="port opener",
                 error=PortOpenerError,
             )
-            directory.update_state(**{STATE_KEY: name})
+            directory.update_state(port_opener=name)
             self.log.debug("port opener of sandbox %s listens on %s", sandbox_id, name)
             return name
 

@@ -44,6 +44,7 @@ from jupyter_sandbox.protocol.snapshot_errors import (
 from jupyter_sandbox.sandbox.backends.records import EngineFacts, SandboxInfo
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox
 from jupyter_sandbox.sandbox.snapshots.kernel_bridge import close_bridge, open_bridge
@@ -65,7 +66,7 @@ WORKSPACE_HINT = (
 
 def check_checkpointable(
     info: SandboxInfo,
-    state: dict[str, Any],
+    state: SandboxState,
     facts: EngineFacts,
     *,
     attached: bool,
@@ -291,8 +292,8 @@ def local_runsc_release() -> int | None:
 
 
 def _with_snapshots(
-    state: dict[str, Any], added: dict[str, Any], *, drop: str | None = None
-) -> dict[str, Any]:
+    state: SandboxState, added: dict[str, Any], *, drop: str | None = None
+) -> SandboxState:
     """``state`` with its memory snapshots' metadata changed (run under the state's lock, so
     two checkpoints of one sandbox, or a checkpoint and a delete, never lose each other's)."""
     kept = {**(state.get("memory_snapshots") or {}), **added}

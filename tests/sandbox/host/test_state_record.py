@@ -1,0 +1,194 @@
+"""The state file's typed, versioned record: today's files read as they are, wrong types and
+newer versions refused, the version stamped on every write."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jupyter_sandbox
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.state_record import (
+    STATE_VERSION,
+    VERSION_KEY,
+    CorruptStateError,
+    NewerStateError,
+    SandboxState,
+    read_state,
+)
+
+# A state file a runc sandbox on main wrote (kernel attached, one cell run), its network token
+# replaced: written before the version existed, so it has none.
+TODAY = Path(__file__).with_name("state-v1.json")
+SANDBOX_ID = "0123456789ab"
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> SandboxDirectory:
+    directory = SandboxDirectory(tmp_path, SANDBOX_ID)
+    directory.create(os.getuid())
+    return directory
+
+
+def test_a_file_of_today_reads_as_it_is(directory: SandboxDirectory) -> None:
+    shutil.copy(TODAY, directory.state_file)
+    written = json.loads(TODAY.read_text())
+    assert VERSION_KEY not in written  # no version: version 1
+    assert read_state(directory.state_file) == written
+    assert directory.read_state() == written
+
+
+def test_a_file_of_today_names_only_keys_of_the_record() -> None:
+    assert set(json.loads(TODAY.read_text())) <= set(SandboxState.__annotations__)
+
+
+def test_a_write_stamps_the_version_and_reads_back_the_same(directory: SandboxDirectory) -> None:
+    state: SandboxState = json.loads(TODAY.read_text())
+    directory.write_state(state)
+    assert json.loads(directory.state_file.read_text())[VERSION_KEY] == STATE_VERSION
+    assert directory.read_state() == state  # the version is the file's, not the record's
+    directory.update_state(busy=True)
+    assert directory.read_state() == {**state, "busy": True}
+
+
+def test_the_version_a_file_says_is_accepted(directory: SandboxDirectory) -> None:
+    directory.state_file.write_text(json.dumps({VERSION_KEY: STATE_VERSION, "busy": False}))
+    assert read_state(directory.state_file) == {"busy": False}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("busy", "yes"),
+        ("generation", True),  # JSON true is no number
+        ("generation", "3"),
+        ("generation", 2.5),
+        ("owner", None),
+        ("context", 5),
+        ("metadata", {"team": 1}),
+        ("background_commands", {"abc": "not a record"}),
+        ("timeout_action", "kill"),
+        ("e2b_timeout", True),
+        ("limits", []),
+    ],
+)
+def test_a_key_of_the_wrong_type_makes_the_file_corrupt(
+    directory: SandboxDirectory, key: str, value: Any
+) -> None:
+    directory.state_file.write_text(json.dumps({"owner": "alice", key: value}))
+    with pytest.raises(CorruptStateError, match=key):
+        read_state(directory.state_file)
+    # As a file that is not JSON: SandboxDirectory reads both as empty, as it always has.
+    assert directory.read_state() == {}
+    directory.state_file.write_text("{not json")
+    with pytest.raises(CorruptStateError):
+        read_state(directory.state_file)
+    assert directory.read_state() == {}
+
+
+@pytest.mark.parametrize("version", ["1", 0, -1, True, 1.0, None])
+def test_a_version_that_is_no_version_makes_the_file_corrupt(
+    directory: SandboxDirectory, version: Any
+) -> None:
+    directory.state_file.write_text(json.dumps({VERSION_KEY: version}))
+    with pytest.raises(CorruptStateError, match="version"):
+        read_state(directory.state_file)
+
+
+def test_a_newer_version_is_refused_with_a_word_to_upgrade(directory: SandboxDirectory) -> None:
+    newer = json.dumps({VERSION_KEY: STATE_VERSION + 1, "owner": "alice", "busy": "someday"})
+    directory.state_file.write_text(newer)
+    with pytest.raises(NewerStateError, match="upgrade jupyter-sandbox") as raised:
+        read_state(directory.state_file)
+    assert isinstance(raised.value, SandboxError)
+    assert not isinstance(raised.value, ValueError)  # no reader takes it for a corrupt file
+    with pytest.raises(NewerStateError):
+        directory.read_state()
+    # Never read as empty and written over: what the newer release wrote stays.
+    with pytest.raises(NewerStateError):
+        directory.update_state(busy=True)
+    assert directory.state_file.read_text() == newer
+
+
+def test_keys_the_record_does_not_name_are_kept(directory: SandboxDirectory) -> None:
+    directory.state_file.write_text(json.dumps({"owner": "alice", "added_later": [1, "two"]}))
+    assert read_state(directory.state_file) == {"owner": "alice", "added_later": [1, "two"]}
+    directory.update_state(busy=False)  # a read-modify-write erases nothing
+    assert json.loads(directory.state_file.read_text()) == {
+        "owner": "alice",
+        "added_later": [1, "two"],
+        "busy": False,
+        VERSION_KEY: STATE_VERSION,
+    }
+
+
+def test_not_an_object_is_corrupt(directory: SandboxDirectory) -> None:
+    directory.state_file.write_text("[]")
+    with pytest.raises(CorruptStateError, match="not a JSON object"):
+        read_state(directory.state_file)
+    assert directory.read_state() == {}
+
+
+def test_a_missing_file_is_an_os_error_and_empty_for_the_directory(
+    directory: SandboxDirectory,
+) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_state(directory.state_file)
+    assert directory.read_state() == {}
+
+
+# Modules whose ``state`` is something else: the engine's record of a container.
+OTHER_STATES = {"jupyter_sandbox/sandbox/backends/docker/records.py"}
+
+
+def test_every_key_the_code_reads_by_name_is_in_the_record() -> None:
+    """mypy checks the type of ``state.get("key")`` but lets an unknown key through (its value
+    is ``object``): this catches a misspelt key wherever the package reads one by name."""
+    package = Path(jupyter_sandbox.__file__).parent
+    root = package.parent
+    read: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        where = str(path.relative_to(root))
+        if where in OTHER_STATES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), where)):
+            key = _key_read(node)
+            if key is not None:
+                read.setdefault(key, []).append(f"{where}:{getattr(node, 'lineno', '?')}")
+    unknown = {
+        key: places for key, places in read.items() if key not in SandboxState.__annotations__
+    }
+    assert not unknown
+    assert len(read) >= 25  # the scan finds the reads (about 30 keys today)
+
+
+def _key_read(node: ast.AST) -> str | None:
+    """The literal key of ``state.get("key")``, ``state["key"]`` or ``X.read_state(...).get(
+    "key")`` at ``node``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        reads = node.func.attr == "get" and bool(node.args) and _is_state(node.func.value)
+        key = node.args[0] if reads else None
+    elif isinstance(node, ast.Subscript) and _is_state(node.value):
+        key = node.slice
+    else:
+        return None
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return key.value
+    return None
+
+
+def _is_state(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id == "state"
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "read_state"
+    )
