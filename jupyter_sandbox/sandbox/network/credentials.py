@@ -196,10 +196,35 @@ class CredentialStore:
         self._save(owner, credentials)
 
     def headers_for(self, owner: str, host: str, port: int) -> list[tuple[str, str]]:
-        """The headers to add to a request to ``host:port`` (the caller checks the policy)."""
-        return [
-            header
-            for item in self._load(owner).values()
-            if item.applies_to(host, port)
-            for header in item.headers
-        ]
+        """The headers to add to a request to ``host:port`` (the caller checks the policy), as
+        :class:`InjectedHeaders` (the credentials' names ride along for the audit). Two
+        credentials naming the same header for one host: the first by name gives it, so a
+        request never carries two copies."""
+        injected = InjectedHeaders()
+        taken: set[str] = set()
+        for name, item in sorted(self._load(owner).items()):
+            if not item.applies_to(host, port):
+                continue
+            used = False
+            for key, value in item.headers:
+                if key.lower() not in taken:
+                    taken.add(key.lower())
+                    injected.append((key, value))
+                    used = True
+            if used:
+                injected.names.append(name)
+        return injected
+
+
+class InjectedHeaders(list[tuple[str, str]]):
+    """The headers :meth:`CredentialStore.headers_for` gives, with the names of the
+    credentials they came from in ``names``: what the audit records (never a value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+
+def credential_names(headers: list[tuple[str, str]]) -> list[str]:
+    """The credentials' names behind ``headers`` (none known: an empty list)."""
+    return list(headers.names) if isinstance(headers, InjectedHeaders) else []
