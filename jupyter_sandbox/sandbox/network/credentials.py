@@ -174,11 +174,12 @@ class CredentialStore:
 
     @contextlib.contextmanager
     def _changing(self, owner: str) -> Iterator[dict[str, Credential]]:
-        """The owner's credentials, to change in place, saved at the end; one change of an
-        owner's file at a time (flock beside it), so two at once never lose one."""
-        path = self._path(owner)
+        """The owner's credentials, to change in place, saved at the end; one change of the
+        store at a time (flock of its directory: no file beside the owners'), so two at once
+        never lose one."""
+        self._path(owner)  # the owner is checked before anything is made
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             credentials = self._load(owner)
