@@ -27,6 +27,8 @@ class RecordingServer(http.server.ThreadingHTTPServer):
     def __init__(self, address: str, size: int = 0) -> None:
         self.connections = 0
         self.hosts: list[str] = []
+        # Each request's Authorization and X-Key headers (what the tests' credentials add).
+        self.authorizations: list[list[str]] = []
         self.size = size
         super().__init__((address, 0), _Handler)
 
@@ -44,6 +46,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.hosts.append(self.headers.get("Host", ""))
+        self.server.authorizations.append(
+            (self.headers.get_all("Authorization") or []) + (self.headers.get_all("X-Key") or [])
+        )
         size = self.server.size
         body = b"hello from the test server\n" if not size else b""
         self.send_response(200)
