@@ -163,7 +163,11 @@ class SandboxStarter(SandboxAttacher):
             image=self.settings.check_image(image) if image else self.settings.image,
             limits=self.settings.requested_limits(requested.get("limits")),
             environment=self._environment(environment or {}),
-            workspace=plan_workspace(self.settings.workspace_mode, launch_dir),
+            workspace=plan_workspace(
+                self.settings.workspace_mode,
+                launch_dir,
+                host_only=(self.network.credentials_path,),
+            ),
             launch_dir=launch_dir,
             custom_environment=bool(environment),
         )

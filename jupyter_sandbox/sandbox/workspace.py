@@ -10,6 +10,7 @@ kernel banner says why.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +32,16 @@ class WorkspacePlan:
 NO_WORKSPACE = WorkspacePlan("none", None)
 
 
-def plan_workspace(mode: str, launch_dir: str | None) -> WorkspacePlan:
-    """Decide what /workspace shows for a kernel launched in ``launch_dir``."""
+def plan_workspace(
+    mode: str, launch_dir: str | None, host_only: Sequence[Path] = ()
+) -> WorkspacePlan:
+    """Decide what /workspace shows for a kernel launched in ``launch_dir``; ``host_only``:
+    directories no sandbox may see (the owners' credentials: NetworkSettings.credentials_dir),
+    so a launch directory that is or holds one is not shown."""
     if mode == "none" or launch_dir is None:
         return NO_WORKSPACE
     path = Path(launch_dir).resolve()
-    refusal = _refusal(path)
+    refusal = _refusal(path) or _holds_host_only(path, host_only)
     if refusal:
         return WorkspacePlan("none", None, f"files beside the notebook are not shown: {refusal}")
     if mode == "copy-on-write" and any(c in str(path) for c in _OVERLAY_UNSAFE):
@@ -44,6 +49,14 @@ def plan_workspace(mode: str, launch_dir: str | None) -> WorkspacePlan:
             "read-only", str(path), "the launch directory's name has ',' or ':': shown read-only"
         )
     return WorkspacePlan(mode, str(path))
+
+
+def _holds_host_only(path: Path, host_only: Sequence[Path]) -> str:
+    for directory in host_only:
+        resolved = directory.resolve()
+        if resolved == path or path in resolved.parents:
+            return f"{path} holds {resolved}, which only the host may read"
+    return ""
 
 
 def _refusal(path: Path) -> str:

@@ -86,8 +86,8 @@ class NetworkSettings(LoggingConfigurable):
         help="""Host directory (made 0700) of the credentials owners give the server for the
         host proxy to add to their sandboxes' requests (one 0600 file per owner; REST
         /api/credentials, 'jupyter sandbox credentials'). Default: <jupyter data dir>/
-        sandbox-credentials, so they outlive the server as snapshots do. It must be outside
-        every directory a sandbox is shown (never a notebook folder).""",
+        sandbox-credentials, so they outlive the server as snapshots do. A kernel launched in
+        it, or in a folder holding it, gets no /workspace: no sandbox is shown it.""",
     )
     allow_loopback_for_tests = Bool(
         False,
