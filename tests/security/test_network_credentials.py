@@ -18,10 +18,8 @@ import io
 import json
 import logging
 import tempfile
-import threading
 import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from tests.conftest import (
     remove_everything_under,
     remove_state_dir,
 )
+from tests.sandbox.network.servers import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OWNER = "alice"
@@ -141,19 +140,6 @@ class _UpstreamHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
 # Run in the sandbox: each client's request, the status and body it got, kept in a file too
 # (so that the search of the filesystem covers what the programs received).
 CLIENTS = r"""
@@ -229,13 +215,13 @@ print(json.dumps({"found": found, "files": files}))
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[Upstream]:
-    with upstream() as server:
+    with serving(Upstream()) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
 def other() -> Iterator[Upstream]:
-    with upstream() as server:
+    with serving(Upstream()) as server:
         yield server
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import http.server
 import socket
+import socketserver
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 # Run in a sandbox with a URL: prints the status, or the proxy's refusal and its reason.
 FETCH = """
@@ -68,9 +69,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+Served = TypeVar("Served", bound=socketserver.BaseServer)
+
+
 @contextmanager
-def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[RecordingServer]:
-    server = RecordingServer(address, size)
+def serving(server: Served) -> Iterator[Served]:
+    """``server`` serving on a thread until the block ends; then shut down and closed."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -79,3 +83,9 @@ def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[Reco
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@contextmanager
+def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[RecordingServer]:
+    with serving(RecordingServer(address, size)) as server:
+        yield server
