@@ -33,7 +33,7 @@ CHECKLIST_ROWS = [
     *range(73, 77),
     *range(80, 95),
     *range(96, 103),
-    *range(110, 116),
+    *range(110, 120),
     *range(124, 126),
 ]
 # Rows whose subject is not built yet or cannot apply; each reason says which.

@@ -166,7 +166,10 @@ class SandboxStarter(SandboxAttacher):
             limits=self.settings.requested_limits(requested.get("limits")),
             environment=self._environment(environment or {}),
             workspace=plan_workspace(
-                self.settings.workspace_mode, launch_dir, requested.get("workspace_root")
+                self.settings.workspace_mode,
+                launch_dir,
+                requested.get("workspace_root"),
+                host_only=(self.network.credentials_path,),
             ),
             launch_dir=launch_dir,
             custom_environment=bool(environment),

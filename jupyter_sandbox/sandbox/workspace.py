@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +38,20 @@ class WorkspacePlan:
 NO_WORKSPACE = WorkspacePlan("none", None)
 
 
-def plan_workspace(mode: str, launch_dir: str | None, within: str | None = None) -> WorkspacePlan:
+def plan_workspace(
+    mode: str,
+    launch_dir: str | None,
+    within: str | None = None,
+    host_only: Sequence[Path] = (),
+) -> WorkspacePlan:
     """Decide what /workspace shows for a kernel launched in ``launch_dir``, which must be
-    ``within`` (a real path) or inside it when that is given."""
+    ``within`` (a real path) or inside it when that is given; ``host_only``: directories no
+    sandbox may see (the owners' credentials: NetworkSettings.credentials_dir), so a launch
+    directory that is or holds one is not shown."""
     if mode == "none" or launch_dir is None:
         return NO_WORKSPACE
     path = Path(launch_dir).resolve()
-    refusal = _refusal(path) or _outside(path, within)
+    refusal = _refusal(path) or _outside(path, within) or _holds_host_only(path, host_only)
     if refusal:
         return WorkspacePlan("none", None, f"files beside the notebook are not shown: {refusal}")
     if mode == "copy-on-write" and any(c in str(path) for c in _OVERLAY_UNSAFE):
@@ -60,6 +68,14 @@ def _outside(path: Path, within: str | None) -> str:
     if within is None or path == Path(within) or Path(within) in path.parents:
         return ""
     return f"{path} is outside {within}"
+
+
+def _holds_host_only(path: Path, host_only: Sequence[Path]) -> str:
+    for directory in host_only:
+        resolved = directory.resolve()
+        if resolved == path or path in resolved.parents:
+            return f"{path} holds {resolved}, which only the host may read"
+    return ""
 
 
 def _refusal(path: Path) -> str:

@@ -30,6 +30,7 @@ def gateway_sandbox_config(gateway_state: Path) -> str:
     """The gateway's jupyter_sandbox_config.py, which its kernels read too."""
     return f"""\
 c.SandboxSettings.state_dir = {str(gateway_state)!r}
+c.NetworkSettings.credentials_dir = {str(gateway_state.with_name("gw-credentials"))!r}
 c.SandboxSettings.runtime = "runc"
 c.SandboxExtension.container_purpose = {PURPOSE!r}
 c.SandboxCuller.interval = 3600.0

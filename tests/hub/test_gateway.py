@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
+import json
 import os
 import pwd
 import secrets
@@ -680,6 +681,27 @@ def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: Gat
         status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
     assert status == 204, answer
     assert wait_until_no_sandboxes([alice]) == {}
+
+
+def test_the_users_own_server_forwards_credentials_to_the_gateway(
+    gateway_hub: GatewayHub,
+) -> None:
+    """The credentials a user sets at their own server are the gateway's, with the sandboxes
+    whose proxies read them, and the user's alone; no answer carries the value."""
+    body = {"hosts": ["api.example.com"], "headers": {"Authorization": "Bearer gw-secret-81f2"}}
+    status, made = gateway_hub.server("alice", "PUT", "api/credentials/gh", body)
+    try:
+        assert (status, made["headers"]) == (201, ["Authorization"]), made
+        status, listed = gateway_hub.gateway("alice", "GET", "api/credentials")
+        assert (status, [item["name"] for item in listed["credentials"]]) == (200, ["gh"])
+        assert gateway_hub.server("alice", "GET", "api/credentials") == (status, listed)
+        assert gateway_hub.server("bob", "GET", "api/credentials") == (200, {"credentials": []})
+        status, answer = gateway_hub.server("bob", "DELETE", "api/credentials/gh")
+        assert (status, answer["code"]) == (404, "credential_not_found"), answer
+        assert "gw-secret-81f2" not in json.dumps([made, listed, answer])
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", "api/credentials/gh")
+    assert status == 204, answer
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])

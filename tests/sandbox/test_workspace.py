@@ -44,6 +44,20 @@ def test_sensitive_directories_are_never_shown(directory: str, reason: str) -> N
     assert reason in plan.note
 
 
+def test_a_folder_holding_the_credentials_store_is_never_shown(tmp_path: Path) -> None:
+    store = tmp_path / "data" / "sandbox-credentials"
+    store.mkdir(parents=True)
+    for launched in (tmp_path, tmp_path / "data", store):
+        plan = plan_workspace("copy-on-write", str(launched), host_only=(store,))
+        assert (plan.mode, plan.source) == ("none", None)
+        assert "which only the host may read" in plan.note
+    beside = tmp_path / "notebooks"
+    beside.mkdir()
+    assert plan_workspace("read-only", str(beside), host_only=(store,)).source == str(
+        beside.resolve()
+    )
+
+
 def test_no_launch_directory_or_mode_none_shows_nothing(tmp_path: Path) -> None:
     assert plan_workspace("copy-on-write", None).source is None
     assert plan_workspace("none", str(tmp_path)).source is None

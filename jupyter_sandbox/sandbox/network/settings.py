@@ -6,9 +6,12 @@ that allowlist unless its creator names another policy.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
@@ -78,6 +81,14 @@ class NetworkSettings(LoggingConfigurable):
         help="""Requests of one sandbox that may wait for a decision at once under its 'ask'
         policy (a count); one more is refused at once with a message that says so.""",
     )
+    credentials_dir = Unicode(
+        config=True,
+        help="""Host directory (made 0700) of the credentials owners give the server for the
+        host proxy to add to their sandboxes' requests (one 0600 file per owner; REST
+        /api/credentials, 'jupyter sandbox credentials'). Default: <jupyter data dir>/
+        sandbox-credentials, so they outlive the server as snapshots do. A kernel launched in
+        it, or in a folder holding it, gets no /workspace: no sandbox is shown it.""",
+    )
     allow_loopback_for_tests = Bool(
         False,
         config=True,
@@ -92,6 +103,14 @@ class NetworkSettings(LoggingConfigurable):
         help="""FOR TESTS ONLY: names the host proxy resolves to the given address instead of
         asking DNS, e.g. {'allowed.test': '127.0.0.1'}. The address is still checked.""",
     )
+
+    @default("credentials_dir")
+    def _default_credentials_dir(self) -> str:
+        return os.path.join(jupyter_data_dir(), "sandbox-credentials")
+
+    @property
+    def credentials_path(self) -> Path:
+        return Path(self.credentials_dir)
 
     @validate("default_policy")
     def _check_policy(self, proposal: dict[str, Any]) -> str:
@@ -143,6 +162,7 @@ class NetworkSettings(LoggingConfigurable):
             "audit_max_bytes": int(self.audit_max_bytes),
             "ask_timeout": float(self.ask_timeout),
             "max_pending_requests": int(self.max_pending_requests),
+            "credentials_dir": str(self.credentials_path.absolute()),
         }
 
 

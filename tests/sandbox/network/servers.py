@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import http.server
 import socket
+import socketserver
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 # Run in a sandbox with a URL: prints the status, or the proxy's refusal and its reason.
 FETCH = """
@@ -27,6 +28,8 @@ class RecordingServer(http.server.ThreadingHTTPServer):
     def __init__(self, address: str, size: int = 0) -> None:
         self.connections = 0
         self.hosts: list[str] = []
+        # Each request's Authorization and X-Key headers (what the tests' credentials add).
+        self.authorizations: list[list[str]] = []
         self.size = size
         super().__init__((address, 0), _Handler)
 
@@ -44,6 +47,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.hosts.append(self.headers.get("Host", ""))
+        self.server.authorizations.append(
+            (self.headers.get_all("Authorization") or []) + (self.headers.get_all("X-Key") or [])
+        )
         size = self.server.size
         body = b"hello from the test server\n" if not size else b""
         self.send_response(200)
@@ -63,9 +69,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+Served = TypeVar("Served", bound=socketserver.BaseServer)
+
+
 @contextmanager
-def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[RecordingServer]:
-    server = RecordingServer(address, size)
+def serving(server: Served) -> Iterator[Served]:
+    """``server`` serving on a thread until the block ends; then shut down and closed."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -74,3 +83,9 @@ def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[Reco
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@contextmanager
+def recording_server(address: str = "127.0.0.1", size: int = 0) -> Iterator[RecordingServer]:
+    with serving(RecordingServer(address, size)) as server:
+        yield server

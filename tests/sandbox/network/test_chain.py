@@ -35,12 +35,14 @@ from jupyter_sandbox.sandbox.network.control import (
     start_proxy,
     stop_proxy,
 )
+from jupyter_sandbox.sandbox.network.credentials import CredentialStore
 from jupyter_sandbox.sandbox.network.tunnels import TunnelRefused, open_tunnel
 from tests.sandbox.network.servers import RecordingServer, recording_server
 from tests.sandbox.network.test_sni import client_hello
 from tests.shadowing import imported, plant, working_directory
 
 TOKEN = "test-token-0123456789"
+OWNER = "alice"
 
 
 def free_port() -> int:
@@ -50,9 +52,11 @@ def free_port() -> int:
 
 
 class Chain:
-    def __init__(self, directory: SandboxDirectory, port: int) -> None:
+    def __init__(self, directory: SandboxDirectory, port: int, credentials: Path) -> None:
         self.directory = directory
         self.port = port
+        # The owner's credentials the proxy reads (NetworkSettings.credentials_dir).
+        self.credentials = CredentialStore(credentials)
 
     def set_policy(self, policy: str | dict[str, object]) -> None:
         self.directory.update_state(network=NetworkPolicy.parse(policy).as_dict())
@@ -96,7 +100,9 @@ def make_chain(**options: float) -> Iterator[Chain]:
     (state_dir / "server-cwd").mkdir()
     directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
-    directory.write_state({"network": NetworkPolicy("none").as_dict(), "network_token": TOKEN})
+    directory.write_state(
+        {"network": NetworkPolicy("none").as_dict(), "network_token": TOKEN, "owner": OWNER}
+    )
     port = free_port()
     forwarder = subprocess.Popen(
         [sys.executable, "-c", forwarder_source()],
@@ -109,6 +115,7 @@ def make_chain(**options: float) -> Iterator[Chain]:
         time.sleep(0.01)
     settings = NetworkSettings(
         allow_loopback_for_tests=True,
+        credentials_dir=str(state_dir / "credentials"),
         test_host_addresses={
             "allowed.test": "127.0.0.1",
             "rebind.test": "127.0.0.2",
@@ -124,7 +131,7 @@ def make_chain(**options: float) -> Iterator[Chain]:
         with working_directory(server_dir):
             start_proxy(directory, settings.proxy_options())
         assert imported(server_dir) is None
-        yield Chain(directory, port)
+        yield Chain(directory, port, state_dir / "credentials")
     finally:
         stop_proxy(directory)
         forwarder.kill()
@@ -423,3 +430,45 @@ def test_audit_is_bounded(tmp_path: Path) -> None:
     assert (
         json.loads((tmp_path / "network-audit.jsonl").read_text().splitlines()[-1])["port"] == 443
     )
+
+
+def test_credentials_go_to_the_named_host_only_never_to_an_address(
+    chain: Chain, server: RecordingServer
+) -> None:
+    """Under open, where an IP literal passes the policy, a credential for allowed.test goes
+    with a request whose URI names allowed.test, never with one naming its address, nor
+    through a tunnel (CONNECT: TLS the proxy does not read); it is read on each request."""
+    chain.set_policy("open")
+    value = "Bearer chain-secret-6e1f"
+    chain.credentials.set(
+        OWNER, "api", {"hosts": ["allowed.test"], "headers": {"Authorization": value}}
+    )
+    # A pattern whose labels are digits matches an address's text: the proxy still never
+    # adds a credential to a request for an address (no rule names one).
+    chain.credentials.set(OWNER, "digits", {"hosts": ["*.0.0.1"], "headers": {"X-Key": value}})
+    try:
+        before = len(server.authorizations)
+        named = chain.get(f"http://allowed.test:{server.port}/", host_header="evil.test")
+        by_address = chain.get(f"http://127.0.0.1:{server.port}/")
+        forged = chain.request(
+            f"GET http://allowed.test:{server.port}/ HTTP/1.1\r\n"
+            "Authorization: Bearer mine\r\nConnection: close\r\n\r\n"
+        )
+        tunnel = chain.request(
+            f"CONNECT allowed.test:{server.port} HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n",
+        )
+        for answer in (named, by_address, forged, tunnel):
+            assert answer.startswith((b"HTTP/1.0 200 ", b"HTTP/1.1 200 ")), answer
+            assert value.encode() not in answer
+        assert server.authorizations[before:] == [[value], [], [value], []]
+        chain.credentials.remove(OWNER, "api")
+        chain.credentials.remove(OWNER, "digits")
+        chain.get(f"http://allowed.test:{server.port}/")
+        assert server.authorizations[-1] == []  # removed: the next request goes without
+        audit = read_audit(chain.directory.root)
+        assert [entry.get("credential") for entry in audit[-5:]] == ["api", None, "api", None, None]
+        assert value not in json.dumps(audit)
+    finally:
+        for left in chain.credentials.describe(OWNER):
+            chain.credentials.remove(OWNER, left["name"])
