@@ -50,7 +50,15 @@ def plan_workspace(
     directory that is or holds one is not shown."""
     if mode == "none" or launch_dir is None:
         return NO_WORKSPACE
-    path = Path(launch_dir).resolve()
+    try:
+        path = Path(launch_dir).resolve()
+    except (OSError, RuntimeError):  # a link swapped while it is read (EINVAL), a link loop
+        note = "a link in it loops or changed while it was read"
+        return WorkspacePlan(
+            "none",
+            None,
+            f"files beside the notebook are not shown: {launch_dir} could not be resolved ({note})",
+        )
     refusal = _refusal(path) or _outside(path, within) or _holds_host_only(path, host_only)
     if refusal:
         return WorkspacePlan("none", None, f"files beside the notebook are not shown: {refusal}")

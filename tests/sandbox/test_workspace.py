@@ -58,6 +58,15 @@ def test_a_folder_holding_the_credentials_store_is_never_shown(tmp_path: Path) -
     )
 
 
+def test_a_launch_directory_that_cannot_be_resolved_shows_nothing(tmp_path: Path) -> None:
+    """A link loop (or a link swapped while it is read) is a note, not an error of the start."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    plan = plan_workspace("copy-on-write", str(loop / "notes"))
+    assert (plan.mode, plan.source) == ("none", None)
+    assert "could not be resolved" in plan.note
+
+
 def test_no_launch_directory_or_mode_none_shows_nothing(tmp_path: Path) -> None:
     assert plan_workspace("copy-on-write", None).source is None
     assert plan_workspace("none", str(tmp_path)).source is None
