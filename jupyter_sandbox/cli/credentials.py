@@ -2,7 +2,9 @@
 
 Each verb is an OwnerCommand (cli/owner.py) acting on the store in
 ``c.NetworkSettings.credentials_dir`` for the owner ``--owner`` names, as REST's
-``/api/credentials`` does for its user (sandbox/network/credentials.py). A value (a header's,
+``/api/credentials`` does for its user (sandbox/network/credentials.py); with ``--everyone``, on
+the administrator's credentials for every owner (which only who may write that directory, the
+host's administrator, can change). A value (a header's,
 basic auth's password) is never taken from the command line, which every user of the host can
 read in /proc: it is asked for at a prompt that does not echo it or, when standard input is not
 a terminal, read from it, one line per value (``printf '%s\\n' "$TOKEN" | jupyter sandbox
@@ -14,7 +16,7 @@ from __future__ import annotations
 import getpass
 import sys
 
-from traitlets import List, Unicode
+from traitlets import Bool, List, Unicode
 
 from jupyter_sandbox.cli.owner import OwnerCommand
 from jupyter_sandbox.cli.text import print_table
@@ -31,6 +33,21 @@ _MAX_LINE = 8194
 class _CredentialCommand(OwnerCommand):
     classes = [SandboxSettings, NetworkSettings]
     group = "credentials"
+    everyone = Bool(
+        False,
+        config=True,
+        help="Act on the administrator's credentials for every owner instead of --owner's.",
+    )
+    flags = {
+        "everyone": (
+            {"_CredentialCommand": {"everyone": True}},
+            "Act on the administrator's credentials for every owner instead of --owner's.",
+        )
+    }
+
+    def scope(self, owner: str) -> str | None:
+        """Whose credentials the verb acts on: ``owner``'s, or everyone's (None)."""
+        return None if self.everyone else owner
 
 
 def _store(manager: SandboxManager) -> CredentialStore:
@@ -81,7 +98,7 @@ class SetApp(_CredentialCommand):
             body["basic"] = {"username": self.basic, "password": password}
         else:
             body["headers"] = {key: read_value(f"value of {key}: ") for key in self.header}
-        credential, created = _store(manager).put(owner, name, body)
+        credential, created = _store(manager).put(self.scope(owner), name, body)
         public = credential.public()
         hosts = ", ".join(public["hosts"])
         print(
@@ -90,17 +107,20 @@ class SetApp(_CredentialCommand):
         return 0
 
 
-COLUMNS = [("NAME", "24"), ("HOSTS", "40"), ("HEADERS", "")]
+COLUMNS = [("NAME", "24"), ("SCOPE", "9"), ("HOSTS", "40"), ("HEADERS", "")]
 
 
 class ListApp(_CredentialCommand):
-    description = "List your credentials: names, hosts and header names (never a value)."
+    description = (
+        "List the credentials your sandboxes' requests get, yours and those for everyone: "
+        "names, hosts and header names (never a value)."
+    )
     usage = "list"
 
     async def run(self, manager: SandboxManager, owner: str) -> int:
         rows = [
-            (item["name"], ", ".join(item["hosts"]), ", ".join(item["headers"]))
-            for item in _store(manager).describe(owner)
+            (item["name"], item["scope"], ", ".join(item["hosts"]), ", ".join(item["headers"]))
+            for item in _store(manager).describe(self.scope(owner))
         ]
         print_table(COLUMNS, rows)
         return 0
@@ -111,5 +131,5 @@ class RmApp(_CredentialCommand):
     usage = "rm NAME"
 
     async def run(self, manager: SandboxManager, owner: str, name: str) -> int:
-        _store(manager).remove(owner, name)
+        _store(manager).remove(self.scope(owner), name)
         return 0

@@ -16,6 +16,7 @@ SECRET = "cli-secret-5d2a9c71e0"
 def credentials_cli(
     *args: str, state_dir: Path, store: Path, given: str = ""
 ) -> subprocess.CompletedProcess[str]:
+    """The verb run as alice (``--everyone``: on the administrator's credentials)."""
     command = [
         *JUPYTER,
         *args,
@@ -62,7 +63,7 @@ def test_set_list_rm_reads_values_from_stdin_and_never_prints_them(
     listed = credentials_cli("list", state_dir=state_dir, store=store)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "HOSTS", "HEADERS"]
+    assert lines[0].split() == ["NAME", "SCOPE", "HOSTS", "HEADERS"]
     assert [line.split()[0] for line in lines[1:]] == ["gh", "idx"]
     removed = credentials_cli("rm", "gh", state_dir=state_dir, store=store)
     assert removed.returncode == 0, removed.stderr
@@ -85,3 +86,44 @@ def test_a_value_on_the_command_line_is_refused(state_dir: Path, tmp_path: Path)
     assert "its value is asked for" in refused.stderr
     assert SECRET not in refused.stderr
     assert not (tmp_path / "credentials").exists()
+
+
+def test_the_administrators_credentials_for_everyone(state_dir: Path, tmp_path: Path) -> None:
+    """``--everyone`` keeps a credential every owner's requests get; owners list it, marked
+    so, and their own credential for the same header comes first."""
+    store = tmp_path / "credentials"
+    shared = credentials_cli(
+        "set",
+        "index",
+        "--everyone",
+        "--host=pkg.example.com",
+        "--basic=deploy",
+        state_dir=state_dir,
+        store=store,
+        given=f"{SECRET}\n",
+    )
+    assert shared.returncode == 0, shared.stderr
+    own = credentials_cli(
+        "set",
+        "mine",
+        "--host=pkg.example.com",
+        "--header=X-Team",
+        state_dir=state_dir,
+        store=store,
+        given="team-7\n",
+    )
+    assert own.returncode == 0, own.stderr
+    for owner in ("alice", "bob"):
+        headers = CredentialStore(store).headers_for(owner, "pkg.example.com", 443)
+        assert [key for key, _ in headers][-1] == "Authorization", (owner, headers)
+    listed = credentials_cli("list", state_dir=state_dir, store=store)
+    rows = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    assert rows == [["mine", "owner"], ["index", "everyone"]]
+    # An owner cannot remove it: it is not theirs; the administrator can.
+    refused = credentials_cli("rm", "index", state_dir=state_dir, store=store)
+    assert (refused.returncode, "no credential 'index'" in refused.stderr) == (1, True)
+    removed = credentials_cli("rm", "index", "--everyone", state_dir=state_dir, store=store)
+    assert removed.returncode == 0, removed.stderr
+    assert CredentialStore(store).headers_for("bob", "pkg.example.com", 443) == []
+    for result in (shared, own, listed, refused, removed):
+        assert SECRET not in result.stdout + result.stderr

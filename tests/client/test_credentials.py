@@ -29,7 +29,12 @@ async def test_set_list_remove_per_user_never_a_value(
         made = alice.set_credential(
             "gh", ["api.example.com"], headers={"Authorization": f"Bearer {SECRET}"}
         )
-        assert made == {"name": "gh", "hosts": ["api.example.com"], "headers": ["Authorization"]}
+        assert made == {
+            "name": "gh",
+            "hosts": ["api.example.com"],
+            "headers": ["Authorization"],
+            "scope": "owner",
+        }
         alice.set_credential("idx", ["pkg.example.com:8080"], basic=("u", SECRET))
         replaced = alice.set_credential("gh", ["*.example.com"], headers={"X-Key": SECRET})
         assert replaced["headers"] == ["X-Key"]

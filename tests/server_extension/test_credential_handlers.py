@@ -32,7 +32,12 @@ async def test_set_list_replace_remove_never_answers_a_value(
     status, made = await credentials(jp_fetch, "PUT", "gh", body=body)
     assert (status, made) == (
         201,
-        {"name": "gh", "hosts": ["api.example.com"], "headers": ["Authorization"]},
+        {
+            "name": "gh",
+            "hosts": ["api.example.com"],
+            "headers": ["Authorization"],
+            "scope": "owner",
+        },
     )
     basic = {"hosts": ["*.index.test:8080"], "basic": {"username": "u", "password": PASSWORD}}
     assert (await credentials(jp_fetch, "PUT", "index", body=basic))[0] == 201
@@ -44,8 +49,18 @@ async def test_set_list_replace_remove_never_answers_a_value(
     assert status == 200
     assert listed == {
         "credentials": [
-            {"name": "gh", "hosts": ["a.test.example"], "headers": ["Authorization"]},
-            {"name": "index", "hosts": ["*.index.test:8080"], "headers": ["Authorization"]},
+            {
+                "name": "gh",
+                "hosts": ["a.test.example"],
+                "headers": ["Authorization"],
+                "scope": "owner",
+            },
+            {
+                "name": "index",
+                "hosts": ["*.index.test:8080"],
+                "headers": ["Authorization"],
+                "scope": "owner",
+            },
         ]
     }
     # Stored for the server's owner, 0600 in a 0700 directory, outside every sandbox.
@@ -63,7 +78,16 @@ async def test_set_list_replace_remove_never_answers_a_value(
     assert [item["name"] for item in (await credentials(jp_fetch, "GET"))[1]["credentials"]] == [
         "index"
     ]
-    everything = json.dumps([listed, made, replaced, error]) + caplog.text
+    # The administrator's credential for everyone is listed, marked, and is not the owner's to
+    # remove.
+    store.set(None, "mirror", {"hosts": ["pypi.test"], "headers": {"X-Mirror": SECRET}})
+    status, listed_all = await credentials(jp_fetch, "GET")
+    assert [(c["name"], c["scope"]) for c in listed_all["credentials"]] == [
+        ("index", "owner"),
+        ("mirror", "everyone"),
+    ]
+    assert (await credentials(jp_fetch, "DELETE", "mirror"))[0] == 404
+    everything = json.dumps([listed, listed_all, made, replaced, error]) + caplog.text
     assert SECRET not in everything
     assert PASSWORD not in everything
 

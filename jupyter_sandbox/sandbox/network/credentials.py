@@ -3,6 +3,13 @@
 A credential names the hosts it is for (the policy's host patterns) and either headers to add
 or HTTP basic auth. Values are write-only: :meth:`CredentialStore.describe` returns names and hosts
 alone. Each owner's file is 0600 in a 0700 directory of the host (issue 37, items 1 and 4).
+
+Besides each owner's own, the host's administrator may keep credentials *for everyone*
+(``owner=None`` here, ``jupyter sandbox credentials set --everyone`` on the host: a package
+index's or a model gateway's account the whole deployment uses). They apply to every owner's
+sandboxes, under the owner's policy as their own do; an owner's credential giving the same header
+for a host comes first. Owners see their names and hosts in their listing, never their values,
+and cannot change or remove them.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ _FORBIDDEN_HEADERS = frozenset(
         "keep-alive",
     }
 )
+# The administrator's credentials for every owner (CredentialStore, owner=None).
+EVERYONE_FILE = "everyone.json"
 # Bounds a hostile or mistaken request cannot exceed (bytes / counts).
 _MAX_VALUE = 8192
 _MAX_HOSTS = 32
@@ -121,12 +130,14 @@ class Credential:
     def applies_to(self, host: str, port: int) -> bool:
         return any(pattern.matches(host, port) for pattern in self.hosts)
 
-    def public(self) -> dict[str, Any]:
-        """What listing shows: never a value."""
+    def public(self, scope: str = "owner") -> dict[str, Any]:
+        """What listing shows: never a value. ``scope``: "owner" (the owner's own) or
+        "everyone" (the administrator's, for every owner)."""
         return {
             "name": self.name,
             "hosts": [str(pattern) for pattern in self.hosts],
             "headers": sorted({key for key, _ in self.headers}),
+            "scope": scope,
         }
 
     def _stored(self) -> dict[str, Any]:
@@ -137,19 +148,23 @@ class Credential:
 
 
 class CredentialStore:
-    """Each owner's credentials in ``root/<sha256 of owner>.json`` (0600; ``root`` is 0700)."""
+    """Each owner's credentials in ``root/<sha256 of owner>.json``, the administrator's for
+    everyone (``owner=None``) in ``root/everyone.json`` (0600 each; ``root`` is 0700)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _path(self, owner: str) -> Path:
+    def _path(self, owner: str | None) -> Path:
         # Owners are identity-provider user names (any text: '@', spaces, '/'): the file is
-        # named by a digest so that no owner name can reach outside ``root`` or another's file.
+        # named by a digest so that no owner name can reach outside ``root`` or another's file,
+        # nor be the everyone file (a digest is 64 hex digits).
+        if owner is None:
+            return self.root / EVERYONE_FILE
         if not isinstance(owner, str) or not owner:
             raise InvalidRequestError("credentials need an owner: none was given")
         return self.root / f"{hashlib.sha256(owner.encode()).hexdigest()}.json"
 
-    def _load(self, owner: str) -> dict[str, Credential]:
+    def _load(self, owner: str | None) -> dict[str, Credential]:
         path = self._path(owner)
         try:
             raw = json.loads(path.read_text())
@@ -164,7 +179,7 @@ class CredentialStore:
             )
         return loaded
 
-    def _save(self, owner: str, credentials: dict[str, Credential]) -> None:
+    def _save(self, owner: str | None, credentials: dict[str, Credential]) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         # A fresh temporary name, created 0600 (mkstemp): the values are never readable by
@@ -173,7 +188,7 @@ class CredentialStore:
         write_json_atomic(self._path(owner), stored)
 
     @contextlib.contextmanager
-    def _changing(self, owner: str) -> Iterator[dict[str, Credential]]:
+    def _changing(self, owner: str | None) -> Iterator[dict[str, Credential]]:
         """The owner's credentials, to change in place, saved at the end; one change of the
         store at a time (flock of its directory: no file beside the owners'), so two at once
         never lose one."""
@@ -188,8 +203,9 @@ class CredentialStore:
         finally:
             os.close(fd)
 
-    def put(self, owner: str, name: str, data: Any) -> tuple[Credential, bool]:
-        """Set the credential ``name`` from ``data`` (its REST body); whether it is new."""
+    def put(self, owner: str | None, name: str, data: Any) -> tuple[Credential, bool]:
+        """Set the credential ``name`` from ``data`` (its REST body) for ``owner`` (None: for
+        everyone); whether it is new."""
         credential = Credential.parse(name, data)
         with self._changing(owner) as credentials:
             created = name not in credentials
@@ -200,18 +216,23 @@ class CredentialStore:
             credentials[name] = credential
         return credential, created
 
-    def set(self, owner: str, name: str, data: Any) -> Credential:
+    def set(self, owner: str | None, name: str, data: Any) -> Credential:
         return self.put(owner, name, data)[0]
 
-    def describe(self, owner: str) -> list[dict[str, Any]]:
-        return [item.public() for _, item in sorted(self._load(owner).items())]
+    def describe(self, owner: str | None) -> list[dict[str, Any]]:
+        """What applies to ``owner``'s sandboxes: their own, then those for everyone (None:
+        those for everyone alone); names, hosts and header names, never a value."""
+        own = [] if owner is None else [c.public() for _, c in sorted(self._load(owner).items())]
+        shared = [c.public("everyone") for _, c in sorted(self._load(None).items())]
+        return own + shared
 
-    def remove(self, owner: str, name: str) -> None:
+    def remove(self, owner: str | None, name: str) -> None:
         with self._changing(owner) as credentials:
             if name not in credentials:
-                raise CredentialNotFoundError(
-                    f"no credential {name!r:.80}: 'jupyter sandbox credentials list' shows yours"
+                listing = "jupyter sandbox credentials list" + (
+                    " --everyone" if owner is None else ""
                 )
+                raise CredentialNotFoundError(f"no credential {name!r:.80}: '{listing}' shows them")
             del credentials[name]
 
     def headers_for(self, owner: str, host: str, port: int) -> list[tuple[str, str]]:
@@ -221,7 +242,11 @@ class CredentialStore:
         request never carries two copies."""
         injected = InjectedHeaders()
         taken: set[str] = set()
-        for name, item in sorted(self._load(owner).items()):
+        own = sorted(self._load(owner).items())
+        # The administrator's come after the owner's own, named "everyone/<name>" in the audit
+        # (no credential's name has a '/').
+        shared = [(f"everyone/{name}", item) for name, item in sorted(self._load(None).items())]
+        for name, item in own + shared:
             if not item.applies_to(host, port):
                 continue
             used = False

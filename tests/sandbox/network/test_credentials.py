@@ -21,7 +21,9 @@ def test_set_list_never_shows_values_and_file_is_0600(tmp_path: Path) -> None:
     store = CredentialStore(tmp_path / "creds")
     store.set("alice", "api", {"hosts": ["api.example.com"], "headers": {"X-API-Key": SECRET}})
     listed = store.describe("alice")
-    assert listed == [{"name": "api", "hosts": ["api.example.com"], "headers": ["X-API-Key"]}]
+    assert listed == [
+        {"name": "api", "hosts": ["api.example.com"], "headers": ["X-API-Key"], "scope": "owner"}
+    ]
     assert SECRET not in repr(listed)
     (path,) = (tmp_path / "creds").iterdir()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -96,3 +98,27 @@ def test_headers_for_names_the_credentials_and_never_gives_a_header_twice(
     assert credential_names(headers) == ["a-first"]
     assert credential_names(store.headers_for("alice", "nothing.example.net", 80)) == []
     assert credential_names([("X-Key", "v")]) == []  # a plain list names nothing
+
+
+def test_everyones_credentials_apply_to_every_owner_after_their_own(tmp_path: Path) -> None:
+    store = CredentialStore(tmp_path)
+    store.set(None, "gw", {"hosts": ["llm.example.com"], "headers": {"Authorization": "shared"}})
+    store.set(None, "team", {"hosts": ["llm.example.com"], "headers": {"X-Team": "all"}})
+    store.set("alice", "own", {"hosts": ["llm.example.com"], "headers": {"authorization": "a"}})
+    alice = store.headers_for("alice", "llm.example.com", 443)
+    assert alice == [("authorization", "a"), ("X-Team", "all")]
+    assert credential_names(alice) == ["own", "everyone/team"]
+    bob = store.headers_for("bob", "llm.example.com", 443)
+    assert bob == [("Authorization", "shared"), ("X-Team", "all")]
+    assert credential_names(bob) == ["everyone/gw", "everyone/team"]
+    assert [(c["name"], c["scope"]) for c in store.describe("alice")] == [
+        ("own", "owner"),
+        ("gw", "everyone"),
+        ("team", "everyone"),
+    ]
+    assert [c["name"] for c in store.describe(None)] == ["gw", "team"]
+    assert "shared" not in repr(store.describe("bob"))
+    with pytest.raises(CredentialNotFoundError):
+        store.remove("bob", "gw")  # not bob's own
+    store.remove(None, "gw")
+    assert credential_names(store.headers_for("bob", "llm.example.com", 443)) == ["everyone/team"]
