@@ -193,7 +193,7 @@ async def test_row43_the_sandbox_cannot_forge_its_snapshot(
         # read it", "removed before we read it"), and one caught as the link would be refused
         # by the scan (a link out of /workspace): nothing is stored. After three attempts the
         # swapping stops (the other attacks go on), so that one is stored and compared.
-        for attempt in range(5):
+        for attempt in range(8):
             if attempt == 3:
                 await run(sandbox, "forger_swapping.clear(); print('calm')")
             try:
