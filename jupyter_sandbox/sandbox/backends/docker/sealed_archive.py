@@ -66,6 +66,8 @@ def why_not_sealed(runtime: str) -> str:
     when it can."""
     if runtime == "runsc":
         return ""
+    if runtime != "runc":  # a VM's runtime (kata): /proc/<pid>/root is not the sandbox's
+        return f"no sealed archive is made for runtime {runtime!r}"
     if os.geteuid() != 0:
         return (
             "under runc only a server running as root can read a frozen sandbox's /workspace "
