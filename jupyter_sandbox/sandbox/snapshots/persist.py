@@ -9,8 +9,9 @@ non-root user, which the sandbox's code can stop and forge; Docker's own archive
 reach /workspace anyway (a tmpfs, or gVisor's private filesystem). The output is streamed
 into a file on the host, counted against the byte cap as it arrives, so a workspace of a
 gigabyte costs the server no more memory than a frame. The archive is then scanned like any
-archive to be restored, so a workspace that could not be restored (a link leaving it, a FIFO)
-is refused now, naming the member, rather than on the day it is needed.
+archive to be restored, so a workspace that could not be restored (a link leaving it; a FIFO
+or a device, which tar archives and the runc walk skips) is refused now, naming the member,
+rather than on the day it is needed.
 """
 
 from __future__ import annotations
