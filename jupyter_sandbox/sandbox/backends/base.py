@@ -333,6 +333,20 @@ class SandboxBackend(LoggingConfigurable, metaclass=BackendMeta):
         """
         raise lacks(self, "cannot open terminals")
 
+    def why_not_sealed(self, runtime: str) -> str:
+        """Why this server cannot make :meth:`sealed_archive` of a sandbox of ``runtime``
+        (words for a log line); "" when it can. Optional, with the method below."""
+        return f"this server's sandbox backend ({type(self).__name__}) cannot seal archives"
+
+    async def sealed_archive(
+        self, sandbox_id: str, sink: Sink, *, timeout: float, max_members: int
+    ) -> ExecResult:
+        """A tar of the sandbox's /workspace to ``sink`` in pieces, made where no process of
+        the sandbox can stop, read or replace what is written (security row 43): what it
+        holds is what /workspace held. Called by snapshots/persist.py only when
+        :meth:`why_not_sealed` is ""; ``max_members`` caps its entries, ``sink`` its bytes."""
+        raise lacks(self, "cannot seal archives")
+
     @abc.abstractmethod
     async def stats(self, sandbox_id: str) -> EngineStats:
         """One sample of the sandbox's resource use as the engine measures it (no waiting)."""

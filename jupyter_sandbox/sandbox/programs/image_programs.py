@@ -15,7 +15,8 @@ set; the caller's PATH is kept in ``$sandbox_path`` for a script that runs a cal
 
 The image's paths (images/python/Dockerfile): its venv, /opt/sandbox, made by the base's
 python3 (Debian's /usr/bin/python3 or the python image's /usr/local/bin/python3: the venv's
-link reaches either); Debian's /bin/sh (dash), /bin/bash and /bin/tar, which every base the
+link reaches either); Debian's /bin/sh (dash), /bin/bash, /bin/tar, /usr/bin/env and
+/usr/bin/setpriv (Essential packages: coreutils, util-linux), which every base the
 builder accepts has (sandbox/images/build.py).
 """
 
@@ -26,6 +27,8 @@ SHELL = "/bin/sh"
 BASH = "/bin/bash"
 TAR = "/bin/tar"
 CAT = "/bin/cat"
+ENV = "/usr/bin/env"
+SETPRIV = "/usr/bin/setpriv"  # util-linux, Essential in Debian like coreutils' env
 # What a host script's commands are looked up on: the image's own read-only directories.
 HOST_PATH = "/usr/bin:/bin"
 
@@ -44,6 +47,26 @@ def shell(script: str, *arguments: str) -> list[str]:
     """The image's sh running ``script`` with ``$0`` and on set to ``arguments``, its lookups
     on HOST_PATH (the PATH it was given stays in ``$sandbox_path``)."""
     return [SHELL, "-c", f"sandbox_path=$PATH; PATH={HOST_PATH}; {script}", *arguments]
+
+
+def with_only_read_search(argv: list[str], environment: dict[str, str]) -> list[str]:
+    """``argv`` with exactly ``environment`` (``env -i``: nothing of the exec's), started by
+    setpriv with no_new_privs and every capability dropped (bounding, inheritable and ambient
+    sets) but CAP_DAC_READ_SEARCH. For a privileged exec as uid 0 (the sealed archiver:
+    sandbox/backends/docker/sealed_archive.py): after setpriv's execve it keeps that one
+    capability, to read every file and directory, and nothing else."""
+    return [
+        ENV,
+        "-i",
+        *(f"{name}={value}" for name, value in environment.items()),
+        SETPRIV,
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all,+dac_read_search",
+        "--",
+        *argv,
+    ]
 
 
 def tar(*arguments: str) -> list[str]:

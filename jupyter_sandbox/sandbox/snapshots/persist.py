@@ -1,12 +1,17 @@
-"""Persist: a tar of a sandbox's /workspace, made inside the sandbox, streamed out to the host.
+"""Persist: a tar of a sandbox's /workspace, streamed out to the host.
 
-``tar`` runs in the sandbox as the sandbox's own non-root user (the exec's default user), so it
-reads exactly what the sandbox's code can see and nothing more; Docker's own archive API could
-not reach /workspace anyway (a tmpfs, or gVisor's private filesystem). Its output is streamed
+What the host stores must be what /workspace held, not what the sandbox's code chose to write
+(security row 43), so the archive is sealed where the backend can make it so: under runsc a
+tar as uid 0 with only CAP_DAC_READ_SEARCH that the sandbox's user cannot reach, under runc the
+host's own walk of the frozen sandbox (sandbox/backends/docker/sealed_archive.py). Where it
+cannot (runc, a server that is not root), ``tar`` runs in the sandbox as the sandbox's own
+non-root user, which the sandbox's code can stop and forge; Docker's own archive API could not
+reach /workspace anyway (a tmpfs, or gVisor's private filesystem). The output is streamed
 into a file on the host, counted against the byte cap as it arrives, so a workspace of a
 gigabyte costs the server no more memory than a frame. The archive is then scanned like any
-archive to be restored, so a workspace that could not be restored (a link leaving it, a FIFO)
-is refused now, naming the member, rather than on the day it is needed.
+archive to be restored, so a workspace that could not be restored (a link leaving it; a FIFO
+or a device, which tar archives and the runc walk skips) is refused now, naming the member,
+rather than on the day it is needed.
 """
 
 from __future__ import annotations
@@ -55,9 +60,13 @@ async def archive_workspace(
     """Write a tar of ``sandbox_id``'s /workspace to ``out`` (a new, empty seekable file opened
     for writing and reading) and check it; returns what the check found (sha256, size, members).
 
-    With ``io_dir`` (the sandbox's host directory) the archive passes through it (host_dir_transport.py)
-    instead of the exec stream. The sandbox itself is only read: whatever fails (cap, full
-    disk, a refused member), its files and processes are as they were.
+    The archive is sealed (SandboxBackend.sealed_archive: made where the sandbox's code cannot
+    stop, read or replace it) wherever the backend can; elsewhere (runc with a server that is
+    not root) tar runs in the sandbox as its user, which is logged, and with ``io_dir`` (the
+    sandbox's host directory) the archive passes through it (host_dir_transport.py) instead of
+    the exec stream. The sandbox itself is only read: whatever fails (cap, full disk, a refused
+    member), its files and processes are as they were (a runc sandbox frozen for the sealed
+    archive is thawed).
     """
     written = 0
     hashed = _Hashed(out)  # hashed as it arrives, on a second thread; never read again for it
@@ -69,8 +78,16 @@ async def archive_workspace(
             raise SnapshotTooLargeError.over_cap(sandbox_id, limits.max_bytes)
         hashed.write(data)
 
+    info = await backend.inspect(sandbox_id)
+    why_not = backend.why_not_sealed(info.runtime)
+    if why_not:
+        log.warning("workspace of sandbox %s archived in the sandbox: %s", sandbox_id, why_not)
     try:
-        if io_dir is None:
+        if not why_not:
+            result = await backend.sealed_archive(
+                sandbox_id, sink, timeout=timeout, max_members=limits.max_members
+            )
+        elif io_dir is None:
             result = await backend.exec_stream(
                 sandbox_id, PERSIST_COMMAND, timeout=timeout, sink=sink
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -68,6 +69,35 @@ async def test_round_trip_into_a_new_and_the_same_sandbox(
     # Nothing of the transport is left in the sandbox's host directory.
     io_dir = manager.settings.state_path / sandbox.sandbox_id / "io"
     assert [n for n in os.listdir(io_dir) if n.startswith(".snapshot")] == []
+
+
+@pytest.mark.runc
+@pytest.mark.parametrize("transport", ["exec", "host-dir"])
+async def test_where_no_sealed_archive_can_be_made_tar_runs_in_the_sandbox(
+    manager: SandboxManager,
+    snapshots: Snapshots,
+    purpose: str,
+    transport: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A runc server that is not root cannot read a frozen sandbox (sealed_archive.py): the
+    archive is made in the sandbox as before, over either transport, and the log says that
+    its code could forge it. (The server here is root: the backend is told it is not.)"""
+    snapshots.transport = transport
+    reason = "under runc only a server running as root can read a frozen sandbox (test)"
+    monkeypatch.setattr(manager.backend, "why_not_sealed", lambda runtime: reason)
+    source = await manager.create(OWNER, runtime="runc", purpose=purpose)
+    await sh(manager, source.sandbox_id, VARIED)
+    before = await manifest(manager, source.sandbox_id)
+    with caplog.at_level(logging.WARNING, "jupyter_sandbox.sandbox.snapshots.persist"):
+        snapshot = await snapshots.persist(OWNER, source.sandbox_id)
+    assert f"archived in the sandbox: {reason}" in caplog.text
+    restored = await snapshots.create_sandbox(
+        OWNER, snapshot["id"], runtime="runc", purpose=purpose
+    )
+    expected = {**before, "suid.sh": ["file", "0o755", *before["suid.sh"][2:]]}
+    assert await manifest(manager, restored.sandbox_id) == expected
 
 
 @pytest.mark.runc

@@ -53,6 +53,7 @@ from jupyter_sandbox.sandbox.backends.docker.records import (
 )
 from jupyter_sandbox.sandbox.backends.docker.removal import remove_container
 from jupyter_sandbox.sandbox.backends.docker.runtime_processes import kill_runsc_processes
+from jupyter_sandbox.sandbox.backends.docker.sealed_archive import sealed_tar, why_not_sealed
 from jupyter_sandbox.sandbox.backends.docker.stream import stream_exec
 from jupyter_sandbox.sandbox.backends.docker.terminal import open_docker_terminal
 from jupyter_sandbox.sandbox.backends.records import (
@@ -323,6 +324,26 @@ class DockerBackend(SandboxBackend):
             sink=sink,
             inspect=lambda: self.inspect(sandbox_id),
         )
+
+    def why_not_sealed(self, runtime: str) -> str:
+        return why_not_sealed(runtime)
+
+    async def sealed_archive(
+        self, sandbox_id: str, sink: Sink, *, timeout: float, max_members: int
+    ) -> ExecResult:
+        info = await self.inspect(sandbox_id)
+        try:
+            return await sealed_tar(
+                self.engine,
+                labels.container_name(sandbox_id),
+                info.runtime,
+                sink,
+                timeout=timeout,
+                max_members=max_members,
+                inspect=lambda: self.inspect(sandbox_id),
+            )
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
 
     async def open_terminal(self, sandbox_id: str, options: TerminalOptions) -> Terminal:
         return await open_docker_terminal(

@@ -135,6 +135,10 @@ class ExecWatch:
     timeout: float
     inspect: Inspect
     sockets: list[Any]
+    # What the killer's exec is given besides the container's environment: the sealed
+    # archiver's (sealed_archive.py), so that no variable the sandbox chose reaches a killer
+    # running as its uid 0.
+    environment: dict[str, str] | None = None
 
     async def wait(self, run: Callable[[], ExecResult], limit: float) -> ExecResult:
         """``run`` (a blocking exec) on the engine's executor, within ``limit`` seconds in all.
@@ -159,7 +163,9 @@ class ExecWatch:
                     break
                 if not timed_out and loop.time() >= deadline:
                     timed_out = True
-                    await kill_marked(self.engine, self.container, self.user, self.mark)
+                    await kill_marked(
+                        self.engine, self.container, self.user, self.mark, self.environment
+                    )
                 info = await self.inspect()
                 if not info.alive:
                     ended = True
@@ -190,7 +196,9 @@ class ExecWatch:
                 # its output refused (past max_output, a reader that left). Nobody would see it
                 # end, and a command whose output nobody reads blocks on it for good: it must
                 # not run on, nor what it started.
-                await kill_marked(self.engine, self.container, self.user, self.mark)
+                await kill_marked(
+                    self.engine, self.container, self.user, self.mark, self.environment
+                )
 
 
 def raw_socket(sock: Any) -> socket.socket:

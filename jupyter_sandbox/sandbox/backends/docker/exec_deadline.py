@@ -45,17 +45,23 @@ KILL_SECONDS = 10.0  # at most this long for the killing exec itself (a frozen s
 
 
 async def kill_marked(
-    engine: DockerEngine, container: str, user: str, mark: dict[str, str]
+    engine: DockerEngine,
+    container: str,
+    user: str,
+    mark: dict[str, str],
+    environment: dict[str, str] | None = None,
 ) -> None:
     """Kill every process in ``container`` marked with ``mark``, and every descendant of the
     supervisor with its token (kill_program.py), as ``user`` (who started them, so may signal
     them): at the command's time limit, or when its wait was given up (docker_exec.ExecWatch).
     Failures are logged: the caller has given up on the command already, and the engine's own
-    time limit on it still ends the wait."""
+    time limit on it still ends the wait. ``environment``: variables of the killer's exec."""
     ((name, token),) = mark.items()
 
     def kill() -> int:
-        exec_id, _ = start_exec(engine, container, kill_argv(f"{name}={token}"), user=user)
+        exec_id, _ = start_exec(
+            engine, container, kill_argv(f"{name}={token}"), user=user, environment=environment
+        )
         code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
         return int(code) if code is not None else -1
 

@@ -54,11 +54,18 @@ async def stream_exec(
     user: str = "",
     feed: Feed | None = None,
     sink: Sink | None = None,
+    privileged: bool = False,
+    environment: dict[str, str] | None = None,
+    mark: dict[str, str] | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``container``, stopped after ``timeout`` s; ``ExecResult.stdout`` is
     empty when a ``sink`` took the output. An exception raised by ``feed`` or ``sink`` ends the
-    command and is raised here."""
-    mark = new_mark()  # what kills the command when its time is up (exec_deadline.py)
+    command and is raised here. ``privileged`` and ``environment`` (added to the container's,
+    as is the killer's at the time limit) and ``mark`` (the exec's mark, which its argv
+    names) are for the sealed archiver only (sealed_archive.py).
+    """
+    mark = mark or new_mark()  # what kills the command when its time is up (exec_deadline.py)
+    variables = {**(environment or {}), **mark}
     sockets: list[Any] = []
 
     def run() -> ExecResult:
@@ -70,7 +77,8 @@ async def stream_exec(
             start={"socket": True},
             user=user,
             stdin=feed is not None,
-            environment=mark,
+            environment=variables,
+            privileged=privileged,
         )
         sockets.append(sock)
         out, err = bytearray(), bytearray()
@@ -99,7 +107,7 @@ async def stream_exec(
             raise failures[0]
         return exec_result(api.exec_inspect(exec_id), argv, bytes(out), bytes(err))
 
-    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets, environment)
     return await watch.wait(run, timeout + 20)
 
 
