@@ -220,9 +220,10 @@ class Refresher:
         self.watches: dict[int, Relative] = {}
         self.full = False
 
-    def watch_tree(self, top: Relative) -> None:
+    def watch_tree(self, top: Relative) -> list[Relative]:
         """Watch ``top`` and every directory under it (not through symbolic links), breadth
-        first, up to the bound."""
+        first, up to the bound; return those now watched."""
+        added: list[Relative] = []
         queue = [top]
         while queue:
             relative = queue.pop(0)
@@ -232,7 +233,7 @@ class Refresher:
                         "more than %d directories: deeper ones are not refreshed", self.max_watches
                     )
                     self.full = True
-                return
+                return added
             path = os.path.join(self.lower, *relative) if relative else self.lower
             try:
                 wd = self.inotify.add(path)
@@ -241,7 +242,9 @@ class Refresher:
             except OSError:
                 continue  # gone or unreadable meanwhile
             self.watches[wd] = relative
+            added.append(relative)
             queue.extend((*relative, name) for name in sorted(names))
+        return added
 
     def unwatch_tree(self, top: Relative) -> None:
         for wd, relative in list(self.watches.items()):
@@ -270,8 +273,8 @@ class Refresher:
                 child = (*relative, name)
                 if mask & (_IN_DELETE | _IN_MOVED_FROM):
                     self.unwatch_tree(child)
-                else:
-                    self.watch_tree(child)
+                else:  # what was made in it before its watch was refreshed with it
+                    changed.update(self.watch_tree(child))
         return changed
 
     def run(self, root: Path) -> None:
