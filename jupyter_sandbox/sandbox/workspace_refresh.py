@@ -355,7 +355,7 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         deadline = time.monotonic() + MOUNT_WAIT_SECONDS
-        while merged_mount(upper) is None:
+        while (found := merged_mount(upper)) is None:
             if time.monotonic() > deadline:
                 print(
                     "error: no overlay is mounted on this sandbox's upper directory here",
@@ -363,6 +363,11 @@ def main(argv: list[str]) -> int:
                 )
                 return 1
             time.sleep(0.05)
+        merged = open_beneath(found[0], (), found[1])
+        if merged is None:  # not root, or not in the engine's mount namespace
+            print(f"error: cannot open the overlay mounted at {os.fsdecode(found[0])}", flush=True)
+            return 1
+        os.close(merged)
         refresher = Refresher(lower, upper)
         refresher.watch_tree(())
         if not refresher.watches:
