@@ -175,7 +175,8 @@ def open_beneath(base: bytes, relative: Relative, device: int | None = None) -> 
 def refresh_directory(upper: Path, relative: Relative) -> bool:
     """Drop the overlay's cached listing of ``relative`` by creating and removing a name in it
     through the merged mount. False if there was nothing to do (no overlay mounted, or the
-    directory is not merged) or it could not be done (the sandbox filled its upper layer)."""
+    directory is not merged); OSError if the name could not be made (the sandbox filled its
+    upper layer)."""
     found = merged_mount(upper)
     if found is None:
         return False
@@ -188,23 +189,21 @@ def refresh_directory(upper: Path, relative: Relative) -> bool:
     if fd is None:
         return False
     try:
-        for _ in range(3):
+        while True:
             name = POKE_PREFIX + os.urandom(8).hex()
             try:
                 new = os.open(
                     name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600, dir_fd=fd
                 )
-            except FileExistsError:
+            except FileExistsError:  # the sandbox made one of these names: another
                 continue
-            except OSError as exc:
-                log.warning(
-                    "cannot refresh /workspace/%s: %s", os.fsdecode(b"/".join(relative)), exc
-                )
-                return False
             os.close(new)
-            os.unlink(name, dir_fd=fd)
+            # The sandbox (which owns the folder) may have moved or removed it meanwhile: then
+            # it is that change which dropped the cache, and an empty file of root's is all it
+            # kept in its own upper layer.
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=fd)
             return True
-        return False
     finally:
         os.close(fd)
 
@@ -219,6 +218,7 @@ class Refresher:
         self.inotify = Inotify()
         self.watches: dict[int, Relative] = {}
         self.full = False
+        self.failures: set[int | None] = set()
 
     def watch_tree(self, top: Relative) -> list[Relative]:
         """Watch ``top`` and every directory under it (not through symbolic links), breadth
@@ -291,7 +291,16 @@ class Refresher:
                     break
                 events.extend(self.inotify.read())
             for relative in sorted(self.changed_directories(events)):
-                refresh_directory(self.upper, relative)
+                try:
+                    refresh_directory(self.upper, relative)
+                except OSError as exc:  # said once for each cause: the log is on the host
+                    if exc.errno not in self.failures:
+                        self.failures.add(exc.errno)
+                        log.warning(
+                            "cannot refresh /workspace/%s: %s",
+                            os.fsdecode(b"/".join(relative)),
+                            exc,
+                        )
 
 
 def running(directory: SandboxDirectory) -> bool:

@@ -5,11 +5,13 @@ one. The sandboxes themselves are in test_workspace.py."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -195,12 +197,68 @@ def test_the_process_refreshes_and_ends_once_its_sandbox_directory_is_gone(
         while "uploaded.csv" not in listing_through(fd):
             assert time.monotonic() < deadline, listing_through(fd)
             time.sleep(0.05)
-        assert not [n for n in os.listdir(overlay.upper) if n.startswith(POKE_PREFIX)]
         shutil.rmtree(root)
         assert process.wait(timeout=20) == 0
+        # Made and removed again (a listing may see it between the two).
+        assert not [n for n in os.listdir(overlay.upper) if n.startswith(POKE_PREFIX)]
     finally:
         os.close(fd)
         process.kill()
         process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+def fill(folder: Path) -> int | None:
+    """What the sandbox may do: make files until its upper layer is full; the error then."""
+    for number in range(1000):
+        try:
+            (folder / f"filler-{number}").touch()
+        except OSError as exc:
+            return exc.errno
+    return None
+
+
+@pytest.fixture
+def full_overlay(tmp_path: Path) -> Iterator[Overlay]:
+    """An overlay whose upper layer is a tmpfs of 16 files (a size cap), filled by the sandbox."""
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    if _libc.mount(b"tmpfs", bytes(cap), b"tmpfs", 0, b"nr_inodes=16") != 0:
+        pytest.fail(f"cannot mount a tmpfs: {os.strerror(ctypes.get_errno())}")
+    parts = Overlay(tmp_path / "lower", cap / "upper", tmp_path / "merged", tmp_path / "outside")
+    for path in (parts.lower, parts.upper, cap / "work", parts.merged, parts.outside):
+        path.mkdir()
+    options = f"lowerdir={parts.lower},upperdir={parts.upper},workdir={cap / 'work'}"
+    try:
+        if _libc.mount(b"overlay", bytes(parts.merged), b"overlay", 0, options.encode()) != 0:
+            pytest.fail(f"cannot mount an overlay: {os.strerror(ctypes.get_errno())}")
+        assert fill(parts.merged) == errno.ENOSPC
+        yield parts
+    finally:
+        _libc.umount2(bytes(parts.merged), MNT_DETACH)
+        _libc.umount2(bytes(cap), MNT_DETACH)
+
+
+def test_a_full_upper_layer_is_said_once_and_the_refresher_goes_on(
+    full_overlay: Overlay, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(OSError, match="No space"):
+        refresh_directory(full_overlay.upper, ())
+    root = tmp_path / "sandbox"
+    root.mkdir()
+    refresher = Refresher(full_overlay.lower, full_overlay.upper)
+    refresher.watch_tree(())
+    thread = threading.Thread(target=refresher.run, args=(root,))
+    thread.start()
+    try:
+        for number in range(3):
+            (full_overlay.lower / f"uploaded-{number}.csv").write_text("b\n")
+            time.sleep(0.4)  # each its own refresh (past the settling time), not a timing check
+    finally:
+        root.rmdir()
+        thread.join(timeout=20)
+        refresher.inotify.close()
+    assert not thread.is_alive()
+    warnings = [r for r in caplog.records if "cannot refresh /workspace/" in r.getMessage()]
+    assert len(warnings) == 1, warnings
