@@ -41,14 +41,13 @@ import os
 import re
 import select
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jupyter_sandbox.sandbox.host.helper_process import start_helper
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
-from jupyter_sandbox.sandbox.host.python_command import module_command
 
 if TYPE_CHECKING:  # not imported by the process itself, which stays small (see main)
     from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
@@ -86,7 +85,6 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_children: list[subprocess.Popen[bytes]] = []
 
 Relative = tuple[bytes, ...]  # a directory of the folder, as names below its root
 
@@ -311,35 +309,17 @@ def start_refresher(directory: SandboxDirectory, lower: str) -> str | None:
     """Start the refresher of a sandbox with a copy-on-write /workspace (blocking; run it on a
     thread) and wait until it watches the folder. None once it does, else why not (the start
     of the sandbox goes on: listings are then as overlayfs keeps them)."""
-    for child in list(_children):
-        if child.poll() is not None:
-            _children.remove(child)
     if running(directory):
         return None
     try:
-        with open(directory.root / REFRESH_LOG, "ab") as log_file:
-            child = subprocess.Popen(
-                module_command(
-                    "jupyter_sandbox.sandbox.workspace_refresh",
-                    str(directory.root),
-                    lower,
-                    str(directory.overlay_upper),
-                ),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                cwd="/",  # holds no directory of the sandbox's (an unmount would find it busy)
-                start_new_session=True,  # not ended by a signal to the kernel's or server's group
-            )
+        child, line = start_helper(
+            "jupyter_sandbox.sandbox.workspace_refresh",
+            [str(directory.root), lower, str(directory.overlay_upper)],
+            directory.root / REFRESH_LOG,
+            START_TIMEOUT,
+        )
     except OSError as exc:
         return str(exc)
-    _children.append(child)
-    assert child.stdout is not None
-    try:
-        ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT)
-        line = child.stdout.readline().decode(errors="replace").strip() if ready else ""
-    finally:
-        child.stdout.close()
     if line.startswith("ready"):
         return None
     with contextlib.suppress(ProcessLookupError):
