@@ -26,7 +26,7 @@ change, so a mount the engine has already taken down is never written to.
 
 ``python -m jupyter_sandbox.sandbox.workspace_refresh ROOT LOWER UPPER``: ``ROOT`` is the sandbox's
 host directory, ``LOWER`` the folder shown, ``UPPER`` the overlay's upper directory. It holds ``workspace-refresh.lock`` (with its pid) while it
-runs, prints ``ready`` once the folder is watched and the mount found (or ``error: ...``), and
+runs, prints ``ready`` once the folder is watched and its merged folders refreshed once (what the host changed before the watches existed), or ``error: ...``,, and
 exits within a second once ``ROOT`` is gone (the sandbox was removed). The engine mounts the
 overlay in its own mount namespace, so the process must share it and be allowed to write there:
 a server run as root on the engine's host (as the size caps need, ``host/size_caps.py``).
@@ -288,17 +288,21 @@ class Refresher:
                 if not more:
                     break
                 events.extend(self.inotify.read())
-            for relative in sorted(self.changed_directories(events)):
-                try:
-                    refresh_directory(self.upper, relative)
-                except OSError as exc:  # said once for each cause: the log is on the host
-                    if exc.errno not in self.failures:
-                        self.failures.add(exc.errno)
-                        log.warning(
-                            "cannot refresh /workspace/%s: %s",
-                            os.fsdecode(b"/".join(relative)),
-                            exc,
-                        )
+            self.refresh(self.changed_directories(events))
+
+    def refresh(self, directories: set[Relative]) -> None:
+        """Refresh each of ``directories`` that is merged; a failure is logged, once a cause."""
+        for relative in sorted(directories):
+            try:
+                refresh_directory(self.upper, relative)
+            except OSError as exc:  # said once for each cause: the log is on the host
+                if exc.errno not in self.failures:
+                    self.failures.add(exc.errno)
+                    log.warning(
+                        "cannot refresh /workspace/%s: %s",
+                        os.fsdecode(b"/".join(relative)),
+                        exc,
+                    )
 
 
 def running(directory: SandboxDirectory) -> bool:
@@ -362,6 +366,9 @@ def main(argv: list[str]) -> int:
         if not refresher.watches:
             print(f"error: cannot watch {lower}", flush=True)
             return 1
+        # What the host changed between the container's start and these watches is not in
+        # any event, and the sandbox may have listed before it: refresh what is merged now.
+        refresher.refresh(set(refresher.watches.values()))
         print("ready", flush=True)
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the starter has read what it waited for
         refresher.run(root)

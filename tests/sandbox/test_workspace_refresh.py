@@ -175,6 +175,10 @@ def test_the_process_refreshes_and_ends_once_its_sandbox_directory_is_gone(
 ) -> None:
     root = tmp_path / "sandbox"
     root.mkdir()
+    # Listed (so cached) by the sandbox before the refresher watches, then changed by the host.
+    fd = os.open(overlay.merged, os.O_RDONLY | os.O_DIRECTORY)
+    assert listing_through(fd) == ["old.csv", "sub"]
+    (overlay.lower / "early.csv").write_text("a\n")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -186,12 +190,11 @@ def test_the_process_refreshes_and_ends_once_its_sandbox_directory_is_gone(
         ],
         stdout=subprocess.PIPE,
     )
-    fd = os.open(overlay.merged, os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert process.stdout is not None
         assert process.stdout.readline() == b"ready\n"
         assert (root / REFRESH_LOCK).read_text() == str(process.pid)
-        assert listing_through(fd) == ["old.csv", "sub"]
+        assert listing_through(fd) == ["early.csv", "old.csv", "sub"]  # refreshed at its start
         (overlay.lower / "uploaded.csv").write_text("b\n")
         deadline = time.monotonic() + 20  # a bound for a loaded machine, not a timing check
         while "uploaded.csv" not in listing_through(fd):
