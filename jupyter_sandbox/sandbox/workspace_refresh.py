@@ -24,12 +24,14 @@ skipped, never followed out of the overlay). The merged mount is found in the ho
 ``/proc/self/mountinfo`` by its upper directory, and checked by device number before each
 change, so a mount the engine has already taken down is never written to.
 
-``python -m jupyter_sandbox.sandbox.workspace_refresh ROOT LOWER UPPER``: ``ROOT`` is the sandbox's
-host directory, ``LOWER`` the folder shown, ``UPPER`` the overlay's upper directory. It holds ``workspace-refresh.lock`` (with its pid) while it
-runs, prints ``ready`` once the folder is watched and its merged folders refreshed once (what the host changed before the watches existed), or ``error: ...``,, and
-exits within a second once ``ROOT`` is gone (the sandbox was removed). The engine mounts the
-overlay in its own mount namespace, so the process must share it and be allowed to write there:
-a server run as root on the engine's host (as the size caps need, ``host/size_caps.py``).
+``python -m jupyter_sandbox.sandbox.workspace_refresh ROOT LOWER UPPER``: ``ROOT`` is the
+sandbox's host directory, ``LOWER`` the folder shown, ``UPPER`` the overlay's upper directory.
+It holds ``workspace-refresh.lock`` (with its pid) while it runs; prints ``ready`` once the
+folder is watched and its merged folders were refreshed once (for what the host changed before
+the watches existed), or ``error: ...``; and exits within a second once ``ROOT`` is gone (the
+sandbox was removed). The engine mounts the overlay in its own mount namespace, so the process
+must share it and be allowed to write there: a server run as root on the engine's host (as the
+size caps need, ``host/size_caps.py``).
 """
 
 from __future__ import annotations
@@ -332,7 +334,7 @@ def start_refresher(directory: SandboxDirectory, lower: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """Run as a process of its own; it imports little beyond the standard library (about 11 MiB
+    """Run as a process of its own; it imports little beyond the standard library (about 14 MiB
     resident, against 23 with the sandbox's directory module), as one runs per sandbox."""
     if len(argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -342,9 +344,12 @@ def main(argv: list[str]) -> int:
         level=logging.WARNING,
         format=f"%(asctime)s sandbox {root.name} workspace refresh %(levelname)s %(message)s",
     )
+    if not root.is_dir():
+        print(f"error: {root} is gone", flush=True)
+        return 1
     lock = ProcessLock(root / REFRESH_LOCK)
-    if not root.is_dir() or not lock.try_acquire(str(os.getpid())):
-        print("ready (already running)" if root.is_dir() else "error: gone", flush=True)
+    if not lock.try_acquire(str(os.getpid())):
+        print("ready (already running)", flush=True)
         return 0
     try:
         deadline = time.monotonic() + MOUNT_WAIT_SECONDS

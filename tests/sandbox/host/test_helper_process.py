@@ -15,8 +15,8 @@ def test_the_first_line_is_the_answer_and_the_ended_helper_is_reaped(tmp_path: P
     child, line = start_helper(
         MODULE, [str(tmp_path / "gone"), str(tmp_path), str(tmp_path)], log, timeout=60
     )
-    assert line == "error: gone"  # its sandbox's directory does not exist
-    assert child.wait(timeout=60) == 0
+    assert line == f"error: {tmp_path / 'gone'} is gone"  # its sandbox's directory
+    assert child.wait(timeout=60) == 1
     assert child in helper_process._children
     reap()
     assert child not in helper_process._children
