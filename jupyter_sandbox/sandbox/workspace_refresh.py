@@ -334,8 +334,8 @@ def start_refresher(directory: SandboxDirectory, lower: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """Run as a process of its own; it imports little beyond the standard library (about 14 MiB
-    resident, against 23 with the sandbox's directory module), as one runs per sandbox."""
+    """Run as a process of its own. It imports little beyond the standard library, since one
+    runs per sandbox (its memory: docs/explanation/performance.md)."""
     if len(argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
