@@ -44,7 +44,8 @@ from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_
 from jupyter_sandbox.sandbox.network.control import spawn_forwarder
 from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
-from jupyter_sandbox.sandbox.workspace import plan_workspace
+from jupyter_sandbox.sandbox.workspace import WorkspacePlan, plan_workspace
+from jupyter_sandbox.sandbox.workspace_refresh import start_refresher
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
@@ -239,6 +240,7 @@ class SandboxStarter(SandboxAttacher):
             spec = build_container_spec(self.settings, spec_request, directory)
             await self.backend.create(sandbox_id, spec)
             await self.backend.start(sandbox_id)
+            refresher = asyncio.ensure_future(self._refresh_workspace(directory, workspace))
             # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).
             engine_sample = request_engine_sample(self.backend, sandbox_id)
             try:
@@ -253,8 +255,17 @@ class SandboxStarter(SandboxAttacher):
                 )
                 if not bridged:  # gVisor could not checkpoint the forwarder's host socket
                     self._spawn_forwarder_soon(sandbox_id, directory)
+                why_not = await refresher
+                if why_not:
+                    log.warning(
+                        "sandbox %s: files the host adds to /workspace may be missing from its "
+                        "listings (no refresher: %s)",
+                        sandbox_id,
+                        why_not,
+                    )
             finally:
                 engine_sample.cancel()  # too late to be used (its thread finishes on its own)
+                refresher.cancel()  # done unless the start failed (the refresher then ends itself)
         except BaseException:
             await asyncio.shield(self._discard(sandbox_id, directory))
             raise
@@ -267,6 +278,16 @@ class SandboxStarter(SandboxAttacher):
             " for the warm pool" if pool_key else "",
         )
         return sandbox
+
+    @staticmethod
+    async def _refresh_workspace(
+        directory: SandboxDirectory, workspace: WorkspacePlan
+    ) -> str | None:
+        """Start keeping a copy-on-write /workspace's listings current (workspace_refresh.py);
+        None once that runs (or is not needed), else why not. Run beside the kernel's start."""
+        if workspace.mode != "copy-on-write" or workspace.source is None:
+            return None
+        return await asyncio.to_thread(start_refresher, directory, workspace.source)
 
     def _spawn_forwarder_soon(self, sandbox_id: str, directory: SandboxDirectory) -> None:
         """Start the network forwarder (network/control.py), which under the policy none tells

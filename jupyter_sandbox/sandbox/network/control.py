@@ -24,17 +24,15 @@ import contextlib
 import json
 import os
 import secrets
-import select
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Final
 
 from jupyter_sandbox.protocol.errors import NetworkSetupError, ProcessNotFoundError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, SandboxBackend
+from jupyter_sandbox.sandbox.host.helper_process import reap, start_helper
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
-from jupyter_sandbox.sandbox.host.python_command import module_command
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.network.forwarder import CONFIG_VARIABLE
 from jupyter_sandbox.sandbox.network.policy import NetworkPolicy, policy_of_state
@@ -48,8 +46,6 @@ PROXY_LOG = "egress-proxy.log"
 FORWARDER_SPAWN: Final = "forwarder_spawn"  # state key: the engine's id of the forwarder's process
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 3.0
-# Processes started here and not yet reaped (they detach, but stay our children).
-_children: list[subprocess.Popen[bytes]] = []
 
 
 async def apply_policy(
@@ -151,26 +147,14 @@ def proxy_running(directory: SandboxDirectory) -> bool:
 
 def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
     """Start the sandbox's host proxy (blocking; run it on a thread) and wait until it is ready."""
-    _reap()
     if proxy_running(directory):
         return
-    with open(directory.root / PROXY_LOG, "ab") as log:
-        child = subprocess.Popen(
-            module_command(
-                "jupyter_sandbox.sandbox.network", str(directory.root), json.dumps(options)
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            start_new_session=True,  # not ended by a signal to the kernel's or server's group
-        )
-    _children.append(child)
-    assert child.stdout is not None
-    try:
-        ready, _, _ = select.select([child.stdout], [], [], START_TIMEOUT)
-        line = child.stdout.readline().decode(errors="replace").strip() if ready else ""
-    finally:
-        child.stdout.close()
+    child, line = start_helper(
+        "jupyter_sandbox.sandbox.network",
+        [str(directory.root), json.dumps(options)],
+        directory.root / PROXY_LOG,
+        START_TIMEOUT,
+    )
     if not line.startswith("ready"):
         with contextlib.suppress(ProcessLookupError):
             child.kill()
@@ -203,15 +187,9 @@ def stop_proxy(directory: SandboxDirectory) -> None:
 
 def _exited(pid: int) -> bool:
     """Whether ``pid`` has ended (a zombie has: only its parent's wait is missing)."""
-    _reap()
+    reap()
     try:
         with open(f"/proc/{pid}/status") as f:
             return "\nState:\tZ" in f.read()
     except FileNotFoundError:
         return True
-
-
-def _reap() -> None:
-    for child in list(_children):
-        if child.poll() is not None:
-            _children.remove(child)
