@@ -30,6 +30,17 @@ class RequestedSandbox(TypedDict, total=False):
     launch_dir: str | None  # the directory /workspace shows (SandboxSettings.workspace_mode)
 
 
+class CreateOptions(RequestedSandbox, total=False):
+    """SandboxManager.create's keywords (SandboxStarter.create says what each means)."""
+
+    context: str | None
+    ephemeral: bool
+    notebook: str
+    purpose: str
+    network: Any
+    record: dict[str, Any] | None
+
+
 @dataclass(frozen=True)
 class SandboxRequest:
     """The checked facts a new sandbox is made from: everything but its identity and state."""
