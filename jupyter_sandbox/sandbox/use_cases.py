@@ -12,8 +12,10 @@ request *means* is decided here, once, not in each front end:
   (``SandboxStarter.create``'s ``record``), so no sandbox is ever seen, by a listing, the
   culler or a crash, without them. A failed step after the start (a network policy that cannot
   be applied, a snapshot that cannot be restored) removes the sandbox it made.
+- :func:`restart_sandbox`: a fresh interpreter in a sandbox, unless a kernel process holds it,
+  whose own restart is the only one that keeps it working (REST, the CLI).
 - :func:`resume_sandbox`: a paused sandbox running again with a deadline anew (the E2B API's
-  connect and its automatic resume).
+  automatic resume); :func:`set_deadline`: a new deadline (REST, the E2B API).
 
 Functions over SandboxManager rather than more of its methods, because a use case combines
 parts the manager does not have: the deadlines are kept by the server's culler (a
@@ -27,10 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxConflictError
+from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 
 if TYPE_CHECKING:
     from jupyter_sandbox.sandbox.manager import SandboxManager
@@ -119,6 +123,34 @@ async def create_sandbox(
     if expires is not None and deadlines is not None:
         deadlines.deadline_changed(expires)
     return sandbox
+
+
+async def restart_sandbox(
+    manager: SandboxManager,
+    owner: str,
+    sandbox_id: str,
+    restart_attached: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
+) -> None:
+    """A fresh interpreter in ``owner``'s running sandbox; files in /workspace stay.
+
+    A sandbox no kernel process holds is restarted here (SandboxManager.restart_kernel). One a
+    kernel holds is restarted only through that kernel, whose proxy restarts the interpreter and
+    reattaches (restarting under it would leave it relaying to nothing): ``restart_attached``,
+    given the sandbox's state, is the front end's way to do that, True when it did (the server
+    restarts a Jupyter kernel it runs); otherwise SandboxConflictError. A paused or stopped
+    sandbox is a SandboxConflictError too (SandboxManager.restartable).
+    """
+    await manager.restartable(owner, sandbox_id)
+    state = manager.read_state(sandbox_id)
+    if not kernel_attached(manager.settings.state_path, state):
+        await manager.restart_kernel(owner, sandbox_id)
+        return
+    if restart_attached is not None and await restart_attached(state):
+        return
+    raise SandboxConflictError(
+        f"sandbox {sandbox_id} is in use by a running kernel: restart that kernel from its own "
+        "client (JupyterLab, or KernelManager.restart_kernel)"
+    )
 
 
 async def resume_sandbox(

@@ -8,17 +8,16 @@ their own (``*_handlers.py``), and app.py assembles them all.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from jupyter_sandbox.protocol.errors import SandboxConflictError
 from jupyter_sandbox.sandbox.host.clock import now_iso
-from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
-from jupyter_sandbox.sandbox.use_cases import create_sandbox, set_deadline
+from jupyter_sandbox.sandbox.use_cases import create_sandbox, restart_sandbox, set_deadline
 from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
 from jupyter_sandbox.server_extension.requests import (
     CreateRequest,
@@ -97,26 +96,18 @@ class SandboxActionHandler(SandboxAPIHandler):
         elif action == "resume":
             await self.manager.resume(owner, sandbox_id)
         else:
-            await self._restart(owner, sandbox_id)
+            await restart_sandbox(self.manager, owner, sandbox_id, self._restart_attached)
         self.manager.update_state(sandbox_id, last_activity=now_iso())
         self.write_json(await self.model(sandbox_id))
 
-    async def _restart(self, owner: str, sandbox_id: str) -> None:
-        await self.manager.restartable(owner, sandbox_id)
-        state = self.manager.read_state(sandbox_id)
-        if not kernel_attached(self.manager.settings.state_path, state):
-            await self.manager.restart_kernel(owner, sandbox_id)
-            return
+    async def _restart_attached(self, state: dict[str, Any]) -> bool:
+        """Restart the attached Jupyter kernel the way Lab does, if this server runs it; its
+        proxy restarts the interpreter in the sandbox and reattaches."""
         kernel_id = state.get("kernel_id")
-        if kernel_id and kernel_id in self.kernel_manager:
-            # Restart the attached Jupyter kernel the way Lab does; its proxy restarts the
-            # interpreter in the sandbox and reattaches.
-            await ensure_async(self.kernel_manager.restart_kernel(kernel_id))  # type: ignore[no-untyped-call]
-            return
-        raise SandboxConflictError(
-            f"sandbox {sandbox_id} is attached to a kernel of another process; restart that "
-            "kernel from its own client"
-        )
+        if not (kernel_id and kernel_id in self.kernel_manager):
+            return False  # a kernel of another process
+        await ensure_async(self.kernel_manager.restart_kernel(kernel_id))  # type: ignore[no-untyped-call]
+        return True
 
 
 class SandboxStatsHandler(SandboxAPIHandler):

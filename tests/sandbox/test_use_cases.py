@@ -15,10 +15,16 @@ from traitlets.config import Config
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxConflictError
 from jupyter_sandbox.protocol.snapshot_errors import SnapshotTooLargeError
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock
 from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
 from jupyter_sandbox.sandbox.manager import SandboxManager
-from jupyter_sandbox.sandbox.use_cases import NewSandbox, create_sandbox, resume_sandbox
+from jupyter_sandbox.sandbox.use_cases import (
+    NewSandbox,
+    create_sandbox,
+    restart_sandbox,
+    resume_sandbox,
+)
 from tests.conftest import manager_config, remove_everything_under
 from tests.sandbox.snapshots.archives import Member, tar_bytes
 from tests.sandbox.test_manager import assert_nothing_left, containers_under
@@ -180,3 +186,35 @@ async def test_resume_sandbox_runs_it_again_with_a_deadline_anew(
     # Resumed already (by another request): still fine, and the deadline is kept.
     await resume_sandbox(manager, OWNER, sandbox.sandbox_id, None, culler)
     assert manager.read_state(sandbox.sandbox_id)["expires"] == state["expires"]
+
+
+async def test_restart_sandbox_restarts_a_free_one_and_leaves_a_held_one_to_its_kernel(
+    manager: SandboxManager, runtime: str, purpose: str
+) -> None:
+    request = NewSandbox(runtime=runtime, context="held", purpose=purpose)
+    sandbox_id = (await create_sandbox(manager, OWNER, request)).sandbox_id
+    await restart_sandbox(manager, OWNER, sandbox_id)
+    assert manager.read_state(sandbox_id)["generation"] == 1  # a new kernel answered
+    asked: list[dict[str, Any]] = []
+
+    async def refuse(state: dict[str, Any]) -> bool:
+        asked.append(state)
+        return False  # not a kernel of this front end's
+
+    async def restart_it(state: dict[str, Any]) -> bool:
+        return True  # as a server restarting a Jupyter kernel it runs
+
+    # A kernel holding the context (here: this process, as a proxy kernel would).
+    lock = ContextLock(manager.settings.state_path, OWNER, "held")
+    lock.acquire()
+    try:
+        with pytest.raises(SandboxConflictError, match="is in use by a running kernel"):
+            await restart_sandbox(manager, OWNER, sandbox_id, refuse)
+        assert [state["context"] for state in asked] == ["held"]
+        await restart_sandbox(manager, OWNER, sandbox_id, restart_it)
+    finally:
+        lock.release()
+    assert manager.read_state(sandbox_id)["generation"] == 1  # left to the kernel
+    await manager.pause(OWNER, sandbox_id)
+    with pytest.raises(SandboxConflictError, match="is paused: resume it first"):
+        await restart_sandbox(manager, OWNER, sandbox_id)
