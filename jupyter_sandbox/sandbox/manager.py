@@ -66,10 +66,12 @@ from jupyter_sandbox.sandbox.operations.terminals import (
     SandboxTerminals,
 )
 from jupyter_sandbox.sandbox.sandbox_types import (
+    ClaimOptions,
     CreateOptions,
     RequestedSandbox,
     Sandbox,
     SandboxRequest,
+    StartOptions,
 )
 from jupyter_sandbox.sandbox.settings import SandboxSettings, with_moved_settings
 from jupyter_sandbox.sandbox.starting import SandboxStarter
@@ -213,41 +215,20 @@ class SandboxManager(LoggingConfigurable):
         return await self.starter.create(owner, **options)
 
     async def claim_from_pool(
-        self,
-        request: SandboxRequest,
-        *,
-        context: str | None = None,
-        ephemeral: bool = False,
-        notebook: str = "",
+        self, request: SandboxRequest, **options: Unpack[ClaimOptions]
     ) -> Sandbox | None:
         """Only from the warm pool (SandboxStarter.claim_from_pool)."""
-        return await self.starter.claim_from_pool(
-            request, context=context, ephemeral=ephemeral, notebook=notebook
-        )
+        return await self.starter.claim_from_pool(request, **options)
 
     def check_request(self, owner: str, **requested: Unpack[RequestedSandbox]) -> SandboxRequest:
         """The checked facts of a new sandbox, with the settings' defaults filled in."""
         return self.starter.check_request(owner, **requested)
 
     async def start_sandbox(
-        self,
-        request: SandboxRequest,
-        *,
-        context: str | None = None,
-        ephemeral: bool = False,
-        notebook: str = "",
-        purpose: str = "",
-        pool_key: str | None = None,
+        self, request: SandboxRequest, **options: Unpack[StartOptions]
     ) -> Sandbox:
         """A new sandbox for ``request``, never from the pool (SandboxStarter.start_sandbox)."""
-        return await self.starter.start_sandbox(
-            request,
-            context=context,
-            ephemeral=ephemeral,
-            notebook=notebook,
-            purpose=purpose,
-            pool_key=pool_key,
-        )
+        return await self.starter.start_sandbox(request, **options)
 
     # -- kernels (the attacher's, kernel_link/attaching.py) -----------------------------------
 

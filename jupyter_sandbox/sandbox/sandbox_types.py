@@ -30,15 +30,28 @@ class RequestedSandbox(TypedDict, total=False):
     launch_dir: str | None  # the directory /workspace shows (SandboxSettings.workspace_mode)
 
 
-class CreateOptions(RequestedSandbox, total=False):
-    """SandboxManager.create's keywords (SandboxStarter.create says what each means)."""
+class ClaimOptions(TypedDict, total=False):
+    """What a new or claimed sandbox holds for its caller (SandboxStarter.create says what
+    each means): SandboxManager.claim_from_pool's keywords."""
 
     context: str | None
     ephemeral: bool
     notebook: str
+    record: dict[str, Any] | None
+
+
+class StartOptions(ClaimOptions, total=False):
+    """SandboxManager.start_sandbox's keywords (SandboxStarter.start_sandbox)."""
+
+    purpose: str
+    pool_key: str | None
+
+
+class CreateOptions(RequestedSandbox, ClaimOptions, total=False):
+    """SandboxManager.create's keywords (SandboxStarter.create says what each means)."""
+
     purpose: str
     network: Any
-    record: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
