@@ -78,7 +78,8 @@ OWN_STATE_KEYS = frozenset(
 
 
 class SandboxStarter:
-    """Creates sandboxes (from the warm pool or new) and connects to their kernels.
+    """Creates sandboxes (from the warm pool or new) and waits, through the attacher, until
+    their kernels answer.
 
     ``host``: the manager that has this part, as what ``pool.claim`` and
     ``record_attestation`` take; ``attacher`` waits for the new kernels; ``quotas`` and
