@@ -19,11 +19,9 @@ from traitlets import Bool, Float, HasTraits, List, Unicode
 from jupyter_sandbox.cli.owner import OwnerCommand, reader_left
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
-    SandboxConflictError,
     SandboxNotFoundError,
 )
 from jupyter_sandbox.sandbox.backends.docker.exec_watcher import ExecWatcher
-from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.commands import (
     DEFAULT_TIMEOUT,
@@ -33,6 +31,7 @@ from jupyter_sandbox.sandbox.operations.commands import (
     run_command,
 )
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
+from jupyter_sandbox.sandbox.use_cases import restart_sandbox
 
 # A manager's call on one sandbox of an owner: (owner, sandbox_id).
 Change = Callable[[str, str], Awaitable[object]]
@@ -72,14 +71,8 @@ class RestartApp(OwnerCommand):
     usage = "restart SANDBOX_ID"
 
     async def run(self, manager: SandboxManager, owner: str, sandbox_id: str) -> int:
-        await manager.get(owner, sandbox_id)
-        if kernel_attached(manager.settings.state_path, manager.read_state(sandbox_id)):
-            # Restarting under a running kernel would leave that kernel relaying to nothing.
-            raise SandboxConflictError(
-                f"sandbox {sandbox_id} is in use by a running kernel: restart that kernel "
-                "from its own client (JupyterLab, or KernelManager.restart_kernel)"
-            )
-        await manager.restart_kernel(owner, sandbox_id)
+        # One held by a running kernel is refused: only that kernel's own restart keeps it.
+        await restart_sandbox(manager, owner, sandbox_id)
         print(f"restarted the interpreter of {sandbox_id}")
         return 0
 

@@ -17,6 +17,7 @@ from jupyter_sandbox.cli.text import print_table, shown
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 from jupyter_sandbox.sandbox.snapshots.service import Snapshots
+from jupyter_sandbox.sandbox.use_cases import NewSandbox, create_sandbox
 
 
 class _SnapshotCommand(OwnerCommand):
@@ -104,13 +105,13 @@ class RestoreApp(_SnapshotCommand):
             await manager.snapshots.hydrate(owner, snapshot_id, self.sandbox)
             print(self.sandbox)
             return 0
-        made = await manager.snapshots.create_sandbox(
-            owner,
-            snapshot_id,
+        request = NewSandbox(
             runtime=self.runtime or None,
+            snapshot=snapshot_id,
             # The note on the container, as the kernel takes it (the tests name themselves).
             purpose=os.environ.get("JUPYTER_SANDBOX_PURPOSE", "cli-restore"),
         )
+        made = await create_sandbox(manager, owner, request)
         print(made.sandbox_id)
         return 0
 

@@ -38,7 +38,7 @@ from jupyter_sandbox.e2b_api.errors import (
 from jupyter_sandbox.e2b_api.keys import jupyter_token
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
-from jupyter_sandbox.sandbox.host.state_record import SandboxState
+from jupyter_sandbox.sandbox.use_cases import NewSandbox, create_sandbox, set_deadline
 from jupyter_sandbox.server_extension.base import (
     SandboxAPIHandler,
     authorized_to_execute,
@@ -143,8 +143,7 @@ class E2BControlHandler(SandboxAPIHandler):
     def deadline_in(self, sandbox_id: str, timeout: Any) -> None:
         if timeout is None:
             return
-        state = self.manager.read_state(sandbox_id)
-        self.set_deadline(sandbox_id, self.extension.culler.expiry(state, _seconds(timeout)))
+        set_deadline(self.manager, sandbox_id, _seconds(timeout), self.extension.culler)
 
 
 class E2BSandboxesHandler(E2BControlHandler):
@@ -170,27 +169,26 @@ class E2BSandboxesHandler(E2BControlHandler):
         if not isinstance(template, str) or not template:
             raise InvalidRequestError("templateID must be a template's name")
         timeout = _seconds(body.get("timeout", DEFAULT_TIMEOUT))
-        expires = self.extension.culler.expiry({}, timeout)
         metadata = _strings(body.get("metadata"), "metadata")
         auto_pause = _optional_flag(body.get("autoPause"), "autoPause") or False
         auto_resume = _auto_resume(body.get("autoResume"), auto_pause)
         network = {None: None, True: {"mode": "open"}, False: {"mode": "none"}}[
             _optional_flag(body.get("allow_internet_access"), "allow_internet_access")
         ]
-        sandbox = await self.manager.create(
-            self.owner,
+        # E2B's own facts, kept with the sandbox from its start as its metadata and deadline are.
+        record: dict[str, Any] = {"e2b_template": template, "e2b_timeout": timeout}
+        if auto_pause:
+            record.update(timeout_action="pause", e2b_auto_resume=auto_resume)
+        request = NewSandbox(
             image=None if template in DEFAULT_TEMPLATES else template,
             environment=_strings(body.get("envVars"), "envVars"),
-            purpose=self.extension.container_purpose,
             network=network,
+            timeout=timeout,
+            metadata=metadata,
+            purpose=self.extension.container_purpose,
+            record=record,
         )
-        changes: SandboxState = {"e2b_template": template, "e2b_timeout": timeout}
-        if auto_pause:
-            changes.update({"timeout_action": "pause", "e2b_auto_resume": auto_resume})
-        if metadata:
-            changes["metadata"] = metadata
-        self.manager.update_state(sandbox.sandbox_id, **changes)
-        self.set_deadline(sandbox.sandbox_id, expires)
+        sandbox = await create_sandbox(self.manager, self.owner, request, self.extension.culler)
         self.write_json(self.sandbox(sandbox.info), 201)
 
 

@@ -47,7 +47,6 @@ from jupyter_sandbox.e2b_api.keys import AccessTokens
 from jupyter_sandbox.e2b_api.process_service import Processes
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
-    SandboxConflictError,
     SandboxError,
     TooManyStreamsError,
 )
@@ -55,6 +54,7 @@ from jupyter_sandbox.sandbox.host.fair_share import current_owner
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
 from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
+from jupyter_sandbox.sandbox.use_cases import resume_sandbox
 from jupyter_sandbox.server_extension.base import SandboxHandlerBase
 
 log = logging.getLogger(__name__)
@@ -117,15 +117,11 @@ class E2BSandboxHandler(SandboxHandlerBase):
         state = self.manager.read_state(self._sandbox_id)
         if not (state.get("paused_at_timeout") and state.get("e2b_auto_resume")):
             return
-        with contextlib.suppress(SandboxConflictError):  # another request resumed it just now
-            await self.manager.resume(self.owner, self._sandbox_id)
-        self.manager.update_state(self._sandbox_id, paused_at_timeout=None)
         timeout = state.get("e2b_timeout")
-        if isinstance(timeout, int | float) and timeout > 0:
-            culler = self.extension.culler
-            expires = culler.expiry(self.manager.read_state(self._sandbox_id), float(timeout))
-            self.manager.update_state(self._sandbox_id, expires=expires.isoformat())
-            culler.deadline_changed(expires)
+        seconds = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else None
+        await resume_sandbox(
+            self.manager, self.owner, self._sandbox_id, seconds, self.extension.culler
+        )
         log.info("sandbox %s resumed by a request: it was paused at its timeout", self._sandbox_id)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:

@@ -6,11 +6,15 @@ treats another owner's sandbox exactly like a missing one. The manager owns the 
 directory; the backend owns the container; :meth:`~SandboxManager.remove` ends both.
 
 This module holds construction (with the backend ``backend_class`` names, made on first use),
-finding and restarting, the state file, and the operations on a running sandbox. Starting one
-is the base class, :class:`~.starting.SandboxStarter`, and waiting for its kernel that class's
-base, :class:`~.attaching.SandboxAttacher`; the owner and id checks are in identity.py and the
-``Sandbox`` and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here,
-where callers have always imported them from.
+finding and restarting, the state file, and the operations on a running sandbox. The manager
+is composed of parts rather than built on base classes: starting a sandbox is its
+:attr:`~SandboxManager.starter` (:class:`~.starting.SandboxStarter`), connecting to a kernel its
+:attr:`~SandboxManager.attacher` (:class:`~.attaching.SandboxAttacher`), each handed the manager
+as the narrow protocol it needs (sandbox_access.py); the manager's calls of the same names
+delegate to them. What a front end asks (create with context, snapshot, metadata, deadline) is
+use_cases.py, over these calls. The owner and id checks are in identity.py and the ``Sandbox``
+and ``SandboxRequest`` values in sandbox_types.py. All of those are re-exported here, where
+callers have always imported them from.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traitlets import Type
-from traitlets.config import Config
+from traitlets.config import Config, LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxNotFoundError
 from jupyter_sandbox.protocol.statuses import SandboxStatus
@@ -43,6 +47,7 @@ from jupyter_sandbox.sandbox.identity import (
     default_owner,
     is_sandbox_id,
 )
+from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
 from jupyter_sandbox.sandbox.kernel_link.clients import KernelClients
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas
@@ -61,7 +66,14 @@ from jupyter_sandbox.sandbox.operations.terminals import (
     DEFAULT_ROWS,
     SandboxTerminals,
 )
-from jupyter_sandbox.sandbox.sandbox_types import Sandbox, SandboxRequest
+from jupyter_sandbox.sandbox.sandbox_types import (
+    ClaimOptions,
+    CreateOptions,
+    RequestedSandbox,
+    Sandbox,
+    SandboxRequest,
+    StartOptions,
+)
 from jupyter_sandbox.sandbox.settings import SandboxSettings, with_moved_settings
 from jupyter_sandbox.sandbox.starting import SandboxStarter
 
@@ -96,7 +108,7 @@ class BackendClass(Type):  # type: ignore[type-arg]
         pass  # a configured class is imported as the configuration is loaded, as ever
 
 
-class SandboxManager(SandboxStarter):
+class SandboxManager(LoggingConfigurable):
     """Creates, finds, and removes the sandboxes of each owner."""
 
     backend_class = BackendClass(
@@ -116,11 +128,13 @@ class SandboxManager(SandboxStarter):
         if moved != self.config:
             self.config = moved
         self.settings = settings
-        self.forwarder_spawns = {}
         self._backend: SandboxBackend | None = None
         self._backend_lock = threading.Lock()
         self.quotas = SandboxQuotas(parent=self)
         self.network = NetworkSettings(parent=self)
+        # The parts, each handed this manager as the protocol it needs (sandbox_access.py).
+        self.attacher = SandboxAttacher(self)
+        self.starter = SandboxStarter(self, self.attacher, quotas=self.quotas, network=self.network)
         self.usage = SandboxUsage(self.update_state)  # commands', files', terminals' activity
         # Ready clients of the kernels, kept between code runs (kernel_link/clients.py).
         self.kernel_clients = KernelClients(parent=self)
@@ -189,6 +203,60 @@ class SandboxManager(SandboxStarter):
         """Make the backend now rather than on its first use (:attr:`backend`)."""
         self.backend  # noqa: B018 (the property does the work)
 
+    # -- starting (the starter's, starting.py) ------------------------------------------------
+
+    @property
+    def forwarder_spawns(self) -> dict[str, asyncio.Task[None]]:
+        """The network forwarders being spawned beside a start, by sandbox id (starting.py)."""
+        return self.starter.forwarder_spawns
+
+    async def create(self, owner: str, **options: Unpack[CreateOptions]) -> Sandbox:
+        """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started
+        (SandboxStarter.create says what each of ``options`` means)."""
+        return await self.starter.create(owner, **options)
+
+    async def claim_from_pool(
+        self, request: SandboxRequest, **options: Unpack[ClaimOptions]
+    ) -> Sandbox | None:
+        """Only from the warm pool (SandboxStarter.claim_from_pool)."""
+        return await self.starter.claim_from_pool(request, **options)
+
+    def check_request(self, owner: str, **requested: Unpack[RequestedSandbox]) -> SandboxRequest:
+        """The checked facts of a new sandbox, with the settings' defaults filled in."""
+        return self.starter.check_request(owner, **requested)
+
+    async def start_sandbox(
+        self, request: SandboxRequest, **options: Unpack[StartOptions]
+    ) -> Sandbox:
+        """A new sandbox for ``request``, never from the pool (SandboxStarter.start_sandbox)."""
+        return await self.starter.start_sandbox(request, **options)
+
+    # -- kernels (the attacher's, kernel_link/attaching.py) -----------------------------------
+
+    def request_restart(self, sandbox_id: str) -> None:
+        """Make the sandbox start a fresh kernel when its current one shuts down."""
+        self.attacher.request_restart(sandbox_id)
+
+    async def restartable(self, owner: str, sandbox_id: str) -> SandboxInfo:
+        """The sandbox, if its interpreter can be restarted now (SandboxConflictError if not)."""
+        return await self.attacher.restartable(owner, sandbox_id)
+
+    async def restart_kernel(self, owner: str, sandbox_id: str) -> Sandbox:
+        """A fresh interpreter in the same sandbox (files in /workspace stay)."""
+        return await self.attacher.restart_kernel(owner, sandbox_id)
+
+    def kernel_connection(self, sandbox_id: str) -> dict[str, Any]:
+        """The host's connection info of the sandbox's current kernel."""
+        return self.attacher.kernel_connection(sandbox_id)
+
+    async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
+        """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
+        return await self.attacher.attach(owner, sandbox_id)
+
+    async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
+        """Connect to a pool member just claimed (SandboxAttacher.attach_claimed)."""
+        return await self.attacher.attach_claimed(owner, sandbox_id, timeout)
+
     # -- finding and restarting ---------------------------------------------------------------
 
     async def find_context(self, owner: str, context: str) -> SandboxInfo | None:
@@ -212,7 +280,7 @@ class SandboxManager(SandboxStarter):
             if checkpointed := state.get("checkpointed"):
                 restored = await self.snapshots.restore_memory(owner, checkpointed)
                 return restored.info
-            await self._discard(info.sandbox_id, directory)
+            await self.starter.discard(info.sandbox_id, directory)
         return None
 
     def read_state(self, sandbox_id: str) -> SandboxState:
@@ -361,7 +429,9 @@ class SandboxManager(SandboxStarter):
         except SandboxNotFoundError:
             return
         self.kernel_clients.discard(sandbox_id)
-        await self._discard(sandbox_id, SandboxDirectory(self.settings.state_path, info.sandbox_id))
+        await self.starter.discard(
+            sandbox_id, SandboxDirectory(self.settings.state_path, info.sandbox_id)
+        )
         self.usage.forget(sandbox_id)
         log.info("sandbox %s of %s removed", sandbox_id, owner)
 

@@ -7,10 +7,12 @@ and the manager builds most of them, so naming its class would make each import 
 import cycle, tests/test_import_cycles.py). SandboxManager satisfies both structurally; nothing
 registers with them.
 
-- :class:`SandboxHost`: what starting a sandbox has at hand: the settings, the backend (and
-  what identifies it), the state file, reaching a claimed pool member's kernel and removing a
-  sandbox; what the warm pool's claim and the attestation need. SandboxStarter (starting.py)
-  passes itself as one.
+- :class:`SandboxLookup`: the settings, the backend and finding an owner's sandbox: what
+  connecting to a kernel needs (SandboxAttacher, kernel_link/attaching.py).
+- :class:`SandboxHost`: what starting a sandbox has at hand: that, what identifies the
+  backend, the state file, reaching a claimed pool member's kernel and removing a sandbox; what
+  the warm pool's claim and the attestation need. SandboxStarter (starting.py) is handed the
+  manager as one, and hands it on to them.
 - :class:`SandboxAccess`: that, and the sandboxes of one state directory as they are: finding
   one (any status, or running), running a command in one, its use (activity, for the idle
   culler); what the operations on a sandbox and the reaper need.
@@ -36,13 +38,20 @@ if TYPE_CHECKING:  # names for the type checker only: this module is imported by
     from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 
-class SandboxHost(Protocol):
-    """The settings, the backend, the state file; a claimed member's kernel; removal."""
+class SandboxLookup(Protocol):
+    """The settings, the backend (made on first use), and an owner's sandbox by its id
+    (SandboxNotFoundError for another owner's)."""
 
     settings: SandboxSettings
 
     @property
     def backend(self) -> SandboxBackend: ...
+
+    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo: ...
+
+
+class SandboxHost(SandboxLookup, Protocol):
+    """:class:`SandboxLookup`, the state file; a claimed member's kernel; removal."""
 
     def backend_key(self) -> dict[str, Any]:
         """The backend's class and configuration, for the warm pool's key."""
@@ -64,8 +73,6 @@ class SandboxAccess(SandboxHost, Protocol):
     """
 
     usage: SandboxUsage
-
-    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo: ...
 
     async def running(self, owner: str, sandbox_id: str) -> SandboxInfo: ...
 

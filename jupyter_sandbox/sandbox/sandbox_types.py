@@ -31,6 +31,30 @@ class RequestedSandbox(TypedDict, total=False):
     workspace_root: str | None  # a real path launch_dir must stay in (host/workspace_pin.py)
 
 
+class ClaimOptions(TypedDict, total=False):
+    """What a new or claimed sandbox holds for its caller (SandboxStarter.create says what
+    each means): SandboxManager.claim_from_pool's keywords."""
+
+    context: str | None
+    ephemeral: bool
+    notebook: str
+    record: dict[str, Any] | None
+
+
+class StartOptions(ClaimOptions, total=False):
+    """SandboxManager.start_sandbox's keywords (SandboxStarter.start_sandbox)."""
+
+    purpose: str
+    pool_key: str | None
+
+
+class CreateOptions(RequestedSandbox, ClaimOptions, total=False):
+    """SandboxManager.create's keywords (SandboxStarter.create says what each means)."""
+
+    purpose: str
+    network: Any
+
+
 @dataclass(frozen=True)
 class SandboxRequest:
     """The checked facts a new sandbox is made from: everything but its identity and state."""

@@ -1,12 +1,15 @@
-"""Starting sandboxes, from the warm pool or new: the half of SandboxManager that creates.
+"""Starting sandboxes, from the warm pool or new: the part of SandboxManager that creates.
 
-:class:`SandboxStarter` is SandboxManager's base class (manager.py). ``create`` (proxy kernel,
-REST handlers, doctor, agent code) tries the warm pool, whose ``pool.claim`` calls back into
-``attach_claimed``, and else starts a sandbox; the pool's refiller calls ``check_request`` and
-``start_sandbox`` itself; the proxy kernel calls ``attach`` after a restart or by context. A
-sandbox is handed out only once its kernel has answered kernel_info (``_wait_for_kernel``).
-Connecting to a kernel (``attach``, ``attach_claimed``, ``_wait_for_kernel``) is the base class,
-:class:`~.attaching.SandboxAttacher`.
+:class:`SandboxStarter` is a part SandboxManager has (``SandboxManager.starter``), handed the
+manager as a :class:`~jupyter_sandbox.sandbox.sandbox_access.SandboxHost` (what the warm pool's
+claim and the attestation take in turn), the manager's
+:class:`~jupyter_sandbox.sandbox.kernel_link.attaching.SandboxAttacher` (which connects to the
+kernels) and its quotas and network settings; the manager's ``create``, ``claim_from_pool``,
+``check_request`` and ``start_sandbox`` call it. ``create`` (proxy kernel, use_cases.py, doctor,
+agent code) tries the warm pool, whose ``pool.claim`` calls back into ``attach_claimed``, and
+else starts a sandbox; the pool's refiller calls ``check_request`` and ``start_sandbox`` itself.
+A sandbox is handed out only once its kernel has answered kernel_info
+(``SandboxAttacher.wait_for_kernel``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.host.workspace_pin import pin_workspace
 from jupyter_sandbox.sandbox.identity import check_owner
-from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
 from jupyter_sandbox.sandbox.kernel_link.link import bridged_connection_info, new_connection_info
 from jupyter_sandbox.sandbox.lifecycle import pool
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
@@ -50,30 +52,57 @@ from jupyter_sandbox.sandbox.workspace_refresh import start_refresher
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
 
+    from jupyter_sandbox.sandbox.kernel_link.attaching import SandboxAttacher
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxHost
+
 log = logging.getLogger(__name__)
 
+# The state keys a start or a claim writes itself (start_sandbox, pool.claim) or that later
+# steps own: a caller's ``record`` may not name them.
+OWN_STATE_KEYS = frozenset(
+    {
+        "owner",
+        "created",
+        "last_activity",
+        "context",
+        "ephemeral",
+        "runtime",
+        "limits",
+        "workspace",
+        "notebook",
+        "bridged",
+        "pool",
+        "claimed",
+        "container",
+        "attestation",
+        "generation",
+    }
+)
 
-class SandboxStarter(SandboxAttacher):
-    """Creates sandboxes (from the warm pool or new) and connects to their kernels.
 
-    ``pool.claim`` and ``record_attestation`` take a starter: all they use is declared here or
-    in its base class.
+class SandboxStarter:
+    """Creates sandboxes (from the warm pool or new) and waits, through the attacher, until
+    their kernels answer.
+
+    ``host``: the manager that has this part, as what ``pool.claim`` and
+    ``record_attestation`` take; ``attacher`` waits for the new kernels; ``quotas`` and
+    ``network``: the manager's settings of those.
     """
 
-    # -- SandboxManager's own (manager.py), declared for the type checker ---------------------
-
-    quotas: SandboxQuotas
-    network: NetworkSettings
-    forwarder_spawns: dict[str, asyncio.Task[None]]  # by sandbox id, while in flight
-
-    async def remove(self, owner: str, sandbox_id: str) -> None:
-        raise NotImplementedError
-
-    def update_state(self, sandbox_id: str, **changes: Unpack[SandboxState]) -> SandboxState:
-        raise NotImplementedError
-
-    def backend_key(self) -> dict[str, Any]:
-        raise NotImplementedError
+    def __init__(
+        self,
+        host: SandboxHost,
+        attacher: SandboxAttacher,
+        *,
+        quotas: SandboxQuotas,
+        network: NetworkSettings,
+    ) -> None:
+        self.host = host
+        self.attacher = attacher
+        self.quotas = quotas
+        self.network = network
+        # The forwarders being spawned beside a start (_spawn_forwarder_soon), by sandbox id.
+        self.forwarder_spawns: dict[str, asyncio.Task[None]] = {}
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -86,6 +115,7 @@ class SandboxStarter(SandboxAttacher):
         notebook: str = "",
         purpose: str = "",
         network: Any = None,
+        record: dict[str, Any] | None = None,
         **requested: Unpack[RequestedSandbox],
     ) -> Sandbox:
         """A sandbox for ``owner`` whose kernel answers: claimed from the warm pool, or started.
@@ -100,38 +130,47 @@ class SandboxStarter(SandboxAttacher):
         host directory are removed again. ``network`` is its policy (network/policy.py: a REST
         dict or the text form; None: ``NetworkSettings.default_policy``), applied once the
         sandbox answers: pool members are made without network, whatever policy claims them.
+        ``record``: facts the caller keeps with the sandbox (its metadata, its deadline:
+        use_cases.py), written into its state file together with its context, by the same write
+        that makes a new sandbox's state or claims a pool member: no sandbox is seen without them.
         """
         policy = self.network.policy_for(network)
+        record = check_record(record)
         request = self.check_request(owner, **requested)
         # A claimed pool member counts like a new sandbox; a new one re-checks with its
         # reservation written (start_sandbox), so racing starts cannot both slip through.
-        self.quotas.check(usage_of(self.settings.state_path, owner).plus(request.limits))
+        self.quotas.check(usage_of(self.host.settings.state_path, owner).plus(request.limits))
         claimed = await self.claim_from_pool(
-            request, context=context, ephemeral=ephemeral, notebook=notebook
+            request, context=context, ephemeral=ephemeral, notebook=notebook, record=record
         )
         sandbox = claimed or await self._start_new(
-            request, context=context, ephemeral=ephemeral, notebook=notebook, purpose=purpose
+            request,
+            context=context,
+            ephemeral=ephemeral,
+            notebook=notebook,
+            purpose=purpose,
+            record=record,
         )
         if policy.allows_network:
-            directory = SandboxDirectory(self.settings.state_path, sandbox.sandbox_id)
+            directory = SandboxDirectory(self.host.settings.state_path, sandbox.sandbox_id)
             spawning = self.forwarder_spawns.get(sandbox.sandbox_id)
             if spawning is not None:  # its forwarder is on its way: not a second one
                 await asyncio.shield(spawning)
             try:
                 await apply_policy(
-                    self.backend,
+                    self.host.backend,
                     directory,
                     sandbox.sandbox_id,
                     policy,
                     self.network.proxy_options(),
                 )
             except BaseException:
-                await asyncio.shield(self._discard(sandbox.sandbox_id, directory))
+                await asyncio.shield(self.discard(sandbox.sandbox_id, directory))
                 raise
         return sandbox
 
     async def _start_new(self, request: SandboxRequest, **kwargs: Any) -> Sandbox:
-        pool.record_wanted(self.settings.state_path, request)
+        pool.record_wanted(self.host.settings.state_path, request)
         return await self.start_sandbox(request, **kwargs)
 
     async def claim_from_pool(
@@ -141,13 +180,20 @@ class SandboxStarter(SandboxAttacher):
         context: str | None = None,
         ephemeral: bool = False,
         notebook: str = "",
+        record: dict[str, Any] | None = None,
     ) -> Sandbox | None:
         """Only from the warm pool: a member made for ``request`` (see :meth:`check_request`),
-        now holding ``context``; None when no member fits."""
+        now holding ``context`` and ``record`` (as :meth:`create` takes it); None when no member
+        fits."""
         if context is not None:
             check_context(context)
         return await pool.claim(
-            self, request, context=context, ephemeral=ephemeral, notebook=notebook
+            self.host,
+            request,
+            context=context,
+            ephemeral=ephemeral,
+            notebook=notebook,
+            record=check_record(record),
         )
 
     def check_request(self, owner: str, **requested: Unpack[RequestedSandbox]) -> SandboxRequest:
@@ -155,7 +201,7 @@ class SandboxStarter(SandboxAttacher):
         check_owner(owner)
         image, environment = requested.get("image"), requested.get("environment")
         launch_dir = requested.get("launch_dir")
-        runtime = requested.get("runtime") or self.settings.runtime
+        runtime = requested.get("runtime") or self.host.settings.runtime
         if runtime not in RUNTIMES:
             raise InvalidSettingError(
                 f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
@@ -163,11 +209,11 @@ class SandboxStarter(SandboxAttacher):
         return SandboxRequest(
             owner=owner,
             runtime=runtime,
-            image=self.settings.check_image(image) if image else self.settings.image,
-            limits=self.settings.requested_limits(requested.get("limits")),
+            image=self.host.settings.check_image(image) if image else self.host.settings.image,
+            limits=self.host.settings.requested_limits(requested.get("limits")),
             environment=self._environment(environment or {}),
             workspace=plan_workspace(
-                self.settings.workspace_mode,
+                self.host.settings.workspace_mode,
                 launch_dir,
                 requested.get("workspace_root"),
                 host_only=(self.network.credentials_path,),
@@ -185,32 +231,36 @@ class SandboxStarter(SandboxAttacher):
         notebook: str = "",
         purpose: str = "",
         pool_key: str | None = None,
+        record: dict[str, Any] | None = None,
     ) -> Sandbox:
         """Start a new sandbox for ``request`` (never from the pool) and wait for its kernel.
 
         ``pool_key`` marks a warm pool member: it has no context until a claim gives it one.
-        On any failure the container and host directory are removed again.
+        ``record`` (as :meth:`create` takes it) is in its first state file. On any failure the
+        container and host directory are removed again.
         """
-        await self.backend.check_ready(request.runtime, request.image)
+        record = check_record(record)
+        await self.host.backend.check_ready(request.runtime, request.image)
         sandbox_id = secrets.token_hex(6)
-        directory = SandboxDirectory(self.settings.state_path, sandbox_id)
-        uid = self.settings.effective_uid
+        directory = SandboxDirectory(self.host.settings.state_path, sandbox_id)
+        uid = self.host.settings.effective_uid
         workspace = request.workspace
-        capped = self.settings.capping_host_writes
+        capped = self.host.settings.capping_host_writes
         try:
-            directory.create(uid, io_cap=self.settings.io_bytes if capped else 0)
+            directory.create(uid, io_cap=self.host.settings.io_bytes if capped else 0)
             if workspace.mode == "copy-on-write":
                 directory.create_overlay(uid, cap=request.limits.workspace_bytes if capped else 0)
             # What the engine mounts: the directory opened now, within its root (row 124).
             mounted = pin_workspace(workspace, directory.workspace_source)
             connection = new_connection_info(directory.container_socket_prefix())
             # Only runsc can checkpoint a kernel, and only one behind the bridge (settings).
-            bridged = self.settings.memory_snapshots and request.runtime == "runsc"
+            bridged = self.host.settings.memory_snapshots and request.runtime == "runsc"
             sandbox_copy = bridged_connection_info(connection) if bridged else None
             directory.write_connection_file(connection, uid, sandbox_copy)
             stage_boot_probe(directory)  # run by the sandbox's supervisor as the kernel starts
             now = now_iso()
             state: SandboxState = {
+                **record,  # type: ignore[typeddict-item]
                 "owner": request.owner,
                 "created": now,
                 "last_activity": now,
@@ -236,22 +286,26 @@ class SandboxStarter(SandboxAttacher):
                 mounted,
             )
             if pool_key is None:  # the state file is this sandbox's reservation; see quotas.py
-                self.quotas.check(usage_of(self.settings.state_path, request.owner))
-            spec = build_container_spec(self.settings, spec_request, directory)
-            await self.backend.create(sandbox_id, spec)
-            await self.backend.start(sandbox_id)
+                self.quotas.check(usage_of(self.host.settings.state_path, request.owner))
+            spec = build_container_spec(self.host.settings, spec_request, directory)
+            await self.host.backend.create(sandbox_id, spec)
+            await self.host.backend.start(sandbox_id)
             refresher = asyncio.ensure_future(self._refresh_workspace(directory, workspace))
             # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).
-            engine_sample = request_engine_sample(self.backend, sandbox_id)
+            engine_sample = request_engine_sample(self.host.backend, sandbox_id)
             try:
-                sandbox = await self._wait_for_kernel(sandbox_id, directory)
+                sandbox = await self.attacher.wait_for_kernel(sandbox_id, directory)
                 # What the engine said, so that a claim can skip asking again (attach_claimed).
                 directory.update_state(container=dataclasses.asdict(sandbox.info))
                 # Never fails the start (see its report); read before any request of the user.
                 probe = await read_boot_probe(directory)
                 # The engine was asked about the sandbox once its kernel answered; not again.
                 await record_attestation(
-                    self, sandbox_id, probe=probe, info=sandbox.info, engine_sample=engine_sample
+                    self.host,
+                    sandbox_id,
+                    probe=probe,
+                    info=sandbox.info,
+                    engine_sample=engine_sample,
                 )
                 if not bridged:  # gVisor could not checkpoint the forwarder's host socket
                     self._spawn_forwarder_soon(sandbox_id, directory)
@@ -267,7 +321,7 @@ class SandboxStarter(SandboxAttacher):
                 engine_sample.cancel()  # too late to be used (its thread finishes on its own)
                 refresher.cancel()  # done unless the start failed (the refresher then ends itself)
         except BaseException:
-            await asyncio.shield(self._discard(sandbox_id, directory))
+            await asyncio.shield(self.discard(sandbox_id, directory))
             raise
         log.info(
             "sandbox %s started for %s (%s, %s)%s",
@@ -298,7 +352,7 @@ class SandboxStarter(SandboxAttacher):
 
         async def spawn() -> None:
             try:
-                await spawn_forwarder(self.backend, directory, sandbox_id)
+                await spawn_forwarder(self.host.backend, directory, sandbox_id)
             except SandboxError as exc:
                 log.warning("sandbox %s: no network forwarder started: %s", sandbox_id, exc)
 
@@ -307,13 +361,25 @@ class SandboxStarter(SandboxAttacher):
         task.add_done_callback(lambda _: self.forwarder_spawns.pop(sandbox_id, None))
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
-        env = {**BASE_ENVIRONMENT, **self.settings.environment, **extra}
+        env = {**BASE_ENVIRONMENT, **self.host.settings.environment, **extra}
         check_environment(env)
         return env
 
-    async def _discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
+    async def discard(self, sandbox_id: str, directory: SandboxDirectory) -> None:
+        """Remove the sandbox's host proxy, its container and its host directory, whatever its
+        owner (the caller checked it): SandboxManager.remove's end, and a failed start's."""
         try:
             await asyncio.to_thread(stop_proxy, directory)
-            await self.backend.remove(sandbox_id)
+            await self.host.backend.remove(sandbox_id)
         finally:
             directory.remove()
+
+
+def check_record(record: dict[str, Any] | None) -> dict[str, Any]:
+    """``record`` as :meth:`SandboxStarter.create` takes it ({} for None); ValueError, a
+    caller's mistake, if it names a key the start writes itself (OWN_STATE_KEYS)."""
+    record = dict(record or {})
+    clash = sorted(record.keys() & OWN_STATE_KEYS)
+    if clash:
+        raise ValueError(f"a sandbox's record may not set {', '.join(clash)}: the start does")
+    return record

@@ -11,7 +11,6 @@ are and turned into JSON here, in one place: ``SandboxHandlerBase.write_error``.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 from collections.abc import Callable
@@ -149,8 +148,3 @@ class SandboxAPIHandler(SandboxHandlerBase, APIHandler):
 
     def model_of(self, info: SandboxInfo, state: SandboxState | None = None) -> dict[str, Any]:
         return sandbox_model(self.manager, self.extension.culler, info, state)
-
-    def set_deadline(self, sandbox_id: str, expires: datetime.datetime) -> None:
-        """Record the sandbox's own timeout, and have the culler come by then."""
-        self.manager.update_state(sandbox_id, expires=expires.isoformat())
-        self.extension.culler.deadline_changed(expires)

@@ -7,17 +7,17 @@ their own (``*_handlers.py``), and app.py assembles them all.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from jupyter_sandbox.protocol.errors import SandboxConflictError
 from jupyter_sandbox.sandbox.host.clock import now_iso
-from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
+from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
+from jupyter_sandbox.sandbox.use_cases import create_sandbox, restart_sandbox, set_deadline
 from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
 from jupyter_sandbox.server_extension.requests import (
     CreateRequest,
@@ -46,39 +46,9 @@ class SandboxesHandler(SandboxAPIHandler):
     @authorized
     async def post(self) -> None:
         request = CreateRequest.parse(self.request.body)
-        # Refused before anything starts; counted from this request.
-        expires = None
-        if request.timeout is not None:
-            expires = self.extension.culler.expiry({}, request.timeout)
-        if request.context is not None:
-            existing = await self.manager.find_context(self.owner, request.context)
-            if existing is not None:
-                raise SandboxConflictError(
-                    f"context '{request.context}' already has sandbox {existing.sandbox_id}: "
-                    "use it, or delete it first"
-                )
-        # With a snapshot, its files are restored into the new sandbox (snapshot_handlers.py).
-        create = (
-            self.manager.create
-            if request.snapshot is None
-            else functools.partial(
-                self.manager.snapshots.create_sandbox, snapshot_id=request.snapshot
-            )
-        )
-        sandbox = await create(
-            self.owner,
-            runtime=request.runtime,
-            image=request.image,
-            limits=request.limits,
-            environment=request.environment,
-            context=request.context,
-            purpose=self.extension.container_purpose,
-            network=request.network,
-        )
-        if request.metadata:
-            self.manager.update_state(sandbox.sandbox_id, metadata=request.metadata)
-        if expires is not None:
-            self.set_deadline(sandbox.sandbox_id, expires)
+        request = dataclasses.replace(request, purpose=self.extension.container_purpose)
+        # What the request means (context, snapshot, metadata, deadline) is the use case's.
+        sandbox = await create_sandbox(self.manager, self.owner, request, self.extension.culler)
         location = url_path_join(self.base_url, "api/sandboxes", sandbox.sandbox_id)
         self.set_header("Location", location)
         self.write_json(self.model_of(sandbox.info), 201)
@@ -110,8 +80,7 @@ class SandboxTimeoutHandler(SandboxAPIHandler):
     async def put(self, sandbox_id: str) -> None:
         timeout = timeout_request(self.request.body)
         info = await self.manager.get(self.owner, sandbox_id)
-        state = self.manager.read_state(sandbox_id)
-        self.set_deadline(sandbox_id, self.extension.culler.expiry(state, timeout))
+        set_deadline(self.manager, sandbox_id, timeout, self.extension.culler)
         self.write_json(self.model_of(info))
 
 
@@ -127,26 +96,18 @@ class SandboxActionHandler(SandboxAPIHandler):
         elif action == "resume":
             await self.manager.resume(owner, sandbox_id)
         else:
-            await self._restart(owner, sandbox_id)
+            await restart_sandbox(self.manager, owner, sandbox_id, self._restart_attached)
         self.manager.update_state(sandbox_id, last_activity=now_iso())
         self.write_json(await self.model(sandbox_id))
 
-    async def _restart(self, owner: str, sandbox_id: str) -> None:
-        await self.manager.restartable(owner, sandbox_id)
-        state = self.manager.read_state(sandbox_id)
-        if not kernel_attached(self.manager.settings.state_path, state):
-            await self.manager.restart_kernel(owner, sandbox_id)
-            return
+    async def _restart_attached(self, state: SandboxState) -> bool:
+        """Restart the attached Jupyter kernel the way Lab does, if this server runs it; its
+        proxy restarts the interpreter in the sandbox and reattaches."""
         kernel_id = state.get("kernel_id")
-        if kernel_id and kernel_id in self.kernel_manager:
-            # Restart the attached Jupyter kernel the way Lab does; its proxy restarts the
-            # interpreter in the sandbox and reattaches.
-            await ensure_async(self.kernel_manager.restart_kernel(kernel_id))  # type: ignore[no-untyped-call]
-            return
-        raise SandboxConflictError(
-            f"sandbox {sandbox_id} is attached to a kernel of another process; restart that "
-            "kernel from its own client"
-        )
+        if not (kernel_id and kernel_id in self.kernel_manager):
+            return False  # a kernel of another process
+        await ensure_async(self.kernel_manager.restart_kernel(kernel_id))  # type: ignore[no-untyped-call]
+        return True
 
 
 class SandboxStatsHandler(SandboxAPIHandler):

@@ -7,7 +7,7 @@ the field and says what it takes, so a client can fix its request without readin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
@@ -15,6 +15,7 @@ from jupyter_sandbox.protocol.requests import json_object, seconds_of
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.network import NetworkPolicy
 from jupyter_sandbox.sandbox.settings import RUNTIMES
+from jupyter_sandbox.sandbox.use_cases import NewSandbox
 
 LIMIT_TYPES: dict[str, tuple[type, ...]] = {
     "memory": (str, int),
@@ -35,18 +36,9 @@ METADATA_EXAMPLE = '{"agent": "planner", "task": "t-42"}'
 
 
 @dataclass(frozen=True)
-class CreateRequest:
-    """``POST /api/sandboxes``: every field optional; the server's settings fill the rest."""
-
-    runtime: str | None = None
-    image: str | None = None
-    limits: dict[str, Any] = field(default_factory=dict)
-    context: str | None = None
-    environment: dict[str, str] = field(default_factory=dict)
-    network: NetworkPolicy | None = None  # None: NetworkSettings.default_policy
-    snapshot: str | None = None  # restore this snapshot into the new sandbox's /workspace
-    timeout: float | None = None  # seconds until the culler removes it; None: ttl alone
-    metadata: dict[str, str] = field(default_factory=dict)
+class CreateRequest(NewSandbox):
+    """``POST /api/sandboxes``: every field optional; the server's settings fill the rest.
+    Its fields are the use case's (sandbox/use_cases.py, NewSandbox), parsed from the body."""
 
     @classmethod
     def parse(cls, body: bytes) -> CreateRequest:

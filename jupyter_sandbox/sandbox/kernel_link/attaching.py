@@ -1,26 +1,25 @@
 """Connecting to a running sandbox's kernel: waiting until it answers, and saying why it does not;
 and restarting it in place (a fresh interpreter, the same sandbox).
 
-:class:`SandboxAttacher` is the base of :class:`~.starting.SandboxStarter` (and so of
-SandboxManager). A new sandbox (starting.py), a claimed pool member (``attach_claimed``), a
-kernel restarted in place (``SandboxManager.restart_kernel``) and a proxy kernel finding its
-context again (``attach``) all end the same way: read the connection file of the kernel's current
-generation, wait for kernel_info, and tell a dead container's cause when it never answers. Kept
-apart from starting a sandbox, which decides what a sandbox is; this only finds its kernel.
+:class:`SandboxAttacher` is a part SandboxManager has (``SandboxManager.attacher``), handed
+what it needs of the manager as a :class:`~jupyter_sandbox.sandbox.sandbox_access.SandboxLookup`;
+the starter (starting.py) is handed it in turn. A new sandbox (starting.py), a claimed pool
+member (``attach_claimed``), a kernel restarted in place (``SandboxManager.restart_kernel``) and
+a proxy kernel finding its context again (``attach``) all end the same way: read the connection
+file of the kernel's current generation, wait for kernel_info, and tell a dead container's cause
+when it never answers. Kept apart from starting a sandbox, which decides what a sandbox is; this
+only finds its kernel.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from traitlets.config import LoggingConfigurable
+from typing import TYPE_CHECKING, Any
 
 from jupyter_sandbox.protocol.errors import (
     SandboxConflictError,
     SandboxNotFoundError,
     SandboxStartError,
 )
-from jupyter_sandbox.sandbox.backends.base import SandboxBackend
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.identity import check_sandbox_id
@@ -31,24 +30,22 @@ from jupyter_sandbox.sandbox.kernel_link.link import (
 )
 from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox
-from jupyter_sandbox.sandbox.settings import SandboxSettings
 from jupyter_sandbox.sandbox.workspace import WorkspacePlan
 
+if TYPE_CHECKING:
+    from jupyter_sandbox.sandbox.sandbox_access import SandboxLookup
 
-class SandboxAttacher(LoggingConfigurable):
+
+class SandboxAttacher:
     """Connects to the kernels of running sandboxes; a sandbox is handed out only once its
-    kernel has answered kernel_info."""
+    kernel has answered kernel_info.
 
-    # -- SandboxManager's own (manager.py), declared for the type checker ---------------------
+    ``host``: the settings, the backend and the owner check of the manager that has this part
+    (read through it on every call: the manager makes its backend on first use).
+    """
 
-    settings: SandboxSettings
-
-    @property
-    def backend(self) -> SandboxBackend:
-        raise NotImplementedError  # SandboxManager makes it on first use
-
-    async def get(self, owner: str, sandbox_id: str) -> SandboxInfo:
-        raise NotImplementedError
+    def __init__(self, host: SandboxLookup) -> None:
+        self.host = host
 
     # -- restarting in place ------------------------------------------------------------------
 
@@ -58,7 +55,7 @@ class SandboxAttacher(LoggingConfigurable):
         The caller then sends the kernel a shutdown_request; files in /workspace stay. The new
         kernel's generation is recorded host-side first, so whoever attaches next finds it.
         """
-        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        directory = SandboxDirectory(self.host.settings.state_path, check_sandbox_id(sandbox_id))
         directory.request_restart(directory.next_generation())
 
     async def restartable(self, owner: str, sandbox_id: str) -> SandboxInfo:
@@ -66,7 +63,7 @@ class SandboxAttacher(LoggingConfigurable):
 
         Checked before any restart is asked, by this manager or by a Jupyter kernel manager: a
         paused kernel cannot answer, and would take the restart on resuming."""
-        info = await self.get(owner, sandbox_id)
+        info = await self.host.get(owner, sandbox_id)
         if not info.running:
             raise SandboxConflictError(
                 f"sandbox {sandbox_id} is {info.status}: "
@@ -81,8 +78,8 @@ class SandboxAttacher(LoggingConfigurable):
         current = self.kernel_connection(sandbox_id)
         self.request_restart(sandbox_id)
         await shut_kernel_down(current, restart=True)
-        return await self._wait_for_kernel(
-            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        return await self.wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.host.settings.state_path, sandbox_id)
         )
 
     # -- connecting ---------------------------------------------------------------------------
@@ -90,7 +87,7 @@ class SandboxAttacher(LoggingConfigurable):
     def kernel_connection(self, sandbox_id: str) -> dict[str, Any]:
         """The host's connection info of the sandbox's current kernel (each restart in place
         binds new socket paths: its state's ``generation`` says which kernel that is)."""
-        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        directory = SandboxDirectory(self.host.settings.state_path, check_sandbox_id(sandbox_id))
         generation = int(directory.read_state().get("generation", 0))
         return with_socket_prefix(
             directory.read_connection_file(), directory.socket_prefix_of(generation)
@@ -98,18 +95,18 @@ class SandboxAttacher(LoggingConfigurable):
 
     async def attach(self, owner: str, sandbox_id: str) -> Sandbox:
         """Reconnect to a running sandbox's kernel (after a proxy restart, or by context)."""
-        await self.get(owner, sandbox_id)
-        return await self._wait_for_kernel(
-            sandbox_id, SandboxDirectory(self.settings.state_path, sandbox_id)
+        await self.host.get(owner, sandbox_id)
+        return await self.wait_for_kernel(
+            sandbox_id, SandboxDirectory(self.host.settings.state_path, sandbox_id)
         )
 
     async def attach_claimed(self, owner: str, sandbox_id: str, timeout: float) -> Sandbox:
         """Connect to a pool member just claimed: it must be ``owner``'s, running, and answer
         kernel_info within ``timeout`` seconds (SandboxError otherwise)."""
-        directory = SandboxDirectory(self.settings.state_path, check_sandbox_id(sandbox_id))
+        directory = SandboxDirectory(self.host.settings.state_path, check_sandbox_id(sandbox_id))
         recorded = directory.read_state().get("container")
         if recorded is None:  # made by an older version: ask the engine
-            info = await self.get(owner, sandbox_id)
+            info = await self.host.get(owner, sandbox_id)
         else:
             # The kernel's answer below proves the container runs; the engine is not asked,
             # so a warm start needs no engine client at all.
@@ -118,9 +115,9 @@ class SandboxAttacher(LoggingConfigurable):
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}")
         if not info.running:
             raise SandboxStartError(f"sandbox {sandbox_id} is not running: {info.death_cause()}")
-        return await self._wait_for_kernel(sandbox_id, directory, timeout, info)
+        return await self.wait_for_kernel(sandbox_id, directory, timeout, info)
 
-    async def _wait_for_kernel(
+    async def wait_for_kernel(
         self,
         sandbox_id: str,
         directory: SandboxDirectory,
@@ -131,11 +128,11 @@ class SandboxAttacher(LoggingConfigurable):
         host_connection = self.kernel_connection(sandbox_id)
         reply = await wait_until_ready(
             host_connection,
-            timeout=self.settings.start_timeout if timeout is None else timeout,
+            timeout=self.host.settings.start_timeout if timeout is None else timeout,
             still_running=lambda: self._why_not_running(sandbox_id),
         )
         if info is None:
-            info = await self.backend.inspect(sandbox_id)
+            info = await self.host.backend.inspect(sandbox_id)
         limits = SandboxLimits.parse(**state["limits"])
         workspace = state.get("workspace") or {}
         plan = WorkspacePlan(workspace.get("mode", "none"), None, workspace.get("note", ""))
@@ -143,10 +140,10 @@ class SandboxAttacher(LoggingConfigurable):
 
     async def _why_not_running(self, sandbox_id: str) -> str | None:
         try:
-            info = await self.backend.inspect(sandbox_id)
+            info = await self.host.backend.inspect(sandbox_id)
         except SandboxNotFoundError:
             return "its container is gone"
         if info.running:
             return None
-        tail = (await self.backend.logs(sandbox_id, tail=20)).strip()
+        tail = (await self.host.backend.logs(sandbox_id, tail=20)).strip()
         return info.death_cause() + (f"; its last output:\n{tail}" if tail else "")

@@ -168,8 +168,10 @@ async def claim(
     context: str | None,
     ephemeral: bool,
     notebook: str,
+    record: dict[str, Any] | None = None,
 ) -> Sandbox | None:
-    """A warm member for ``request``, now holding the caller's context; None when there is none.
+    """A warm member for ``request``, now holding the caller's context and ``record`` (written
+    by the claim's one state update, SandboxStarter.create); None when there is none.
 
     Dead members met on the way are removed. Costs no engine call when the pool is empty.
     """
@@ -189,7 +191,12 @@ async def claim(
             continue
         now = now_iso()
         directory.update_state(
-            context=context, ephemeral=ephemeral, notebook=notebook, last_activity=now, claimed=now
+            **(record or {}),
+            context=context,
+            ephemeral=ephemeral,
+            notebook=notebook,
+            last_activity=now,
+            claimed=now,
         )
         try:
             sandbox = await manager.attach_claimed(request.owner, sandbox_id, CLAIM_TIMEOUT)

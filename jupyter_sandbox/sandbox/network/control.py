@@ -10,7 +10,7 @@ Who owns what (docs/architecture.md):
   sandbox;
 * the host proxy process (``python -m jupyter_sandbox.sandbox.network``) is started detached
   when a policy allows network and stopped when the policy becomes ``none``; removal of the
-  sandbox stops it (``stop_proxy`` in ``SandboxStarter._discard``), and it exits by itself
+  sandbox stops it (``stop_proxy`` in ``SandboxStarter.discard``), and it exits by itself
   within a second once the sandbox's directory is gone, so a stray cannot outlive its sandbox.
 
 Switching between allowlists, or to ``open``, only rewrites the state file: the running proxy
