@@ -179,9 +179,9 @@ def _frozen_tar_locked(
 def _open_root(api: Any, container: str) -> int:
     """An fd of the paused container's root directory, as its init sees it."""
     raw = api.inspect_container(container)
-    state = raw.get("State") or {}
-    pid = int(state.get("Pid") or 0)
-    if not state.get("Paused") or pid <= 0:
+    engine_state = raw.get("State") or {}  # the engine's, not the sandbox's state file
+    pid = int(engine_state.get("Pid") or 0)
+    if not engine_state.get("Paused") or pid <= 0:
         raise SandboxError(f"{container} is not paused, or has no process (pid {pid})")
     # O_PATH on the magic link: the host's /proc, the one link meant to be followed.
     root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
