@@ -40,6 +40,7 @@ from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas, usage_of
 from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_proxy
 from jupyter_sandbox.sandbox.network.control import spawn_forwarder
+from jupyter_sandbox.sandbox.network.tls_ca import make_sandbox_ca
 from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
 from jupyter_sandbox.sandbox.workspace import plan_workspace
@@ -191,6 +192,9 @@ class SandboxStarter(SandboxAttacher):
         capped = self.settings.capping_host_writes
         try:
             directory.create(uid, io_cap=self.settings.io_bytes if capped else 0)
+            # Its egress CA (network/tls_ca.py): for every sandbox, as a policy may open the
+            # network later and the trust variables are in every sandbox's environment.
+            make_sandbox_ca(directory.root, sandbox_id)
             if workspace.mode == "copy-on-write":
                 directory.create_overlay(uid, cap=request.limits.workspace_bytes if capped else 0)
             connection = new_connection_info(directory.container_socket_prefix())

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from jupyter_sandbox.sandbox.network.addresses import AddressGuard
 from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.forwarder import refusal_text
+from jupyter_sandbox.sandbox.network.inspection import Inspection, inspect, upstream_context
 from jupyter_sandbox.sandbox.network.policy import (
     NO_NETWORK,
     NetworkPolicy,
@@ -55,6 +57,7 @@ from jupyter_sandbox.sandbox.network.request_head import (
 )
 from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, server_name
 from jupyter_sandbox.sandbox.network.splice import relay
+from jupyter_sandbox.sandbox.network.tls_ca import LeafMinter
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +80,11 @@ class EgressProxy:
         test_host_addresses: dict[str, str] | None = None,
         connect_timeout: float = 10.0,
         asks: HeldRequests | None = None,
+        credentials: Callable[[str, int], list[tuple[str, str]]] | None = None,
+        tls_inspection: bool = False,
+        upstream_extra_ca_file: str = "",
     ) -> None:
+        self.root = root
         self.state_file = root / "state.json"
         # Requests held for the owner under an ask policy (a proxy made without: 1 s, one).
         self.asks = asks or HeldRequests(root, timeout=1.0, max_pending=1)
@@ -86,6 +93,12 @@ class EgressProxy:
         self.test_host_addresses = test_host_addresses or {}
         self.connect_timeout = connect_timeout
         self._policy: tuple[tuple[int, int], NetworkPolicy] | None = None
+        # The headers to add for a host and port, read fresh on each request (credentials.py).
+        self.credentials = credentials or (lambda host, port: [])
+        self.tls_inspection = tls_inspection
+        self.upstream_extra_ca_file = upstream_extra_ca_file
+        self._minter: LeafMinter | None = None
+        self._upstream_context: ssl.SSLContext | None = None
 
     def current_policy(self) -> NetworkPolicy:
         """The policy in the state file now (re-read when the file was replaced)."""
@@ -123,6 +136,9 @@ class EgressProxy:
         try:
             if request.method == "CONNECT":
                 await loop.sock_sendall(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if self._inspects(request):
+                    await inspect(client, rest, upstream, self._inspection(request))
+                    return
             else:
                 await loop.sock_sendall(upstream, request.head)
             # The client's early bytes go out through the relay, after the server name check.
@@ -130,6 +146,33 @@ class EgressProxy:
             await relay(client, upstream, check, rest)
         finally:
             upstream.close()
+
+    def _inspects(self, request: ProxyRequest) -> bool:
+        """Whether a CONNECT is inspected: always when the administrator said so, else when a
+        credential names its host and port (the proxy must see the request to add it)."""
+        return self.tls_inspection or bool(self.credentials(request.host, request.port))
+
+    def _inspection(self, request: ProxyRequest) -> Inspection:
+        if self._minter is None:
+            self._minter = LeafMinter(self.root)
+            self._upstream_context = upstream_context(self.upstream_extra_ca_file)
+        assert self._upstream_context is not None
+
+        def record(method: str, allowed: bool, rule: str) -> None:
+            self.audit.record(
+                host=request.host, port=request.port, method=method, allowed=allowed, rule=rule
+            )
+            if not allowed:
+                log.info("refused inside %s:%s: %s", request.host, request.port, rule)
+
+        return Inspection(
+            request.host,
+            request.port,
+            self._minter,
+            self._upstream_context,
+            self.credentials,
+            record,
+        )
 
     def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
         """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""

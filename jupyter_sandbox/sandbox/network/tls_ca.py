@@ -1,0 +1,191 @@
+"""Each sandbox's own certificate authority, for the egress proxy's TLS inspection (issue 37).
+
+Made on the host with the sandbox's directory (``make_sandbox_ca``), for every sandbox: its
+policy may allow network later, and the variables that point at the bundle are in every
+sandbox's environment (container_spec.BASE_ENVIRONMENT). Its private key stays in the
+host-only root of the sandbox's directory (``tls-ca.key``, 0600, never mounted); only the
+certificate reaches the sandbox, in ``trust/``, which is mounted read-only at TRUST_MOUNT with
+the bundle its programs trust (the host's CA bundle and this CA). The host itself never trusts
+this CA: the proxy verifies upstream servers with the host's own trust store.
+
+The proxy mints a leaf certificate per host name on demand (``LeafMinter``): the name as its
+only SAN, valid LEAF_LIFETIME, cached while it has more than half of that left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from jupyter_sandbox.sandbox.network.request_head import is_address
+
+CA_KEY = "tls-ca.key"  # in the sandbox directory's host-only root
+TRUST_DIR = "trust"  # in the sandbox directory; mounted read-only at TRUST_MOUNT
+CA_CERT = "ca.pem"
+BUNDLE = "ca-bundle.pem"
+TRUST_MOUNT = "/etc/jupyter-sandbox"
+CA_LIFETIME = datetime.timedelta(days=3650)  # as long as a sandbox may live: no renewal
+LEAF_LIFETIME = datetime.timedelta(days=1)
+CLOCK_SKEW = datetime.timedelta(hours=1)  # a sandbox's clock may lag the host's a little
+MAX_LEAVES = 256  # leaf contexts kept per proxy (one per host name)
+# The variables each client reads its trusted CAs from: Python's ssl (and OpenSSL), requests,
+# pip, curl, Node.js (which adds to its own list instead of replacing it).
+TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE")
+BUNDLE_PATH = f"{TRUST_MOUNT}/{BUNDLE}"
+TRUST_ENVIRONMENT = {
+    **{name: BUNDLE_PATH for name in TRUST_VARIABLES},
+    "NODE_EXTRA_CA_CERTS": f"{TRUST_MOUNT}/{CA_CERT}",
+}
+
+
+def system_bundle() -> bytes:
+    """The host's CA bundle (what Python's default context loads), PEM; empty if none."""
+    paths = ssl.get_default_verify_paths()
+    for path in (paths.cafile, paths.openssl_cafile):
+        if path and os.path.isfile(path):
+            return Path(path).read_bytes()
+    return b""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def make_sandbox_ca(root: Path, sandbox_id: str, bundle: bytes | None = None) -> None:
+    """Make ``root``'s CA: the key (0600) in ``root``, certificate and bundle in
+    ``root/trust`` (world-readable: the sandbox's uid may not be the host's)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "jupyter-sandbox"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"jupyter-sandbox {sandbox_id} egress CA"),
+        ]
+    )
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + CA_LIFETIME)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(root / CA_KEY, flags, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key_pem)
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    trust = root / TRUST_DIR
+    trust.mkdir(mode=0o755)
+    os.chmod(trust, 0o755)  # whatever the umask: the sandbox's uid reads it
+    base = system_bundle() if bundle is None else bundle
+    if base and not base.endswith(b"\n"):
+        base += b"\n"
+    for file_name, data in ((CA_CERT, cert_pem), (BUNDLE, base + cert_pem)):
+        fd = os.open(trust / file_name, flags, 0o644)
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+
+class LeafMinter:
+    """Server-side TLS contexts with a leaf for each host name, signed by the sandbox's CA."""
+
+    def __init__(self, root: Path) -> None:
+        loaded = serialization.load_pem_private_key((root / CA_KEY).read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{root / CA_KEY} is not the sandbox CA's key")
+        self.ca_key = loaded
+        self.ca_cert = x509.load_pem_x509_certificate((root / TRUST_DIR / CA_CERT).read_bytes())
+        # One key for every leaf of this proxy: minting is then one signature.
+        self.leaf_key = ec.generate_private_key(ec.SECP256R1())
+        self._leaf_key_pem = self.leaf_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        self._contexts: OrderedDict[str, tuple[datetime.datetime, ssl.SSLContext]] = OrderedDict()
+        self._lock = threading.Lock()  # minted from the relay's threads
+
+    def leaf(self, host: str) -> x509.Certificate:
+        """A fresh leaf certificate for ``host`` (a name or an IP literal)."""
+        now = _now()
+        san: x509.GeneralName = (
+            x509.IPAddress(ipaddress.ip_address(host)) if is_address(host) else x509.DNSName(host)
+        )
+        return (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host[:64])]))
+            .issuer_name(self.ca_cert.subject)
+            .public_key(self.leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - CLOCK_SKEW)
+            .not_valid_after(now + LEAF_LIFETIME)
+            .add_extension(x509.SubjectAlternativeName([san]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
+                critical=False,
+            )
+            .sign(self.ca_key, hashes.SHA256())
+        )
+
+    def context(self, host: str) -> ssl.SSLContext:
+        """A server context presenting ``host``'s leaf (cached while more than half of its
+        lifetime is left), HTTP/1.1 only."""
+        with self._lock:
+            cached = self._contexts.get(host)
+            if cached is not None and cached[0] - _now() > LEAF_LIFETIME / 2:
+                self._contexts.move_to_end(host)
+                return cached[1]
+        cert = self.leaf(host)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["http/1.1"])
+        chain = cert.public_bytes(serialization.Encoding.PEM)
+        # load_cert_chain reads files only: a private temporary file, gone once loaded.
+        with tempfile.NamedTemporaryFile(prefix="jsb-leaf-") as f:
+            f.write(chain + self._leaf_key_pem)
+            f.flush()
+            context.load_cert_chain(f.name)
+        with self._lock:
+            self._contexts[host] = (cert.not_valid_after_utc, context)
+            self._contexts.move_to_end(host)
+            while len(self._contexts) > MAX_LEAVES:
+                self._contexts.popitem(last=False)
+        return context
