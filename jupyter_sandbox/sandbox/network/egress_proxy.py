@@ -17,10 +17,14 @@ the rule (forwarder.refusal_text: urllib, requests and pip show a proxy's reason
 error they raise, and never its body), with the same line in the body and the bare rule in the
 ``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
 set to the URI's authority (no smuggled Host) and ``Connection: close`` (request_head.py).
-TLS is not terminated; a CONNECT to a name whose client then asks TLS for another server name
-(SNI) is closed before any byte of it is passed on (sni.py), but domain fronting through an
-allowed CDN name (the fronted name is inside the encryption) is not prevented: a documented
-limitation.
+A CONNECT whose host and port a credential names, or every CONNECT when
+``NetworkSettings.tls_inspection`` is on, is inspected (inspection.py): the proxy terminates
+the sandbox's TLS with a leaf of the sandbox's own CA (tls_ca.py), refuses a TLS server name or
+``Host`` other than the CONNECT host, adds the credential's headers and opens its own TLS to
+the host, verified with the host's trust store. Any other CONNECT is tunneled, TLS untouched:
+one whose client then asks TLS for another server name (SNI) is closed before any byte of it is
+passed on (sni.py), but domain fronting through an allowed CDN name (the fronted name is inside
+the encryption) is not prevented there: a documented limitation of running without inspection.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def test_bodies_stream_both_ways(ca: LocalCA, upstream: TLSServer) -> None:
 
     with proxy_for(ca, inspection=True) as proxy:
         data = os.urandom(3 * 1024 * 1024 + 7)
-        response, body = https(proxy, "allowed.test", upstream.port, "POST", body=data)
+        _response, body = https(proxy, "allowed.test", upstream.port, "POST", body=data)
         assert body.decode() == f"{len(data)} {hashlib.sha256(data).hexdigest()}\n"
 
         def chunks() -> Iterator[bytes]:
