@@ -1,12 +1,14 @@
 """``jupyter sandbox <verb>``: doctor, build-image, list, gc; install-kernel (cli/kernelspec.py);
 stop, restart, pause, resume, exec (cli/sandboxes.py); run (cli/code.py); terminal
 (cli/terminal.py); ports, forward (cli/ports.py); snapshot (cli/snapshots.py), files
-(cli/files.py), background (cli/background.py); mcp (cli/mcp.py).
+(cli/files.py), background (cli/background.py), credentials (cli/credentials.py); mcp
+(cli/mcp.py).
 
 Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
 work here exactly as they do for the kernel and the server extension. The groups of verbs,
-``jupyter sandbox``, ``jupyter sandbox snapshot``, ``jupyter sandbox files`` and ``jupyter
-sandbox background``, are here; the verbs of the last three are in their own modules.
+``jupyter sandbox``, ``jupyter sandbox snapshot``, ``jupyter sandbox files``, ``jupyter sandbox
+background`` and ``jupyter sandbox credentials``, are here; the verbs of the last four are in
+their own modules.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from traitlets import Bool, List, Unicode
 
 from jupyter_sandbox.cli import background as cli_background
 from jupyter_sandbox.cli import code as cli_code
+from jupyter_sandbox.cli import credentials as cli_credentials
 from jupyter_sandbox.cli import files as cli_files
 from jupyter_sandbox.cli import ports as cli_ports
 from jupyter_sandbox.cli import sandboxes as cli_sandboxes
@@ -291,6 +294,7 @@ def verb_group(module: ModuleType, topic: str) -> type[_CommandGroup]:
 SnapshotApp = verb_group(cli_snapshots, "Workspace snapshots")
 FilesApp = verb_group(cli_files, "Files in a running sandbox")
 BackgroundApp = verb_group(cli_background, "Commands left running in a sandbox")
+CredentialsApp = verb_group(cli_credentials, "Credentials the host proxy adds to your requests")
 
 
 class SandboxApp(_CommandGroup):
@@ -314,6 +318,7 @@ class SandboxApp(_CommandGroup):
         "snapshot": SnapshotApp,
         "files": FilesApp,
         "background": BackgroundApp,
+        "credentials": CredentialsApp,
         "mcp": McpApp,
     }
     other_verbs = {

@@ -14,12 +14,13 @@ Agent code makes one client and calls ``create``, ``list`` and ``get``, which ha
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jupyter_sandbox.client.network import NetworkSpec, network_policy
 from jupyter_sandbox.client.sandbox import Sandbox
 from jupyter_sandbox.client.transport import DEFAULT_TIMEOUT, Transport
+from jupyter_sandbox.protocol.errors import InvalidRequestError
 
 
 class SandboxClient:
@@ -95,3 +96,38 @@ class SandboxClient:
         """The sandbox of that id (SandboxNotFoundError if the user has none: another user's
         sandbox is not found either)."""
         return Sandbox(self._transport, self._transport.call("GET", "sandboxes", sandbox_id))
+
+    def credentials(self) -> builtins.list[dict[str, Any]]:
+        """The user's credentials: ``name``, ``hosts`` and ``headers`` (the header names) of
+        each; their values are never answered."""
+        answer = self._transport.call("GET", "credentials")
+        listed: builtins.list[dict[str, Any]] = answer["credentials"]
+        return listed
+
+    def set_credential(
+        self,
+        name: str,
+        hosts: Sequence[str],
+        headers: Mapping[str, str] | None = None,
+        basic: tuple[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Give the server a credential its host proxy adds to plain HTTP requests of the
+        user's sandboxes to ``hosts`` (patterns: ``api.example.com``, ``*.example.com``,
+        optionally ``:port``) that their policy allows: ``headers`` to add (replacing any of
+        the same name the sandbox sends), or ``basic`` as (username, password). It replaces a
+        credential of the same name. The sandbox never sees the value; the answer is the
+        listing's entry (no value)."""
+        if (headers is None) == (basic is None):
+            raise InvalidRequestError("give exactly one of headers and basic")
+        body: dict[str, Any] = {"hosts": list(hosts)}
+        if headers is not None:
+            body["headers"] = dict(headers)
+        else:
+            assert basic is not None
+            body["basic"] = {"username": basic[0], "password": basic[1]}
+        answer: dict[str, Any] = self._transport.call("PUT", "credentials", name, body=body)
+        return answer
+
+    def remove_credential(self, name: str) -> None:
+        """Remove the user's credential ``name`` (CredentialNotFoundError if there is none)."""
+        self._transport.call("DELETE", "credentials", name)

@@ -22,6 +22,7 @@ from jupyter_sandbox.protocol import snapshot_errors as snapshot_errors
 from jupyter_sandbox.protocol.errors import (
     CommandNotFoundError,
     ContextBusyError,
+    CredentialNotFoundError,
     EngineTimeoutError,
     EngineUnavailableError,
     FileTooLargeError,
@@ -145,6 +146,7 @@ __all__ = [
     "ArchiveTooLargeError",
     "CommandNotFoundError",
     "ContextBusyError",
+    "CredentialNotFoundError",
     "EngineTimeoutError",
     "EngineUnavailableError",
     "FileTooLargeError",

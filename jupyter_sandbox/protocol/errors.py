@@ -255,6 +255,13 @@ class NetworkRequestNotFoundError(SandboxError):
     http_status = 404
 
 
+class CredentialNotFoundError(SandboxError):
+    """The owner has no credential of that name (sandbox/network/credentials.py)."""
+
+    code = "credential_not_found"
+    http_status = 404
+
+
 class OutputTooLargeError(SandboxError):
     """A command's output exceeded what the host takes of it; the command was stopped."""
 

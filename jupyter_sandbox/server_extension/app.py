@@ -39,6 +39,7 @@ from jupyter_sandbox.server_extension.background_handlers import background_hand
 from jupyter_sandbox.server_extension.base import ExtensionServices
 from jupyter_sandbox.server_extension.code_handlers import code_handlers
 from jupyter_sandbox.server_extension.command_handlers import command_handlers
+from jupyter_sandbox.server_extension.credential_handlers import credential_handlers
 from jupyter_sandbox.server_extension.fast_start import Zygote
 from jupyter_sandbox.server_extension.file_handlers import file_handlers
 from jupyter_sandbox.server_extension.gateway_forwarding import forwarding_handlers
@@ -66,6 +67,7 @@ default_handlers: list[tuple[str, type[web.RequestHandler]]] = [
     *code_handlers,
     *terminal_handlers,
     *port_handlers,
+    *credential_handlers,
 ]
 
 

@@ -2,8 +2,8 @@
 
 A JupyterHub user's server under the sandbox gateway (docs/how-to/jupyterhub-gateway.md) holds
 no container engine: its kernels live at the gateway (``GatewayClient.url``), and so do its
-user's sandboxes. Each ``/api/sandboxes…``, ``/api/snapshots…`` and ``/api/sandbox-features``
-request is sent on to the gateway with the server's own gateway token (the user's, so the
+user's sandboxes (and the credentials their proxies add). Each ``/api/sandboxes…``,
+``/api/snapshots…``, ``/api/credentials…`` and ``/api/sandbox-features`` request is sent on to the gateway with the server's own gateway token (the user's, so the
 gateway answers for that user only), and the answer is relayed as it arrives: its status, a
 few headers, and its body chunk by chunk, so that event streams (SSE) and streamed commands
 keep flowing. Sandbox terminals (WebSockets) are not forwarded yet.
@@ -83,7 +83,7 @@ class GatewayForwardingHandler(APIHandler):
 
 forwarding_handlers = [
     (
-        r"/api/(?P<path>sandboxes(?:/.*)?|snapshots(?:/.*)?|sandbox-features/?)",
+        r"/api/(?P<path>sandboxes(?:/.*)?|snapshots(?:/.*)?|credentials(?:/.*)?|sandbox-features/?)",
         GatewayForwardingHandler,
     )
 ]

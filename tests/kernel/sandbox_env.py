@@ -46,6 +46,8 @@ def sandbox_kernel_env(
         f"c.SandboxSettings.state_dir = {str(state_dir)!r}",
         f"c.HeadlessPool.enabled = {headless_pool!r}",
         f"c.HeadlessPool.idle_timeout = {idle_timeout!r}",
+        # The owners' credentials the proxies read: the test's own, never the user's data dir.
+        f"c.NetworkSettings.credentials_dir = {str(credentials_dir(state_dir))!r}",
     ]
     lines += [f"c.SandboxSettings.{name} = {value!r}" for name, value in settings.items()]
     (config_dir / "jupyter_sandbox_config.py").write_text("\n".join(lines) + "\n")
@@ -62,7 +64,13 @@ def sandbox_kernel_env(
         finally:  # the directories go even when a container could not
             remove_state_dir(state_dir)
             shutil.rmtree(config_dir, ignore_errors=True)
+            shutil.rmtree(credentials_dir(state_dir), ignore_errors=True)
         shutil.rmtree(notebook_dir(state_dir), ignore_errors=True)
+
+
+def credentials_dir(state_dir: Path) -> Path:
+    """The credentials directory beside the state directory (NetworkSettings.credentials_dir)."""
+    return state_dir.with_name(state_dir.name + "-credentials")
 
 
 def notebook_dir(state_dir: Path) -> Path:

@@ -1,10 +1,12 @@
 """TLS inspection through real sandboxes on both runtimes (issue 37 item 2; rows 120-123).
 
-The sandbox trusts its own CA through the usual variables (tls_ca.TRUST_ENVIRONMENT), so
-urllib, requests and pip reach an HTTPS test server on the host's 127.0.0.1 (signed by a test CA
-that only the proxy trusts, through NetworkSettings.upstream_extra_ca_file) with the proxy in
-the middle; the proxy refuses an upstream whose certificate does not verify, and a Host or TLS
-server name that is not the CONNECT host. With inspection off the tunnel is as before.
+Inspection is off (the default); the owner's credentials name some hosts, which makes them
+inspected. The sandbox trusts its own CA through the usual variables (tls_ca.TRUST_ENVIRONMENT),
+so urllib, requests and pip reach HTTPS test servers on the host's 127.0.0.1 (signed by a test
+CA that only the proxy trusts, through NetworkSettings.upstream_extra_ca_file) with the proxy in
+the middle adding the credential; the proxy refuses an upstream whose certificate does not
+verify, and a Host or TLS server name that is not the CONNECT host. A host without credential
+is tunneled as before.
 
 requests is not in the sandbox image: the host's own installed requests (and what it imports)
 is copied into the sandbox's workspace, unmodified, as tests/security/test_network_refusals.py
@@ -33,11 +35,14 @@ import pytest_asyncio
 import requests
 import urllib3
 
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.network import read_audit
 from jupyter_sandbox.sandbox.network.control import TUNNEL_SOCKET
-from jupyter_sandbox.sandbox.network.tls_ca import CA_KEY, TRUST_DIR
+from jupyter_sandbox.sandbox.network.credentials import CredentialStore
+from jupyter_sandbox.sandbox.network.tls_ca import CA_KEY
+from jupyter_sandbox.sandbox.programs import image_programs
 from tests.conftest import (
     BOTH_RUNTIMES,
     manager_config,
@@ -47,10 +52,21 @@ from tests.conftest import (
 )
 from tests.kernel_client import execute
 from tests.sandbox.network.tls_servers import LocalCA, TLSServer, local_ca, tls_server
+from tests.security.test_network_credentials import SEARCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OWNER = "alice"
-NAMES = ("allowed.test", "index.test", "selfsigned.test", "wrong.test", "expired.test")
+NAMES = (
+    "allowed.test",
+    "index.test",
+    "selfsigned.test",
+    "wrong.test",
+    "expired.test",
+    "plain.test",
+)
+SECRET = "Bearer tls-inspected-4f1c9e0b7a"
+PASSWORD = "pip-index-pass-93b2d1"
+BASIC = "pipuser:" + PASSWORD
 
 HELPERS = r"""
 import json, os, socket, ssl, subprocess, sys, urllib.error, urllib.request
@@ -176,8 +192,17 @@ def upstream(ca: LocalCA) -> Iterator[TLSServer]:
 
 @pytest.fixture(scope="module")
 def index(ca: LocalCA) -> Iterator[TLSServer]:
+    """A simple index behind basic auth: only the proxy's credential opens it."""
     name, data = wheel("jsb_tls_probe", "1.0")
     with tls_server(*ca.server_files("index.test"), files={name: data}) as server:
+        server.basic = BASIC
+        yield server
+
+
+@pytest.fixture(scope="module")
+def plain(ca: LocalCA) -> Iterator[TLSServer]:
+    """A host no credential names."""
+    with tls_server(*ca.server_files("plain.test")) as server:
         yield server
 
 
@@ -198,16 +223,27 @@ def workspace() -> Iterator[Path]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def net_manager(ca: LocalCA) -> AsyncIterator[SandboxManager]:
+    """Inspection off (the default): the credentials below make their hosts inspected."""
     state_dir = Path(tempfile.mkdtemp(prefix="jsbt-", dir="/tmp"))
+    store = Path(tempfile.mkdtemp(prefix="jsbt-credentials-", dir="/tmp"))
     config = manager_config(state_dir)
     config.NetworkSettings.allow_loopback_for_tests = True
     config.NetworkSettings.test_host_addresses = dict.fromkeys(NAMES, "127.0.0.1")
-    config.NetworkSettings.tls_inspection = True
     config.NetworkSettings.upstream_extra_ca_file = str(ca.pem_file)
+    config.NetworkSettings.credentials_dir = str(store / "credentials")
+    credentials = CredentialStore(store / "credentials")
+    hosts = ["allowed.test", "selfsigned.test", "wrong.test", "expired.test"]
+    credentials.set(OWNER, "api", {"hosts": hosts, "headers": {"Authorization": SECRET}})
+    credentials.set(
+        OWNER,
+        "index",
+        {"hosts": ["index.test"], "basic": {"username": "pipuser", "password": PASSWORD}},
+    )
     manager = SandboxManager.from_config(config)
     try:
         yield manager
     finally:
+        shutil.rmtree(store, ignore_errors=True)
         for info in await manager.list_sandboxes(OWNER):
             await manager.remove(OWNER, info.sandbox_id)
         await remove_everything_under(manager, state_dir)
@@ -257,27 +293,46 @@ def root_of(manager: SandboxManager, box: Sandbox) -> Path:
 
 @pytest.mark.checklist(
     row=120,
-    attack="sandboxed urllib, requests and pip (a local HTTPS index) through TLS inspection; "
-    "writing to the bundle the sandbox trusts",
-    expected="each reaches the upstream through the proxy with a leaf of the sandbox's own CA; "
-    "the bundle is read-only, its key is never in the sandbox",
+    attack="sandboxed urllib, requests and pip (a local HTTPS index behind basic auth) to hosts "
+    "a credential names, inspection otherwise off; then the sandbox searches /proc/*/environ, "
+    "every file it can read and the answers for the values, and writes to its trust bundle",
+    expected="each reaches the upstream through inspection with the credential added, trusting "
+    "the sandbox's own CA; no value and no CA key anywhere in the sandbox; the bundle is "
+    "read-only",
 )
-async def test_clients_trust_the_sandbox_ca_and_reach_the_upstream_through_inspection(
+async def test_clients_reach_the_upstream_through_inspection_with_the_credential(
     net_manager: SandboxManager,
     box: Sandbox,
     upstream: TLSServer,
     index: TLSServer,
     observe: Callable[..., None],
 ) -> None:
-    """Row 120: the sandbox's clients trust its CA through the usual variables, so inspection
-    is transparent to them; what they trust cannot be changed from inside."""
+    """Row 120: a credential's host is inspected, transparently to the sandbox's clients (they
+    trust its CA through the usual variables); the credential reaches the server and nothing
+    of it, nor of the CA's key, reaches the sandbox."""
     url = f"https://allowed.test:{upstream.port}/x"
-    assert await run(box, f"with_urllib({url!r})") == "200 hello from the TLS test server\n"
+    by_urllib = await run(box, f"with_urllib({url!r}, {{'Authorization': 'mine'}})")
+    assert by_urllib == "200 hello from the TLS test server\n"
+    assert upstream.requests[-1]["authorization"] == SECRET  # replaced the sandbox's own
     assert await run(box, f"with_requests({url!r})") == "200 hello from the TLS test server\n"
+    assert upstream.requests[-1]["authorization"] == SECRET
     assert upstream.requests[-1]["connection"] == "close"
     pip = await run(box, f"with_pip('https://index.test:{index.port}/simple/', 'jsb_tls_probe')")
     assert pip.startswith("0 "), pip
     assert "/files/jsb_tls_probe-1.0-py3-none-any.whl" in index.paths
+    assert await run(box, "__import__('jsb_tls_probe').VALUE") == "installed through TLS inspection"
+    secrets = [SECRET, PASSWORD, base64.b64encode(BASIC.encode()).decode()]
+    assert not any(secret in by_urllib + pip for secret in secrets)
+    searched = await net_manager.exec(
+        OWNER,
+        box.sandbox_id,
+        [image_programs.PYTHON, "-c", SEARCH],
+        ExecOptions(timeout=600, stdin=json.dumps(secrets).encode()),
+    )
+    assert searched.exit_code == 0, searched.stderr
+    result = json.loads(searched.stdout.decode().strip().splitlines()[-1])
+    assert result["found"] == []
+    assert result["files"] > 1000  # it did read the image's files
     trust = await run(box, "trust()")
     assert trust["same"] == ["/etc/jupyter-sandbox/ca-bundle.pem"]
     assert trust["node"] == "/etc/jupyter-sandbox/ca.pem"
@@ -288,10 +343,15 @@ async def test_clients_trust_the_sandbox_ca_and_reach_the_upstream_through_inspe
     key = (root / CA_KEY).read_text()
     line = base64.b64encode(key.splitlines()[1].encode()).decode()
     assert await run(box, f"holding({line!r})") == []
-    entries = [e for e in read_audit(root) if e.get("rule") == "inspected"]
-    assert {e["host"] for e in entries} >= {"allowed.test", "index.test"}
-    assert (root / TRUST_DIR).is_dir()
-    observe(f"pip: {pip.splitlines()[-1][:200]}", cases=4)
+    audit = read_audit(root)
+    used = {e["host"]: e.get("credential") for e in audit if e["rule"].startswith("inspected")}
+    assert used == {"allowed.test": "api", "index.test": "index"}
+    assert not any(secret in json.dumps(audit) for secret in secrets)
+    observe(
+        f"pip: {pip.strip().splitlines()[-1][:120]}; searched {result['files']} files and "
+        "/proc/*/environ: no value",
+        cases=5,
+    )
 
 
 @pytest.mark.checklist(
@@ -371,36 +431,38 @@ async def test_fronting_under_inspection_is_refused(
     attack="with inspection off and no credential for the host: HTTPS through the proxy, and "
     "TLS asking for another server name",
     expected="tunneled as before (the client sees the server's own certificate, not one of the "
-    "sandbox's CA); another server name is still closed",
+    "sandbox's CA); another server name is still closed; NetworkSettings.tls_inspection then "
+    "inspects that host too",
 )
-async def test_without_inspection_the_tunnel_is_as_before(
+async def test_without_credential_or_inspection_the_tunnel_is_as_before(
     net_manager: SandboxManager,
     box: Sandbox,
-    upstream: TLSServer,
+    plain: TLSServer,
     observe: Callable[..., None],
 ) -> None:
-    """Row 123: the proxy is restarted without inspection (a setting of the proxy process):
-    the sandbox's client then meets the upstream's certificate itself, which its bundle does
-    not trust; the SNI check of the tunnel stays."""
+    """Row 123: plain.test has no credential: the sandbox's client meets its upstream's
+    certificate itself (a test CA its bundle does not hold); the tunnel's SNI check stays.
+    With inspection turned on (a setting of the proxy process, so the proxy is restarted) the
+    client is shown a leaf of its own CA instead."""
+    port = plain.port
+    shown = await run(box, f"verifies('plain.test', {port})")
+    assert shown.startswith("not verified: CERTIFICATE_VERIFY_FAILED"), shown
+    fronted = await run(box, f"fronted('plain.test', {port}, 'evil.test', 'plain.test')")
+    assert fronted == ""  # closed before any byte passed
+    assert plain.requests == []
+    entry = read_audit(root_of(net_manager, box))[-1]
+    assert entry["rule"] == "TLS server name evil.test is not the CONNECT host plain.test"
     policy = ",".join(NAMES)
-    net_manager.network.tls_inspection = False
+    net_manager.network.tls_inspection = True
     try:
         await net_manager.set_network_policy(OWNER, box.sandbox_id, "none")
         await net_manager.set_network_policy(OWNER, box.sandbox_id, policy)
-        shown = await run(box, f"verifies('allowed.test', {upstream.port})")
-        assert shown.startswith("not verified: CERTIFICATE_VERIFY_FAILED"), shown
-        before = len(upstream.requests)
-        fronted = await run(
-            box, f"fronted('allowed.test', {upstream.port}, 'evil.test', 'allowed.test')"
-        )
-        assert fronted == ""  # closed before any byte passed
-        assert len(upstream.requests) == before
-        entry = read_audit(root_of(net_manager, box))[-1]
-        assert entry["rule"] == "TLS server name evil.test is not the CONNECT host allowed.test"
+        assert await run(box, f"verifies('plain.test', {port})") == "verified"
+        said = await run(box, f"with_urllib('https://plain.test:{port}/')")
+        assert said == "200 hello from the TLS test server\n"
+        assert "authorization" not in plain.requests[-1]
     finally:
-        net_manager.network.tls_inspection = True
+        net_manager.network.tls_inspection = False
         await net_manager.set_network_policy(OWNER, box.sandbox_id, "none")
         await net_manager.set_network_policy(OWNER, box.sandbox_id, policy)
-    with_inspection = await run(box, f"verifies('allowed.test', {upstream.port})")
-    assert with_inspection == "verified"
-    observe(f"without inspection: {shown}", cases=2)
+    observe(f"without inspection: {shown}", cases=3)

@@ -69,10 +69,12 @@ def jp_asyncio_loop(_function_scoped_runner: asyncio.Runner) -> Iterator[asyncio
 
 
 @pytest.fixture
-def jp_server_config(state_dir: Path, purpose: str) -> dict[str, Any]:
+def jp_server_config(state_dir: Path, purpose: str, tmp_path: Path) -> dict[str, Any]:
     return {
         "ServerApp": {"jpserver_extensions": {EXTENSION: True}},
         "SandboxSettings": {"state_dir": str(state_dir), "runtime": "runc"},
+        # The test's own credentials store, removed with tmp_path (never the user's data dir).
+        "NetworkSettings": {"credentials_dir": str(tmp_path / "credentials")},
         "SandboxExtension": {"container_purpose": purpose},
         # Culling runs on demand in these tests, not on a timer; the pool only where tested.
         "SandboxCuller": {"interval": 3600.0},

@@ -92,6 +92,9 @@ UNSTATED = {
     # moved nor removed, whatever the path that names it: relations no pattern states.
     ("PATCH", "/api/sandboxes/{sandbox_id}/files"),
     ("DELETE", "/api/sandboxes/{sandbox_id}/files"),
+    # A credential's host patterns follow the policy's grammar (no address, no bare top-level
+    # name) and some header names are refused (Host, Connection...): more than a pattern says.
+    ("PUT", "/api/credentials/{name}"),
 }
 
 

@@ -44,6 +44,7 @@ def routes() -> set[tuple[str, str]]:
         path = path.replace("(?P<snapshot_id>[^/]+)", "{snapshot_id}")
         path = path.replace("(?P<command_id>[^/]+)", "{command_id}")
         path = path.replace("(?P<request_id>[^/]+)", "{request_id}")
+        path = path.replace("(?P<name>[^/]+)", "{name}")
         choice = re.search(r"\(\?P<action>([^)]*)\)", path)
         paths = (
             [path.replace(choice.group(0), a) for a in choice.group(1).split("|")]

@@ -2,7 +2,8 @@
 
 Started by network/control.py (detached, its own session) when a sandbox's policy allows
 network; ``ROOT`` is the sandbox's host directory, ``OPTIONS`` the JSON of
-``NetworkSettings.proxy_options()``. The token is read from the host-only state file, never from
+``NetworkSettings.proxy_options()`` (among them the credentials directory, whose owner's file
+it reads on each request for the sandbox's owner, named in its state). The token is read from the host-only state file, never from
 the command line (which other users can read). It holds ``egress-proxy.lock`` (with its pid)
 while it runs, prints ``ready`` once a tunnel into the sandbox is open, and exits on SIGTERM or
 as soon as the sandbox's directory is gone (the sandbox was removed), so it never outlives its
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
@@ -25,6 +28,7 @@ from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.asks import HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.control import PROXY_LOCK, TUNNEL_SOCKET
+from jupyter_sandbox.sandbox.network.credentials import CredentialStore
 from jupyter_sandbox.sandbox.network.egress_proxy import EgressProxy
 from jupyter_sandbox.sandbox.network.settings import guard_from_options
 from jupyter_sandbox.sandbox.network.tunnels import TunnelKeeper
@@ -46,6 +50,7 @@ async def serve(root: Path, options: dict[str, object]) -> int:
         max_pending=int(str(options.get("max_pending_requests", 8))),
     )
     asks.clear()  # what an earlier proxy of this sandbox held ended with it
+    credentials = credentials_of(state, options)
     proxy = EgressProxy(
         root,
         guard_from_options(options),
@@ -53,6 +58,7 @@ async def serve(root: Path, options: dict[str, object]) -> int:
         test_host_addresses=dict(options.get("test_host_addresses") or {}),  # type: ignore[call-overload]
         connect_timeout=float(str(options.get("connect_timeout", 10))),
         asks=asks,
+        credentials=credentials,
         tls_inspection=bool(options.get("tls_inspection", False)),
         upstream_extra_ca_file=str(options.get("upstream_extra_ca_file") or ""),
     )
@@ -82,6 +88,18 @@ async def serve(root: Path, options: dict[str, object]) -> int:
             await within(stop.wait(), WATCH_SECONDS)
     await keeper.close()
     return 0
+
+
+def credentials_of(
+    state: dict[str, object], options: dict[str, object]
+) -> Callable[[str, int], list[tuple[str, str]]] | None:
+    """The sandbox owner's credentials for a host and port, read from the store on each call
+    (a credential set or removed applies to the next request); None without a store or owner."""
+    owner, where = state.get("owner"), options.get("credentials_dir")
+    if not isinstance(owner, str) or not owner or not isinstance(where, str) or not where:
+        return None
+    store = CredentialStore(Path(where))
+    return functools.partial(store.headers_for, owner)
 
 
 def main(argv: list[str]) -> int:

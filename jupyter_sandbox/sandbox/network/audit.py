@@ -10,7 +10,8 @@ never sees its host directory beyond ``io/``) and rotated at ``audit_max_bytes``
 A request an ``ask`` policy held (asks.py) also has the decision on it: ``decision`` (once,
 sandbox, deny, timeout, policy when a change of the policy decided it, withdrawn when the
 sandbox's program closed its connection first), ``by`` (the user who decided, or ``timeout``)
-and ``decided_at``.
+and ``decided_at``. A request the proxy added an owner's credentials to names them:
+``credential`` (the credential's name, or a list of names when several applied), never a value.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class AuditLog:
         rule: str,
         address: str | None = None,
         asked: dict[str, str] | None = None,
+        credentials: list[str] | None = None,
     ) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "time": now_iso("milliseconds"),
@@ -60,6 +62,9 @@ class AuditLog:
             entry["address"] = address
         if asked is not None:
             entry.update(asked)
+        if credentials:
+            # One credential: its name as a string, as the docs show; several: a list.
+            entry["credential"] = credentials[0] if len(credentials) == 1 else list(credentials)
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
         try:
             if self.path.stat().st_size + len(line) > self.max_bytes:

@@ -8,15 +8,22 @@ alone. Each owner's file is 0600 in a 0700 directory of the host (issue 37, item
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
+from jupyter_sandbox.protocol.errors import (
+    CredentialNotFoundError,
+    InvalidRequestError,
+    SandboxError,
+)
 from jupyter_sandbox.sandbox.host.sandbox_dir import write_json_atomic
 from jupyter_sandbox.sandbox.network.policy import HostPattern
 
@@ -42,13 +49,6 @@ _MAX_VALUE = 8192
 _MAX_HOSTS = 32
 _MAX_HEADERS = 16
 _MAX_PER_OWNER = 64
-
-
-class CredentialNotFoundError(SandboxError):
-    """No credential of that name for this owner."""
-
-    code = "credential_not_found"
-    http_status = 404
 
 
 def _invalid(name: str, what: str) -> InvalidRequestError:
@@ -172,34 +172,78 @@ class CredentialStore:
         stored = {name: item._stored() for name, item in credentials.items()}
         write_json_atomic(self._path(owner), stored)
 
-    def set(self, owner: str, name: str, data: Any) -> Credential:
+    @contextlib.contextmanager
+    def _changing(self, owner: str) -> Iterator[dict[str, Credential]]:
+        """The owner's credentials, to change in place, saved at the end; one change of the
+        store at a time (flock of its directory: no file beside the owners'), so two at once
+        never lose one."""
+        self._path(owner)  # the owner is checked before anything is made
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            credentials = self._load(owner)
+            yield credentials
+            self._save(owner, credentials)
+        finally:
+            os.close(fd)
+
+    def put(self, owner: str, name: str, data: Any) -> tuple[Credential, bool]:
+        """Set the credential ``name`` from ``data`` (its REST body); whether it is new."""
         credential = Credential.parse(name, data)
-        credentials = self._load(owner)
-        if name not in credentials and len(credentials) >= _MAX_PER_OWNER:
-            raise InvalidRequestError(
-                f"at most {_MAX_PER_OWNER} credentials per owner: remove one first"
-            )
-        credentials[name] = credential
-        self._save(owner, credentials)
-        return credential
+        with self._changing(owner) as credentials:
+            created = name not in credentials
+            if created and len(credentials) >= _MAX_PER_OWNER:
+                raise InvalidRequestError(
+                    f"at most {_MAX_PER_OWNER} credentials per owner: remove one first"
+                )
+            credentials[name] = credential
+        return credential, created
+
+    def set(self, owner: str, name: str, data: Any) -> Credential:
+        return self.put(owner, name, data)[0]
 
     def describe(self, owner: str) -> list[dict[str, Any]]:
         return [item.public() for _, item in sorted(self._load(owner).items())]
 
     def remove(self, owner: str, name: str) -> None:
-        credentials = self._load(owner)
-        if name not in credentials:
-            raise CredentialNotFoundError(
-                f"no credential {name!r}: 'jupyter sandbox credentials list' shows yours"
-            )
-        del credentials[name]
-        self._save(owner, credentials)
+        with self._changing(owner) as credentials:
+            if name not in credentials:
+                raise CredentialNotFoundError(
+                    f"no credential {name!r:.80}: 'jupyter sandbox credentials list' shows yours"
+                )
+            del credentials[name]
 
     def headers_for(self, owner: str, host: str, port: int) -> list[tuple[str, str]]:
-        """The headers to add to a request to ``host:port`` (the caller checks the policy)."""
-        return [
-            header
-            for item in self._load(owner).values()
-            if item.applies_to(host, port)
-            for header in item.headers
-        ]
+        """The headers to add to a request to ``host:port`` (the caller checks the policy), as
+        :class:`InjectedHeaders` (the credentials' names ride along for the audit). Two
+        credentials naming the same header for one host: the first by name gives it, so a
+        request never carries two copies."""
+        injected = InjectedHeaders()
+        taken: set[str] = set()
+        for name, item in sorted(self._load(owner).items()):
+            if not item.applies_to(host, port):
+                continue
+            used = False
+            for key, value in item.headers:
+                if key.lower() not in taken:
+                    taken.add(key.lower())
+                    injected.append((key, value))
+                    used = True
+            if used:
+                injected.names.append(name)
+        return injected
+
+
+class InjectedHeaders(list[tuple[str, str]]):
+    """The headers :meth:`CredentialStore.headers_for` gives, with the names of the
+    credentials they came from in ``names``: what the audit records (never a value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+
+def credential_names(headers: list[tuple[str, str]]) -> list[str]:
+    """The credentials' names behind ``headers`` (none known: an empty list)."""
+    return list(headers.names) if isinstance(headers, InjectedHeaders) else []

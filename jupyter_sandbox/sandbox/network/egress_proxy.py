@@ -16,7 +16,11 @@ Refusals are ``403`` answers from the proxy whose reason phrase names the policy
 the rule (forwarder.refusal_text: urllib, requests and pip show a proxy's reason phrase in the
 error they raise, and never its body), with the same line in the body and the bare rule in the
 ``X-Jupyter-Sandbox-Denied`` header. A plain HTTP request is forwarded with its ``Host`` header
-set to the URI's authority (no smuggled Host) and ``Connection: close`` (request_head.py).
+set to the URI's authority (no smuggled Host) and ``Connection: close`` (request_head.py), and
+with the owner's credentials for that host and port added (``credentials``, read on each
+request; issue 37): only once the policy allowed the request, never for an IP literal (no
+credential pattern names an address), each replacing a header of the same name the sandbox sent.
+The audit names the credentials used; no answer, log line or audit entry carries a value.
 A CONNECT whose host and port a credential names, or every CONNECT when
 ``NetworkSettings.tls_inspection`` is on, is inspected (inspection.py): the proxy terminates
 the sandbox's TLS with a leaf of the sandbox's own CA (tls_ca.py), refuses a TLS server name or
@@ -42,6 +46,7 @@ from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.addresses import AddressGuard
 from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, HeldRequests
 from jupyter_sandbox.sandbox.network.audit import AuditLog
+from jupyter_sandbox.sandbox.network.credentials import credential_names
 from jupyter_sandbox.sandbox.network.forwarder import refusal_text
 from jupyter_sandbox.sandbox.network.inspection import Inspection, inspect, upstream_context
 from jupyter_sandbox.sandbox.network.policy import (
@@ -58,6 +63,7 @@ from jupyter_sandbox.sandbox.network.request_head import (
     is_address,
     parse_head,
     read_head,
+    with_headers,
 )
 from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, server_name
 from jupyter_sandbox.sandbox.network.splice import relay
@@ -96,9 +102,9 @@ class EgressProxy:
         self.audit = audit
         self.test_host_addresses = test_host_addresses or {}
         self.connect_timeout = connect_timeout
+        # The owner's credentials for a host and port (credentials.py), read on each request.
+        self.credentials = credentials
         self._policy: tuple[tuple[int, int], NetworkPolicy] | None = None
-        # The headers to add for a host and port, read fresh on each request (credentials.py).
-        self.credentials = credentials or (lambda host, port: [])
         self.tls_inspection = tls_inspection
         self.upstream_extra_ca_file = upstream_extra_ca_file
         self._minter: LeafMinter | None = None
@@ -133,9 +139,10 @@ class EgressProxy:
         except (BadRequest, asyncio.TimeoutError) as exc:
             await answer(client, 400, "Bad Request", f"bad proxy request: {exc}")
             return
-        upstream = await self._open(request, client)
-        if upstream is None:
+        opened = await self._open(request, client)
+        if opened is None:
             return
+        upstream, head = opened
         loop = asyncio.get_running_loop()
         try:
             if request.method == "CONNECT":
@@ -144,7 +151,7 @@ class EgressProxy:
                     await inspect(client, rest, upstream, self._inspection(request))
                     return
             else:
-                await loop.sock_sendall(upstream, request.head)
+                await loop.sock_sendall(upstream, head)
             # The client's early bytes go out through the relay, after the server name check.
             check = self._tls_name_check(request) if request.method == "CONNECT" else None
             await relay(client, upstream, check, rest)
@@ -153,8 +160,21 @@ class EgressProxy:
 
     def _inspects(self, request: ProxyRequest) -> bool:
         """Whether a CONNECT is inspected: always when the administrator said so, else when a
-        credential names its host and port (the proxy must see the request to add it)."""
-        return self.tls_inspection or bool(self.credentials(request.host, request.port))
+        credential names its host and port (the proxy must see the request to add it). A
+        store that cannot be read inspects too: the inspection then refuses the request."""
+        if self.tls_inspection:
+            return True
+        try:
+            return bool(self._credentials_for(request.host, request.port))
+        except Exception:  # whatever broke the store: the inspection refuses the request
+            return True
+
+    def _credentials_for(self, host: str, port: int) -> list[tuple[str, str]]:
+        """The owner's credential headers for ``host:port``: none for an IP literal
+        (credentials name hosts) or without a store."""
+        if self.credentials is None or is_address(host):
+            return []
+        return self.credentials(host, port)
 
     def _inspection(self, request: ProxyRequest) -> Inspection:
         if self._minter is None:
@@ -162,9 +182,14 @@ class EgressProxy:
             self._upstream_context = upstream_context(self.upstream_extra_ca_file)
         assert self._upstream_context is not None
 
-        def record(method: str, allowed: bool, rule: str) -> None:
+        def record(method: str, allowed: bool, rule: str, credentials: list[str]) -> None:
             self.audit.record(
-                host=request.host, port=request.port, method=method, allowed=allowed, rule=rule
+                host=request.host,
+                port=request.port,
+                method=method,
+                allowed=allowed,
+                rule=rule,
+                credentials=credentials,
             )
             if not allowed:
                 log.info("refused inside %s:%s: %s", request.host, request.port, rule)
@@ -174,7 +199,7 @@ class EgressProxy:
             request.port,
             self._minter,
             self._upstream_context,
-            self.credentials,
+            self._credentials_for,
             record,
         )
 
@@ -199,7 +224,11 @@ class EgressProxy:
 
         return check
 
-    async def _open(self, request: ProxyRequest, client: socket.socket) -> socket.socket | None:
+    async def _open(
+        self, request: ProxyRequest, client: socket.socket
+    ) -> tuple[socket.socket, bytes] | None:
+        """The upstream connection for an allowed ``request`` and the head to send it (with
+        the credentials added), or None once the client was answered."""
         host, port = request.host, request.port
         policy = self.current_policy()
         decision = policy.decide(host, port)
@@ -231,6 +260,15 @@ class EgressProxy:
                 rule = f"resolved to a denied address {address} ({why})"
                 await self._deny(client, request, policy.mode, rule, address)
                 return None
+        try:
+            head, used = self._with_credentials(request)
+        except Exception as exc:  # a broken store refuses the request; it never leaks
+            # Only the type: a message of a broken store's parser could quote its content.
+            log.error("credentials for %s:%s unreadable: %s", host, port, type(exc).__name__)
+            rule = "the owner's credentials could not be read (see the server's log)"
+            self._record(request, allowed=False, rule=rule)
+            await answer(client, 502, "Bad Gateway", f"{host}:{port}: {rule}")
+            return None
         error: Exception | None = None
         loop = asyncio.get_running_loop()
         for address in addresses:  # each one checked above; connected to as it is
@@ -243,8 +281,15 @@ class EgressProxy:
                 upstream.close()
                 error = exc
                 continue
-            self._record(request, allowed=True, rule=decision.rule, address=address, asked=asked)
-            return upstream
+            self._record(
+                request,
+                allowed=True,
+                rule=decision.rule,
+                address=address,
+                asked=asked,
+                credentials=used,
+            )
+            return upstream, head
         self._record(
             request,
             allowed=False,
@@ -253,6 +298,18 @@ class EgressProxy:
         )
         await answer(client, 502, "Bad Gateway", f"could not connect to {host}:{port}: {error!r}")
         return None
+
+    def _with_credentials(self, request: ProxyRequest) -> tuple[bytes, list[str]]:
+        """The head to send upstream for an allowed plain-HTTP ``request``, with the owner's
+        credentials for its host and port, and their names. None for CONNECT (a tunnel's
+        bytes are TLS the proxy does not read) nor for an IP literal: credentials name hosts,
+        and the policy judged this name."""
+        if request.method == "CONNECT" or self.credentials is None or is_address(request.host):
+            return request.head, []
+        added = self.credentials(request.host, request.port)
+        if not added:
+            return request.head, []
+        return with_headers(request.head, added), credential_names(added) or ["(unnamed)"]
 
     async def _ask(
         self, request: ProxyRequest, client: socket.socket
@@ -327,8 +384,10 @@ class EgressProxy:
         rule: str,
         address: str | None = None,
         asked: Decision | None = None,
+        credentials: list[str] | None = None,
     ) -> None:
-        """One audit entry for ``request``'s decision (with the owner's, when it was held)."""
+        """One audit entry for ``request``'s decision (with the owner's, when it was held,
+        and the names of the credentials added to it, never their values)."""
         self.audit.record(
             host=request.host,
             port=request.port,
@@ -337,6 +396,7 @@ class EgressProxy:
             rule=rule,
             address=address,
             asked=None if asked is None else asked.audit_fields(),
+            credentials=credentials or None,
         )
 
     async def _resolve(self, host: str, port: int) -> list[str]:

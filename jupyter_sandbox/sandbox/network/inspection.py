@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import socket
 import ssl
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jupyter_sandbox.sandbox.host.http_head import TOKEN, split_head
+from jupyter_sandbox.sandbox.network.credentials import credential_names
 from jupyter_sandbox.sandbox.network.forwarder import Workers
 from jupyter_sandbox.sandbox.network.request_head import (
     _AUTHORITY,
@@ -67,6 +69,7 @@ MAX_LINE = 8192  # bytes of a chunk-size or trailer line
 MAX_TRAILERS = 100
 
 _WORKERS = Workers()
+log = logging.getLogger(__name__)
 
 
 class Refusal(Exception):
@@ -344,8 +347,8 @@ class Inspection:
     minter: LeafMinter
     upstream_context: ssl.SSLContext
     credentials: Callable[[str, int], list[tuple[str, str]]]
-    # Audit one decision: (method, allowed, rule).
-    record: Callable[[str, bool, str], None]
+    # Audit one decision: (method, allowed, rule, names of the credentials added).
+    record: Callable[[str, bool, str, list[str]], None]
 
 
 def upstream_context(extra_ca_file: str = "") -> ssl.SSLContext:
@@ -421,35 +424,49 @@ def serve(
     except (OSError, TimeoutError):
         return
     if not is_tls(first):
-        inspection.record("CONNECT", False, "not TLS inside a CONNECT that is inspected")
+        inspection.record("CONNECT", False, "not TLS inside a CONNECT that is inspected", [])
         return
     try:
         name = server_name(first)
     except (ValueError, Incomplete):
-        inspection.record("CONNECT", False, "an unreadable TLS ClientHello")
+        inspection.record("CONNECT", False, "an unreadable TLS ClientHello", [])
         return
     sandbox = Stream.server(client, inspection.minter.context(host), first)
     try:
         sandbox.handshake()
     except (ssl.SSLError, OSError, TimeoutError) as exc:
-        inspection.record("CONNECT", False, f"TLS with the sandbox's client failed: {exc}")
+        inspection.record("CONNECT", False, f"TLS with the sandbox's client failed: {exc}", [])
         return
     if name is not None and name.lower().rstrip(".") != host:
         rule = f"TLS server name {name[:100]} is not the CONNECT host {host}"
-        inspection.record("CONNECT", False, rule)
+        inspection.record("CONNECT", False, rule, [])
         _answer(sandbox, 421, "Misdirected Request", f"refused: {rule}", rule)
         return
     try:
         head = sandbox.read_head(deadline, time.monotonic)
-        request = rewrite_request(head, host, port, inspection.credentials(host, port))
-    except Refusal as refusal:
-        inspection.record("CONNECT", False, refusal.rule)
-        _answer(sandbox, refusal.status, refusal.reason, f"refused: {refusal.rule}", refusal.rule)
-        return
     except BadRequest as exc:
         _answer(sandbox, 400, "Bad Request", f"bad request inside the tunnel: {exc}")
         return
     except (EOFError, TimeoutError, OSError, ssl.SSLError):
+        return
+    try:
+        headers = inspection.credentials(host, port)  # fresh for each request
+    except Exception as exc:  # a broken store refuses the request; it never leaks
+        # Only the type: a message of a broken store's parser could quote its content.
+        log.error("credentials for %s:%s unreadable: %s", host, port, type(exc).__name__)
+        rule = "the owner's credentials could not be read (see the server's log)"
+        inspection.record("CONNECT", False, rule, [])
+        _answer(sandbox, 502, "Bad Gateway", f"{host}:{port}: {rule}")
+        return
+    names = (credential_names(headers) or ["(unnamed)"]) if headers else []
+    try:
+        request = rewrite_request(head, host, port, headers)
+    except Refusal as refusal:
+        inspection.record("CONNECT", False, refusal.rule, [])
+        _answer(sandbox, refusal.status, refusal.reason, f"refused: {refusal.rule}", refusal.rule)
+        return
+    except BadRequest as exc:
+        _answer(sandbox, 400, "Bad Request", f"bad request inside the tunnel: {exc}")
         return
     client.settimeout(None)  # the body and the answer take what they take, as in a tunnel
     upstream.settimeout(HEAD_TIMEOUT)
@@ -458,17 +475,19 @@ def serve(
         server.handshake()
     except ssl.SSLCertVerificationError as exc:
         rule = f"the upstream certificate of {host} did not verify: {exc.verify_message}"
-        inspection.record(request.method, False, rule)
+        inspection.record(request.method, False, rule, [])
         _answer(sandbox, 502, "Bad Gateway", f"refused: {rule}", rule)
         return
     except (ssl.SSLError, OSError, TimeoutError) as exc:
         rule = f"TLS with {host} failed: {exc}"
-        inspection.record(request.method, False, rule)
+        inspection.record(request.method, False, rule, [])
         _answer(sandbox, 502, "Bad Gateway", rule)
         return
     upstream.settimeout(None)
     added = ", ".join(request.added)
-    inspection.record(request.method, True, f"inspected; added {added}" if added else "inspected")
+    inspection.record(
+        request.method, True, f"inspected; added {added}" if added else "inspected", names
+    )
     try:
         server.send(request.head)
         if request.expects_continue:

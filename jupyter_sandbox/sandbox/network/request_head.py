@@ -102,6 +102,32 @@ def parse_head(head: bytes) -> ProxyRequest:
     return ProxyRequest(method, host, port, b"\r\n".join(out) + b"\r\n\r\n")
 
 
+def with_headers(head: bytes, added: list[tuple[str, str]]) -> bytes:
+    """``head`` (a head parse_head rewrote for the upstream) with the ``added`` headers (the
+    owner's credentials), each replacing every header of the same name the sandbox sent: the
+    upstream then sees one copy, the proxy's, and the sandbox cannot choose which one it reads.
+    A name or value that could end a header line is refused (ValueError), never sent."""
+    if not added:
+        return head
+    names: set[bytes] = set()
+    lines: list[bytes] = []
+    for key, value in added:
+        raw_key, raw_value = key.encode("ascii", "replace"), value.encode("ascii", "replace")
+        if (
+            not (key + value).isascii()
+            or not re.fullmatch(TOKEN, raw_key)
+            or not re.fullmatch(rb"[\x20-\x7e]*", raw_value)
+            or raw_key.lower() in _DROPPED | _ONCE
+        ):
+            raise ValueError("a credential's header name or value is not a valid header")
+        names.add(raw_key.lower())
+        lines.append(raw_key + b": " + raw_value)
+    request_line, *headers = head[: -len(b"\r\n\r\n")].split(b"\r\n")
+    kept = [line for line in headers if line.split(b":", 1)[0].lower() not in names]
+    # Before the proxy's Connection: close, the last line parse_head writes.
+    return b"\r\n".join([request_line, *kept[:-1], *lines, kept[-1]]) + b"\r\n\r\n"
+
+
 def _check_port(digits: bytes, message: str) -> int:
     port = int(digits)  # ASCII digits: the pattern said so
     if not 0 < port < 65536:

@@ -6,9 +6,12 @@ that allowlist unless its creator names another policy.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
@@ -95,6 +98,14 @@ class NetworkSettings(LoggingConfigurable):
         the host's trust store, when it verifies an upstream server under TLS inspection (a
         test's local TLS server signed by a test CA). Empty (default): the host's store only.""",
     )
+    credentials_dir = Unicode(
+        config=True,
+        help="""Host directory (made 0700) of the credentials owners give the server for the
+        host proxy to add to their sandboxes' requests (one 0600 file per owner; REST
+        /api/credentials, 'jupyter sandbox credentials'). Default: <jupyter data dir>/
+        sandbox-credentials, so they outlive the server as snapshots do. It must be outside
+        every directory a sandbox is shown (never a notebook folder).""",
+    )
     allow_loopback_for_tests = Bool(
         False,
         config=True,
@@ -109,6 +120,14 @@ class NetworkSettings(LoggingConfigurable):
         help="""FOR TESTS ONLY: names the host proxy resolves to the given address instead of
         asking DNS, e.g. {'allowed.test': '127.0.0.1'}. The address is still checked.""",
     )
+
+    @default("credentials_dir")
+    def _default_credentials_dir(self) -> str:
+        return os.path.join(jupyter_data_dir(), "sandbox-credentials")
+
+    @property
+    def credentials_path(self) -> Path:
+        return Path(self.credentials_dir)
 
     @validate("default_policy")
     def _check_policy(self, proposal: dict[str, Any]) -> str:
@@ -160,6 +179,7 @@ class NetworkSettings(LoggingConfigurable):
             "audit_max_bytes": int(self.audit_max_bytes),
             "ask_timeout": float(self.ask_timeout),
             "max_pending_requests": int(self.max_pending_requests),
+            "credentials_dir": str(self.credentials_path.absolute()),
             "tls_inspection": bool(self.tls_inspection),
             "upstream_extra_ca_file": str(self.upstream_extra_ca_file),
         }

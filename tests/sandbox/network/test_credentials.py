@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.sandbox.network.credentials import CredentialNotFoundError, CredentialStore
+from jupyter_sandbox.sandbox.network.credentials import (
+    CredentialNotFoundError,
+    CredentialStore,
+    credential_names,
+)
 
 SECRET = "s3cr3t-value-4f9a"
 
@@ -78,3 +82,17 @@ def test_any_owner_name_stays_inside_the_store(tmp_path: Path) -> None:
     assert store.headers_for("../../etc/x", "a.example.com", 443) == [("X-Key", "../../etc/x")]
     assert len(list((tmp_path / "creds").iterdir())) == 3
     assert list(tmp_path.iterdir()) == [tmp_path / "creds"]
+
+
+def test_headers_for_names_the_credentials_and_never_gives_a_header_twice(
+    tmp_path: Path,
+) -> None:
+    store = CredentialStore(tmp_path)
+    store.set("alice", "b-second", {"hosts": ["api.example.com"], "headers": {"X-Key": "two"}})
+    store.set("alice", "a-first", {"hosts": ["*.example.com"], "headers": {"x-key": "one"}})
+    store.set("alice", "other", {"hosts": ["other.example.org"], "headers": {"X-Other": "o"}})
+    headers = store.headers_for("alice", "api.example.com", 80)
+    assert headers == [("x-key", "one")]
+    assert credential_names(headers) == ["a-first"]
+    assert credential_names(store.headers_for("alice", "nothing.example.net", 80)) == []
+    assert credential_names([("X-Key", "v")]) == []  # a plain list names nothing

@@ -166,6 +166,7 @@ def test_a_credential_is_added_over_https_and_its_value_stays_out(
         assert SECRET not in str(response.getheaders())
         entries = read_audit(proxy.root)
         assert entries[-1]["rule"] == "inspected; added Authorization"
+        assert entries[-1]["credential"] == "api"
         assert entries[-1]["method"] == "GET"
         assert SECRET not in (proxy.root / "network-audit.jsonl").read_text()
 

@@ -17,6 +17,7 @@ from jupyter_sandbox.sandbox.network.request_head import (
     is_address,
     parse_head,
     read_head,
+    with_headers,
 )
 
 
@@ -211,3 +212,41 @@ async def test_read_head_refuses_a_complete_head_past_the_limit() -> None:
         big = b"GET http://a.test/ HTTP/1.1\r\nX: " + b"x" * MAX_HEAD + b"\r\n\r\n"
         with pytest.raises(BadRequest, match="too large"):
             await read_head(ours, big, list)
+
+
+def test_credentials_replace_the_sandboxs_headers_of_that_name_never_duplicate() -> None:
+    request = parse_head(
+        head(
+            "GET http://api.example.com/v1 HTTP/1.1",
+            "authorization: Bearer sandbox-chose-this",
+            "Accept: */*",
+            "AUTHORIZATION: Bearer and-this",
+        )
+    )
+    out = with_headers(request.head, [("Authorization", "Bearer from-the-owner")])
+    assert out == head(
+        "GET /v1 HTTP/1.1",
+        "Host: api.example.com",
+        "Accept: */*",
+        "Authorization: Bearer from-the-owner",
+        "Connection: close",
+    )
+    assert with_headers(request.head, []) == request.head
+
+
+@pytest.mark.parametrize(
+    "added",
+    [
+        [("X-Key", "a\r\nHost: evil.test")],
+        [("X-Key", "caf\u00e9")],
+        [("Bad Name", "v")],
+        [("Host", "evil.test")],
+        [("Content-Length", "0")],
+    ],
+)
+def test_a_credential_that_could_reframe_the_request_is_refused(
+    added: list[tuple[str, str]],
+) -> None:
+    request = parse_head(head("GET http://api.example.com/ HTTP/1.1"))
+    with pytest.raises(ValueError, match="not a valid header"):
+        with_headers(request.head, added)
