@@ -178,6 +178,7 @@ class Stream:
         self.buffer = bytearray()
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
+        self._plain = bytearray(BUFFER)  # what recv decrypts into
         if tls is None:
             self.buffer += received
         else:
@@ -221,21 +222,34 @@ class Stream:
             return
 
     def recv(self) -> bytes:
-        """What is buffered, else the next bytes to come; b"" at the end."""
+        """What is buffered, else the next bytes to come; b"" at the end. In TLS, everything
+        that the bytes read so far decrypt to (up to BUFFER): many records at once, so that
+        the other side encrypts and sends them in one go (one record at a time costs a
+        Python round per 16 KiB, measured in benchmarks/network.py --tls)."""
         if self.buffer:
             data = bytes(self.buffer)
             self.buffer.clear()
             return data
         if self.tls is None:
             return self.sock.recv(BUFFER)
+        out = self._plain
+        view = memoryview(out)
+        filled = 0
         while True:
             try:
-                return self.tls.read(BUFFER)
+                while filled < len(out):
+                    count = self.tls.read(len(out) - filled, view[filled:])
+                    if not count:
+                        break
+                    filled += count
+                return bytes(view[:filled])
             except ssl.SSLWantReadError:
+                if filled:
+                    return bytes(view[:filled])
                 self._flush()
                 self._fill()
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-                return b""
+                return bytes(view[:filled])
 
     def send(self, data: bytes) -> None:
         if self.tls is None:
