@@ -33,6 +33,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from jupyter_sandbox.sandbox.host.http_head import TOKEN, split_head
 from jupyter_sandbox.sandbox.network.credentials import credential_names
@@ -238,7 +239,8 @@ class Stream:
         while True:
             try:
                 while filled < len(out):
-                    count = self.tls.read(len(out) - filled, view[filled:])
+                    # With a buffer, read returns the count (typeshed says bytes).
+                    count = cast(int, self.tls.read(len(out) - filled, view[filled:]))
                     if not count:
                         break
                     filled += count
