@@ -224,9 +224,9 @@ class Stream:
 
     def recv(self) -> bytes:
         """What is buffered, else the next bytes to come; b"" at the end. In TLS, everything
-        that the bytes read so far decrypt to (up to BUFFER): many records at once, so that
-        the other side encrypts and sends them in one go (one record at a time costs a
-        Python round per 16 KiB, measured in benchmarks/network.py --tls)."""
+        that the bytes read so far decrypt to (up to BUFFER), many records at once, so that the
+        other side encrypts and sends them in one go (docs/explanation/performance.md, "HTTPS
+        through TLS inspection", has what one record at a time cost)."""
         if self.buffer:
             data = bytes(self.buffer)
             self.buffer.clear()
