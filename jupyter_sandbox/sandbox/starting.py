@@ -40,7 +40,7 @@ from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas, usage_of
 from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_proxy
 from jupyter_sandbox.sandbox.network.control import spawn_forwarder
-from jupyter_sandbox.sandbox.network.tls_ca import make_sandbox_ca
+from jupyter_sandbox.sandbox.network.tls_ca import make_sandbox_ca, trust_image_bundle
 from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
 from jupyter_sandbox.sandbox.workspace import plan_workspace
@@ -233,6 +233,8 @@ class SandboxStarter(SandboxAttacher):
                 self.quotas.check(usage_of(self.settings.state_path, request.owner))
             spec = build_container_spec(self.settings, spec_request, directory)
             await self.backend.create(sandbox_id, spec)
+            # Before it starts: its programs trust its image's CAs and its own CA from the first.
+            await trust_image_bundle(self.backend, sandbox_id, request.image, directory.root)
             await self.backend.start(sandbox_id)
             # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).
             engine_sample = request_engine_sample(self.backend, sandbox_id)

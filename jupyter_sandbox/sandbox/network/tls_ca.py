@@ -5,8 +5,10 @@ policy may allow network later, and the variables that point at the bundle are i
 sandbox's environment (container_spec.BASE_ENVIRONMENT). Its private key stays in the
 host-only root of the sandbox's directory (``tls-ca.key``, 0600, never mounted); only the
 certificate reaches the sandbox, in ``trust/``, which is mounted read-only at TRUST_MOUNT with
-the bundle its programs trust (the host's CA bundle and this CA). The host itself never trusts
-this CA: the proxy verifies upstream servers with the host's own trust store.
+the bundle its programs trust: the image's own CA bundle (read from the created container
+before it starts, ``trust_image_bundle``; the host's until then, or where the image has none)
+and this CA. The host itself never trusts this CA: the proxy verifies upstream servers with the
+host's own trust store.
 
 The proxy mints a leaf certificate per host name on demand (``LeafMinter``): the name as its
 only SAN, valid LEAF_LIFETIME, cached while it has more than half of that left.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 import ssl
 import tempfile
@@ -28,6 +31,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox.backends.base import SandboxBackend
 from jupyter_sandbox.sandbox.network.request_head import is_address
 
 CA_KEY = "tls-ca.key"  # in the sandbox directory's host-only root
@@ -49,6 +54,14 @@ TRUST_ENVIRONMENT = {
 }
 
 
+# Where a Debian-like image keeps its CA bundle (the sandbox image's, python:*-slim's).
+IMAGE_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+MAX_IMAGE_BUNDLE = 4 * 1024 * 1024  # bytes; Debian's is about 220 KB
+# The CA bundle of each image, by name, as read from its first sandbox (trust_image_bundle).
+_IMAGE_BUNDLES: dict[str, bytes] = {}
+log = logging.getLogger(__name__)
+
+
 def system_bundle() -> bytes:
     """The host's CA bundle (what Python's default context loads), PEM; empty if none."""
     paths = ssl.get_default_verify_paths()
@@ -56,6 +69,47 @@ def system_bundle() -> bytes:
         if path and os.path.isfile(path):
             return Path(path).read_bytes()
     return b""
+
+
+def write_bundle(root: Path, base: bytes) -> None:
+    """Make ``root``'s bundle ``base`` (PEM CAs) followed by the sandbox's CA, replacing the
+    one there (world-readable, as the certificate)."""
+    if base and not base.endswith(b"\n"):
+        base += b"\n"
+    trust = root / TRUST_DIR
+    data = base + (trust / CA_CERT).read_bytes()
+    staging = trust / f".{BUNDLE}.{os.getpid()}"
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(data)
+    finally:
+        os.close(fd)
+    os.replace(staging, trust / BUNDLE)
+
+
+async def trust_image_bundle(
+    backend: SandboxBackend, sandbox_id: str, image: str, root: Path
+) -> None:
+    """Make the bundle of a created sandbox its image's own CA bundle and its CA (read once
+    per image by this process); where the image has none the backend can read, the host's
+    stays (make_sandbox_ca)."""
+    base = _IMAGE_BUNDLES.get(image)
+    if base is None:
+        try:
+            read = await backend.image_file(sandbox_id, IMAGE_BUNDLE, MAX_IMAGE_BUNDLE)
+        except SandboxError as exc:
+            log.warning(
+                "the CA bundle of image %s is unreadable (%s): the host's is used", image, exc
+            )
+            return
+        if not read or b"-----BEGIN CERTIFICATE-----" not in read:
+            return
+        if len(_IMAGE_BUNDLES) >= 64:  # a few images per server: bounded all the same
+            _IMAGE_BUNDLES.clear()
+        base = _IMAGE_BUNDLES[image] = read
+    write_bundle(root, base)
 
 
 def _now() -> datetime.datetime:
