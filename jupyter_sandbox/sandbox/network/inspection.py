@@ -46,6 +46,7 @@ from jupyter_sandbox.sandbox.network.request_head import (
     MAX_HEADERS,
     BadRequest,
     _check_host,
+    answer_bytes,
 )
 from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, read_first_record, server_name
 from jupyter_sandbox.sandbox.network.tls_ca import LeafMinter
@@ -414,15 +415,10 @@ async def inspect(
 
 
 def _answer(stream: Stream, status: int, reason: str, text: str, denied: str = "") -> None:
-    payload = (text + "\n").encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n"
-    )
-    if denied:
-        head += f"X-Jupyter-Sandbox-Denied: {denied[:200]}\r\n"
+    """The proxy's own answer (request_head.answer_bytes) inside the sandbox's TLS, and the end
+    of it."""
     with contextlib.suppress(OSError, ssl.SSLError):
-        stream.send(head.encode("latin-1", "replace") + b"\r\n" + payload)
+        stream.send(answer_bytes(status, reason, text, denied))
         stream.close()
 
 
