@@ -25,15 +25,17 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typing import TYPE_CHECKING
 
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.base import SandboxBackend
 from jupyter_sandbox.sandbox.network.request_head import is_address
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+# cryptography is imported where a certificate is made, not with this module: the CLI and the
+# docs' build import the container spec, which names only this module's constants.
 
 CA_KEY = "tls-ca.key"  # in the sandbox directory's host-only root
 TRUST_DIR = "trust"  # in the sandbox directory; mounted read-only at TRUST_MOUNT
@@ -119,6 +121,11 @@ def _now() -> datetime.datetime:
 def make_sandbox_ca(root: Path, sandbox_id: str, bundle: bytes | None = None) -> None:
     """Make ``root``'s CA: the key (0600) in ``root``, certificate and bundle in
     ``root/trust`` (world-readable: the sandbox's uid may not be the host's)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name(
         [
@@ -180,6 +187,10 @@ class LeafMinter:
     """Server-side TLS contexts with a leaf for each host name, signed by the sandbox's CA."""
 
     def __init__(self, root: Path) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         loaded = serialization.load_pem_private_key((root / CA_KEY).read_bytes(), None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{root / CA_KEY} is not the sandbox CA's key")
@@ -197,6 +208,10 @@ class LeafMinter:
 
     def leaf(self, host: str) -> x509.Certificate:
         """A fresh leaf certificate for ``host`` (a name or an IP literal)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
         now = _now()
         san: x509.GeneralName = (
             x509.IPAddress(ipaddress.ip_address(host)) if is_address(host) else x509.DNSName(host)
@@ -227,6 +242,8 @@ class LeafMinter:
             if cached is not None and cached[0] - _now() > LEAF_LIFETIME / 2:
                 self._contexts.move_to_end(host)
                 return cached[1]
+        from cryptography.hazmat.primitives import serialization
+
         cert = self.leaf(host)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
