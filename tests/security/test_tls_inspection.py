@@ -300,10 +300,11 @@ def root_of(manager: SandboxManager, box: Sandbox) -> Path:
 @pytest.mark.checklist(
     row=120,
     attack="sandboxed urllib, requests and pip (a local HTTPS index behind basic auth) to hosts "
-    "a credential names, inspection otherwise off; then the sandbox searches /proc/*/environ, "
+    "a credential names, inspection otherwise off; a redirect to another host; then the "
+    "sandbox searches /proc/*/environ, "
     "every file it can read and the answers for the values, and writes to its trust bundle",
     expected="each reaches the upstream through inspection with the credential added, trusting "
-    "the sandbox's own CA; no value and no CA key anywhere in the sandbox; the bundle is "
+    "the sandbox's own CA; the redirect's target gets its own credential, not the first's; no value and no CA key anywhere in the sandbox; the bundle is "
     "read-only",
 )
 async def test_clients_reach_the_upstream_through_inspection_with_the_credential(
@@ -323,6 +324,13 @@ async def test_clients_reach_the_upstream_through_inspection_with_the_credential
     assert await run(box, f"with_requests({url!r})") == "200 hello from the TLS test server\n"
     assert upstream.requests[-1]["authorization"] == SECRET
     assert upstream.requests[-1]["connection"] == "close"
+    # A redirect to another host: its request carries that host's credential, not this one's.
+    redirect = (
+        f"https://allowed.test:{upstream.port}/redirect?to=https://index.test:{index.port}/simple/"
+    )
+    assert (await run(box, f"with_urllib({redirect!r})")).startswith("200 <html>")
+    assert upstream.paths[-1].startswith("/redirect?to=")
+    assert index.requests[-1]["authorization"].startswith("Basic ")
     pip = await run(box, f"with_pip('https://index.test:{index.port}/simple/', 'jsb_tls_probe')")
     assert pip.startswith("0 "), pip
     assert "/files/jsb_tls_probe-1.0-py3-none-any.whl" in index.paths

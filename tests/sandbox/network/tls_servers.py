@@ -2,7 +2,7 @@
 
 ``LocalCA`` makes a CA and server certificates for names; ``tls_server`` serves HTTPS on
 127.0.0.1 with one of them, recording each request's headers. GET answers a short greeting (or
-``size`` bytes); POST answers how many body bytes arrived and their digest; a path under
+``size`` bytes), ``/redirect?to=URL`` a 302 to URL; POST answers how many body bytes arrived and their digest; a path under
 ``/simple/`` serves a PEP 503 index of ``files`` (for pip), behind basic auth when ``basic``.
 """
 
@@ -141,6 +141,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if not self._record():
+            return
+        if self.path.startswith("/redirect?to="):
+            self._send(302, b"elsewhere\n", {"Location": self.path[len("/redirect?to=") :]})
             return
         if self.path.startswith("/simple/") or self.path.startswith("/files/"):
             self._index()
