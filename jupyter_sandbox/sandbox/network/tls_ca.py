@@ -194,6 +194,7 @@ class LeafMinter:
         loaded = serialization.load_pem_private_key((root / CA_KEY).read_bytes(), None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{root / CA_KEY} is not the sandbox CA's key")
+        self.root = root
         self.ca_key = loaded
         self.ca_cert = x509.load_pem_x509_certificate((root / TRUST_DIR / CA_CERT).read_bytes())
         # One key for every leaf of this proxy: minting is then one signature.
@@ -249,8 +250,9 @@ class LeafMinter:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(["http/1.1"])
         chain = cert.public_bytes(serialization.Encoding.PEM)
-        # load_cert_chain reads files only: a private temporary file, gone once loaded.
-        with tempfile.NamedTemporaryFile(prefix="jsb-leaf-") as f:
+        # load_cert_chain reads files only: a temporary file (0600) in the sandbox directory's
+        # host-only root, gone once loaded.
+        with tempfile.NamedTemporaryFile(prefix=".leaf-", dir=self.root) as f:
             f.write(chain + self._leaf_key_pem)
             f.flush()
             context.load_cert_chain(f.name)
