@@ -31,8 +31,16 @@ against the host's: one clock under both runtimes), and to the request's arrival
 (the host's clock alone). Target: at most 50 ms after the decision. ``--runs 0`` leaves the
 download and latency out.
 
+``--tls N`` also measures TLS inspection (network/inspection.py): N interleaved pairs of one
+HTTPS download of ``--size`` MB from a local TLS server (a certificate of a throwaway CA) by a
+program in the sandbox, through the plain tunnel (the program trusts that CA itself) and
+through inspection (``NetworkSettings.tls_inspection``; the proxy trusts that CA through
+``upstream_extra_ca_file``, the program its sandbox's CA); the host proxy is restarted between
+the two. Target: inspection at most 1.5x the tunnel's time.
+
     .venv/bin/python benchmarks/network.py --runtime runc --runtime runsc --size 100 --runs 3
     .venv/bin/python benchmarks/network.py --runs 0 --asks 50
+    .venv/bin/python benchmarks/network.py --runs 0 --tls 5 --size 50
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import asyncio
 import json
 import shutil
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -111,6 +120,29 @@ else:
         conn.close()
         times.append(time.perf_counter() - start)
     print(json.dumps({"times": times}))
+"""
+
+
+# Runs inside the sandbox: argv = proxy host:port, host, port, bytes, the CA's PEM to trust ("":
+# what the sandbox trusts, SSL_CERT_FILE). One HTTPS download; prints one JSON line.
+TLS_CLIENT = r"""
+import http.client, json, ssl, sys, time
+proxy, host, port, size, cadata = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+context = ssl.create_default_context(cadata=cadata) if cadata else ssl.create_default_context()
+proxy_host, proxy_port = proxy.rsplit(":", 1)
+buf = bytearray(1024 * 1024)
+start = time.perf_counter()
+conn = http.client.HTTPSConnection(proxy_host, int(proxy_port), context=context, timeout=120)
+conn.set_tunnel(host, port)
+conn.request("GET", f"/blob/{size}")
+response = conn.getresponse()
+assert response.status == 200, response.status
+total = 0
+while n := response.readinto(buf):
+    total += n
+elapsed = time.perf_counter() - start
+assert total == size, (total, size)
+print(json.dumps({"seconds": elapsed, "bytes": total}))
 """
 
 
@@ -256,6 +288,77 @@ async def measure_asks(runtime: str, args: argparse.Namespace, port: int) -> dic
     }
 
 
+def tls_server(scratch: Path) -> tuple[socket.socket, int, str]:
+    """A TLS ``answer`` server on 127.0.0.1 for bench.test; its listener, port and CA file."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.sandbox.network.tls_servers import LocalCA
+
+    ca = LocalCA(scratch)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*ca.server_files("bench.test"))
+    listener, port = listen()
+
+    def handle(conn: socket.socket) -> None:
+        try:
+            answer(context.wrap_socket(conn, server_side=True))
+        except (OSError, ssl.SSLError):
+            conn.close()
+
+    threading.Thread(target=accept_each, args=(listener, handle), daemon=True).start()
+    return listener, port, str(ca.pem_file)
+
+
+async def measure_tls(
+    runtime: str, args: argparse.Namespace, port: int, ca_file: str, cadata: str
+) -> dict[str, Any]:
+    """--tls: HTTPS downloads through the tunnel and through inspection, interleaved."""
+    state = Path(tempfile.mkdtemp(prefix="jsbb-", dir="/tmp"))
+    config = Config()
+    config.SandboxSettings.state_dir = str(state)
+    config.NetworkSettings.allow_loopback_for_tests = True
+    config.NetworkSettings.test_host_addresses = {"bench.test": "127.0.0.1"}
+    config.NetworkSettings.upstream_extra_ca_file = ca_file
+    manager = SandboxManager.from_config(config)
+    size = args.size * 1024 * 1024
+    times: dict[bool, list[float]] = {False: [], True: []}
+    try:
+        sandbox = await manager.create(
+            OWNER,
+            runtime=runtime,
+            purpose=PURPOSE,
+            network="bench.test",
+            limits={"cpus": args.cpus},
+        )
+        for run in range(args.tls + 1):  # the first pair warms up
+            for inspected in (False, True):
+                manager.network.tls_inspection = inspected  # read as the proxy starts
+                await manager.set_network_policy(OWNER, sandbox.sandbox_id, "none")
+                await manager.set_network_policy(OWNER, sandbox.sandbox_id, "bench.test")
+                argv = [
+                    "python",
+                    "-c",
+                    TLS_CLIENT,
+                    FORWARDER,
+                    "bench.test",
+                    str(port),
+                    str(size),
+                    "" if inspected else cadata,
+                ]
+                result = await manager.exec(
+                    OWNER, sandbox.sandbox_id, argv, ExecOptions(timeout=600)
+                )
+                if result.exit_code != 0:
+                    raise RuntimeError(result.stderr.decode(errors="replace")[-2000:])
+                if run:
+                    times[inspected].append(json.loads(result.stdout)["seconds"])
+    finally:
+        for info in await manager.list_sandboxes(OWNER):
+            await manager.remove(OWNER, info.sandbox_id)
+        await manager.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return {"tunnel": statistics.median(times[False]), "inspected": statistics.median(times[True])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runtime", action="append", choices=["runc", "runsc"])
@@ -266,6 +369,9 @@ def main() -> None:
     parser.add_argument(
         "--asks", type=int, default=0, help="requests held by an ask policy, each decided once"
     )
+    parser.add_argument(
+        "--tls", type=int, default=0, help="HTTPS downloads through the tunnel and inspection"
+    )
     args = parser.parse_args()
     listener, port = listen()
     threading.Thread(target=accept_each, args=(listener, answer), daemon=True).start()
@@ -273,7 +379,19 @@ def main() -> None:
     relay_listeners, relay = bare_relays(port, scratch)
     rows = []
     asks = []
+    tls_rows = []
+    tls_listener, tls_port, ca_file = tls_server(scratch)
     for runtime in args.runtime or ["runc", "runsc"]:
+        if args.tls > 0:
+            t = asyncio.run(
+                measure_tls(runtime, args, tls_port, ca_file, Path(ca_file).read_text())
+            )
+            mb = args.size
+            tls_rows.append(
+                f"| {runtime} | {mb / t['tunnel']:.0f} MB/s ({t['tunnel']:.2f} s) | "
+                f"{mb / t['inspected']:.0f} MB/s ({t['inspected']:.2f} s) | "
+                f"{t['inspected'] / t['tunnel']:.2f}x |"
+            )
         if args.asks > 0:
             a = asyncio.run(measure_asks(runtime, args, port))
             asks.append(
@@ -292,7 +410,7 @@ def main() -> None:
             f"{r['lat_inside'] * 1000:.2f} ms (p90 {r['lat_inside_p90'] * 1000:.2f}) | "
             f"{r['lat_host'] * 1000:.2f} ms | +{(r['lat_inside'] - r['lat_host']) * 1000:.2f} ms |"
         )
-    for sock in [listener, *relay_listeners]:
+    for sock in [listener, tls_listener, *relay_listeners]:
         sock.close()
     shutil.rmtree(scratch, ignore_errors=True)
     if asks:
@@ -303,6 +421,17 @@ def main() -> None:
         )
         print("| --- | --- | --- |")
         print("\n".join(asks))
+    if tls_rows:
+        print(
+            f"\n{args.size} MiB HTTPS download from a local TLS server, median of {args.tls}, "
+            f"sandbox cpus={args.cpus:g}\n"
+        )
+        print(
+            "| runtime | through the tunnel (TLS untouched) | through TLS inspection | time ratio "
+            "(target <= 1.5x) |"
+        )
+        print("| --- | --- | --- | --- |")
+        print("\n".join(tls_rows))
     if not rows:
         return
     print(

@@ -26,15 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # 40-69 and 73-76 security round two, 70-71 lifetimes, 80-84 the E2B API, 85-87 the MCP server,
 # 88-94 the JupyterHub gateway, 96-98 network refusals, 99-102 widgets in Lab, 110-113 the
 # network's ask mode, 114-115 the E2B API's process calls and the OpenAI Agents SDK's helper
-# scripts, 124-125 the gateway's workspace pin and per-user warm pools. The numbers between
-# were not used.
+# scripts, 116-119 injected credentials, 120-123 TLS inspection, 124-125 the gateway's
+# workspace pin and per-user warm pools. The numbers between were not used.
 CHECKLIST_ROWS = [
     *range(1, 72),
     *range(73, 77),
     *range(80, 95),
     *range(96, 103),
-    *range(110, 120),
-    *range(124, 126),
+    *range(110, 126),
 ]
 # Rows whose subject is not built yet or cannot apply; each reason says which.
 NOT_COVERED: dict[int, str] = {}

@@ -24,6 +24,7 @@ from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.labels import container_name
 from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
+from jupyter_sandbox.sandbox.network.tls_ca import TRUST_DIR, TRUST_ENVIRONMENT, TRUST_MOUNT
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
 
@@ -47,6 +48,9 @@ BASE_ENVIRONMENT = {
     "PIP_PROXY": PROXY_URL,
     "NO_PROXY": "localhost,127.0.0.1,::1",
     "no_proxy": "localhost,127.0.0.1,::1",
+    # The sandbox's CA bundle (its image's trust, as the host's, and its own egress CA: the
+    # proxy's TLS inspection presents certificates it signed; network/tls_ca.py).
+    **TRUST_ENVIRONMENT,
 }
 # The image's kernel supervisor (images/python/sandbox-init.py): it runs ipykernel with the
 # connection file in SANDBOX_IO_DIR and restarts it when the host asks.
@@ -103,6 +107,8 @@ def build_container_spec(
     if request.purpose:
         spec_labels[labels.PURPOSE] = request.purpose[:200]
     mounts = [BindMount(str(directory.io), SANDBOX_IO_DIR)]
+    if (directory.root / TRUST_DIR).is_dir():  # read-only: what it trusts is the host's choice
+        mounts.append(BindMount(str(directory.root / TRUST_DIR), TRUST_MOUNT, read_only=True))
     overlays = []
     tmpfs = {"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}"}
     plan = request.workspace

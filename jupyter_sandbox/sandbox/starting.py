@@ -44,6 +44,7 @@ from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.lifecycle.quotas import SandboxQuotas, usage_of
 from jupyter_sandbox.sandbox.network import NetworkSettings, apply_policy, stop_proxy
 from jupyter_sandbox.sandbox.network.control import spawn_forwarder
+from jupyter_sandbox.sandbox.network.tls_ca import make_sandbox_ca, trust_image_bundle
 from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
 from jupyter_sandbox.sandbox.workspace import WorkspacePlan, plan_workspace
@@ -248,6 +249,9 @@ class SandboxStarter:
         capped = self.host.settings.capping_host_writes
         try:
             directory.create(uid, io_cap=self.host.settings.io_bytes if capped else 0)
+            # Its egress CA (network/tls_ca.py): for every sandbox, as a policy may open the
+            # network later and the trust variables are in every sandbox's environment.
+            make_sandbox_ca(directory.root, sandbox_id)
             if workspace.mode == "copy-on-write":
                 directory.create_overlay(uid, cap=request.limits.workspace_bytes if capped else 0)
             # What the engine mounts: the directory opened now, within its root (row 124).
@@ -289,6 +293,8 @@ class SandboxStarter:
                 self.quotas.check(usage_of(self.host.settings.state_path, request.owner))
             spec = build_container_spec(self.host.settings, spec_request, directory)
             await self.host.backend.create(sandbox_id, spec)
+            # Before it starts: its programs trust its image's CAs and its own CA from the first.
+            await trust_image_bundle(self.host.backend, sandbox_id, request.image, directory.root)
             await self.host.backend.start(sandbox_id)
             refresher = asyncio.ensure_future(self._refresh_workspace(directory, workspace))
             # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).

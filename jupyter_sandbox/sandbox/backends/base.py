@@ -359,6 +359,12 @@ class SandboxBackend(LoggingConfigurable, metaclass=BackendMeta):
     async def get_archive(self, sandbox_id: str, path: str, max_bytes: int) -> bytes:
         """A tar of ``path`` inside the sandbox; SandboxError if it exceeds ``max_bytes``."""
 
+    async def image_file(self, sandbox_id: str, path: str, max_bytes: int) -> bytes | None:
+        """The regular file ``path`` of a created, not yet started, sandbox's image (at most
+        ``max_bytes``), or None where it is no such file or the backend cannot read it.
+        Optional: the sandbox's trust bundle then holds the host's CAs (network/tls_ca.py)."""
+        return None
+
     async def pause(self, sandbox_id: str) -> None:
         """Freeze every process of the sandbox. Optional."""
         raise lacks(self, "cannot pause sandboxes")

@@ -5,6 +5,9 @@ Layout (the whole tree is 0700, owned by the host user)::
     <state_dir>/<sandbox id>/
         state.json      mutable state (context, last activity...), host-only, written atomically
         kernel.json     the host's copy of the in-sandbox kernel's connection file
+        tls-ca.key      the sandbox's egress CA's private key, 0600 (network/tls_ca.py)
+        trust/          that CA's certificate and the bundle with it, mounted read-only at
+                        /etc/jupyter-sandbox (the sandbox reads them, never writes)
         io/             bind-mounted at /run/sandbox; owned by the sandbox's uid; a tmpfs of
                         SandboxSettings.io_size when the host's writes are capped
             kernel.json     the sandbox's copy of that connection file (its own fresh key)
@@ -15,7 +18,7 @@ Layout (the whole tree is 0700, owned by the host user)::
         overlay/        a copy-on-write /workspace's upper and work directories (its changes);
                         a tmpfs of the sandbox's workspace size when the host's writes are capped
 
-The container sees only ``io/``, so it can neither read nor forge the state file. The host reads
+The container sees only ``io/`` (and ``trust/``, read-only), so it can neither read nor forge the state file. The host reads
 nothing the sandbox can write except the sockets, the exit record and, once at start before
 any request of the user, the boot-time probe's output: code in the sandbox may rewrite its copy
 of the connection file, and the host never looks at it again. It may also replace a socket by

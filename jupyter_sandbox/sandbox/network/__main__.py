@@ -60,6 +60,8 @@ async def serve(root: Path, options: dict[str, object]) -> int:
         connect_timeout=float(str(options.get("connect_timeout", 10))),
         asks=asks,
         credentials=credentials,
+        tls_inspection=bool(options.get("tls_inspection", False)),
+        upstream_extra_ca_file=str(options.get("upstream_extra_ca_file") or ""),
     )
     keeper = TunnelKeeper(
         root / "io" / TUNNEL_SOCKET,

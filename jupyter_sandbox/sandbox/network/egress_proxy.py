@@ -21,10 +21,14 @@ with the owner's credentials for that host and port added (``credentials``, read
 request; issue 37): only once the policy allowed the request, never for an IP literal (no
 credential pattern names an address), each replacing a header of the same name the sandbox sent.
 The audit names the credentials used; no answer, log line or audit entry carries a value.
-TLS is not terminated; a CONNECT to a name whose client then asks TLS for another server name
-(SNI) is closed before any byte of it is passed on (sni.py), but domain fronting through an
-allowed CDN name (the fronted name is inside the encryption) is not prevented: a documented
-limitation.
+A CONNECT whose host and port a credential names, or every CONNECT when
+``NetworkSettings.tls_inspection`` is on, is inspected (inspection.py): the proxy terminates
+the sandbox's TLS with a leaf of the sandbox's own CA (tls_ca.py), refuses a TLS server name or
+``Host`` other than the CONNECT host, adds the credential's headers and opens its own TLS to
+the host, verified with the host's trust store. Any other CONNECT is tunneled, TLS untouched:
+one whose client then asks TLS for another server name (SNI) is closed before any byte of it is
+passed on (sni.py), but domain fronting through an allowed CDN name (the fronted name is inside
+the encryption) is not prevented there: a documented limitation of running without inspection.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +48,7 @@ from jupyter_sandbox.sandbox.network.asks import TIMEOUT, WITHDRAWN, Decision, H
 from jupyter_sandbox.sandbox.network.audit import AuditLog
 from jupyter_sandbox.sandbox.network.credentials import credential_names
 from jupyter_sandbox.sandbox.network.forwarder import refusal_text
+from jupyter_sandbox.sandbox.network.inspection import Inspection, inspect, upstream_context
 from jupyter_sandbox.sandbox.network.policy import (
     NO_NETWORK,
     NetworkPolicy,
@@ -61,6 +67,7 @@ from jupyter_sandbox.sandbox.network.request_head import (
 )
 from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, server_name
 from jupyter_sandbox.sandbox.network.splice import relay
+from jupyter_sandbox.sandbox.network.tls_ca import LeafMinter
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +91,10 @@ class EgressProxy:
         connect_timeout: float = 10.0,
         asks: HeldRequests | None = None,
         credentials: Callable[[str, int], list[tuple[str, str]]] | None = None,
+        tls_inspection: bool = False,
+        upstream_extra_ca_file: str = "",
     ) -> None:
+        self.root = root
         self.state_file = root / "state.json"
         # Requests held for the owner under an ask policy (a proxy made without: 1 s, one).
         self.asks = asks or HeldRequests(root, timeout=1.0, max_pending=1)
@@ -95,6 +105,10 @@ class EgressProxy:
         # The owner's credentials for a host and port (credentials.py), read on each request.
         self.credentials = credentials
         self._policy: tuple[tuple[int, int], NetworkPolicy] | None = None
+        self.tls_inspection = tls_inspection
+        self.upstream_extra_ca_file = upstream_extra_ca_file
+        self._minter: LeafMinter | None = None
+        self._upstream_context: ssl.SSLContext | None = None
 
     def current_policy(self) -> NetworkPolicy:
         """The policy in the state file now (re-read when the file was replaced)."""
@@ -132,6 +146,9 @@ class EgressProxy:
         try:
             if request.method == "CONNECT":
                 await loop.sock_sendall(client, b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if self._inspects(request):
+                    await inspect(client, rest, upstream, self._inspection(request))
+                    return
             else:
                 await loop.sock_sendall(upstream, head)
             # The client's early bytes go out through the relay, after the server name check.
@@ -139,6 +156,51 @@ class EgressProxy:
             await relay(client, upstream, check, rest)
         finally:
             upstream.close()
+
+    def _inspects(self, request: ProxyRequest) -> bool:
+        """Whether a CONNECT is inspected: always when the administrator said so, else when a
+        credential names its host and port (the proxy must see the request to add it). A
+        store that cannot be read inspects too: the inspection then refuses the request."""
+        if self.tls_inspection:
+            return True
+        try:
+            return bool(self._credentials_for(request.host, request.port))
+        except Exception:  # whatever broke the store: the inspection refuses the request
+            return True
+
+    def _credentials_for(self, host: str, port: int) -> list[tuple[str, str]]:
+        """The owner's credential headers for ``host:port``: none for an IP literal
+        (credentials name hosts) or without a store."""
+        if self.credentials is None or is_address(host):
+            return []
+        return self.credentials(host, port)
+
+    def _inspection(self, request: ProxyRequest) -> Inspection:
+        if self._minter is None:
+            self._minter = LeafMinter(self.root)
+            self._upstream_context = upstream_context(self.upstream_extra_ca_file)
+        assert self._upstream_context is not None
+
+        def record(method: str, allowed: bool, rule: str, credentials: list[str]) -> None:
+            self.audit.record(
+                host=request.host,
+                port=request.port,
+                method=method,
+                allowed=allowed,
+                rule=rule,
+                credentials=credentials,
+            )
+            if not allowed:
+                log.info("refused inside %s:%s: %s", request.host, request.port, rule)
+
+        return Inspection(
+            request.host,
+            request.port,
+            self._minter,
+            self._upstream_context,
+            self._credentials_for,
+            record,
+        )
 
     def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
         """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""

@@ -189,10 +189,8 @@ class ClientClosed(BadRequest):
     """The client went away before sending a request: nothing to answer."""
 
 
-async def answer(
-    client: socket.socket, status: int, reason: str, body: str, denied: str = ""
-) -> None:
-    """Answer ``client`` with ``status`` and a one-line text ``body``; ``denied`` (the rule
+def answer_bytes(status: int, reason: str, body: str, denied: str = "") -> bytes:
+    """The proxy's own answer: ``status`` and a one-line text ``body``; ``denied`` (the rule
     that refused the request) also goes in the X-Jupyter-Sandbox-Denied header."""
     payload = (body + "\n").encode()
     head = (
@@ -201,7 +199,14 @@ async def answer(
     )
     if denied:
         head += f"X-Jupyter-Sandbox-Denied: {denied[:200]}\r\n"
+    return head.encode("latin-1", "replace") + b"\r\n" + payload
+
+
+async def answer(
+    client: socket.socket, status: int, reason: str, body: str, denied: str = ""
+) -> None:
+    """Answer ``client`` with :func:`answer_bytes`, whatever state the client is in."""
     with contextlib.suppress(OSError):
         await asyncio.get_running_loop().sock_sendall(
-            client, head.encode("latin-1", "replace") + b"\r\n" + payload
+            client, answer_bytes(status, reason, body, denied)
         )

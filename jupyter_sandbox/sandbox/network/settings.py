@@ -81,6 +81,23 @@ class NetworkSettings(LoggingConfigurable):
         help="""Requests of one sandbox that may wait for a decision at once under its 'ask'
         policy (a count); one more is refused at once with a message that says so.""",
     )
+    tls_inspection = Bool(
+        False,
+        config=True,
+        help="""Whether the host proxy terminates the TLS of every https request (CONNECT) with
+        the sandbox's own certificate authority, reads the HTTP inside, refuses a request whose
+        Host or TLS server name is not the CONNECT host (domain fronting), and opens its own TLS
+        to the server, verified with the host's trust store. Off (default): only hosts that a
+        credential names are inspected (so the proxy can add its headers); the rest are
+        tunneled, TLS untouched, as before.""",
+    )
+    upstream_extra_ca_file = Unicode(
+        "",
+        config=True,
+        help="""FOR TESTS ONLY: a PEM file of one more CA that the host proxy trusts, besides
+        the host's trust store, when it verifies an upstream server under TLS inspection (a
+        test's local TLS server signed by a test CA). Empty (default): the host's store only.""",
+    )
     credentials_dir = Unicode(
         config=True,
         help="""Host directory (made 0700) of the credentials owners give the server for the
@@ -163,6 +180,8 @@ class NetworkSettings(LoggingConfigurable):
             "ask_timeout": float(self.ask_timeout),
             "max_pending_requests": int(self.max_pending_requests),
             "credentials_dir": str(self.credentials_path.absolute()),
+            "tls_inspection": bool(self.tls_inspection),
+            "upstream_extra_ca_file": str(self.upstream_extra_ca_file),
         }
 
 
