@@ -30,7 +30,7 @@ from jupyter_sandbox.sandbox.settings import SandboxSettings
 _MAX_LINE = 8194
 
 
-class _CredentialCommand(OwnerCommand):
+class CredentialCommand(OwnerCommand):
     classes = [SandboxSettings, NetworkSettings]
     group = "credentials"
     everyone = Bool(
@@ -40,7 +40,7 @@ class _CredentialCommand(OwnerCommand):
     )
     flags = {
         "everyone": (
-            {"_CredentialCommand": {"everyone": True}},
+            {"CredentialCommand": {"everyone": True}},
             "Act on the administrator's credentials for every owner instead of --owner's.",
         )
     }
@@ -64,7 +64,7 @@ def read_value(prompt: str) -> str:
     return line.removesuffix("\n").removesuffix("\r")
 
 
-class SetApp(_CredentialCommand):
+class SetApp(CredentialCommand):
     description = (
         "Set a credential the host proxy adds to plain HTTP requests to --host (a header given "
         "by --header, or HTTP basic auth for --basic USER); the value is asked for, never "
@@ -110,7 +110,7 @@ class SetApp(_CredentialCommand):
 COLUMNS = [("NAME", "24"), ("SCOPE", "9"), ("HOSTS", "40"), ("HEADERS", "")]
 
 
-class ListApp(_CredentialCommand):
+class ListApp(CredentialCommand):
     description = (
         "List the credentials your sandboxes' requests get, yours and those for everyone: "
         "names, hosts and header names (never a value)."
@@ -126,7 +126,7 @@ class ListApp(_CredentialCommand):
         return 0
 
 
-class RmApp(_CredentialCommand):
+class RmApp(CredentialCommand):
     description = "Remove a credential: the next request of your sandboxes goes without it."
     usage = "rm NAME"
 
