@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jupyter_sandbox.sandbox.host.helper_process import start_helper
+from jupyter_sandbox.sandbox.host.helper_process import run_helper, start_helper
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 
 if TYPE_CHECKING:  # not imported by the process itself, which stays small (see main)
@@ -340,17 +340,11 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root, lower, upper = Path(argv[1]), Path(argv[2]), Path(argv[3])
-    logging.basicConfig(
-        level=logging.WARNING,
-        format=f"%(asctime)s sandbox {root.name} workspace refresh %(levelname)s %(message)s",
-    )
-    if not root.is_dir():
-        print(f"error: {root} is gone", flush=True)
-        return 1
-    lock = ProcessLock(root / REFRESH_LOCK)
-    if not lock.try_acquire(str(os.getpid())):
-        print("ready (already running)", flush=True)
-        return 0
+    return run_helper(root, REFRESH_LOCK, "workspace refresh", lambda: serve(root, lower, upper))
+
+
+def serve(root: Path, lower: Path, upper: Path) -> int:
+    """Find the overlay, watch ``lower``, say ready, and refresh until ``root`` is gone."""
     try:
         deadline = time.monotonic() + MOUNT_WAIT_SECONDS
         while (found := merged_mount(upper)) is None:
@@ -381,8 +375,6 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"error: {exc}", flush=True)
         return 1
-    finally:
-        lock.release()
 
 
 if __name__ == "__main__":

@@ -11,10 +11,14 @@ it starts another.
 
 from __future__ import annotations
 
+import logging
+import os
 import select
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
+from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.python_command import module_command
 
 _children: list[subprocess.Popen[bytes]] = []
@@ -49,3 +53,25 @@ def start_helper(
     finally:
         child.stdout.close()
     return child, line
+
+
+def run_helper(root: Path, lock_name: str, name: str, serve: Callable[[], int]) -> int:
+    """The helper's own side, in its ``main``: log lines that name the sandbox and ``name``;
+    ``error: ...`` and 1 when the sandbox's directory ``root`` is gone; ``ready (already
+    running)`` and 0 when another helper holds ``root/lock_name`` (with its pid); else
+    ``serve()``'s status, the lock held meanwhile."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        format=f"%(asctime)s sandbox {root.name} {name} %(levelname)s %(message)s",
+    )
+    if not root.is_dir():
+        print(f"error: {root} is gone", flush=True)
+        return 1
+    lock = ProcessLock(root / lock_name)
+    if not lock.try_acquire(str(os.getpid())):
+        print("ready (already running)", flush=True)
+        return 0
+    try:
+        return serve()
+    finally:
+        lock.release()

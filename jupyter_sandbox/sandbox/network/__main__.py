@@ -16,14 +16,13 @@ import asyncio
 import contextlib
 import functools
 import json
-import logging
 import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
+from jupyter_sandbox.sandbox.host.helper_process import run_helper
 from jupyter_sandbox.sandbox.host.state_record import SandboxState, read_state
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.network.asks import HeldRequests
@@ -107,21 +106,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    root = Path(argv[1])
-    logging.basicConfig(
-        level=logging.WARNING, format=f"%(asctime)s sandbox {root.name} %(levelname)s %(message)s"
-    )
-    if not root.is_dir():
-        print(f"error: {root} is gone", flush=True)
-        return 1
-    lock = ProcessLock(root / PROXY_LOCK)
-    if not lock.try_acquire(str(os.getpid())):
-        print("ready (already running)", flush=True)
-        return 0
-    try:
-        return asyncio.run(serve(root, json.loads(argv[2])))
-    finally:
-        lock.release()
+    root, options = Path(argv[1]), json.loads(argv[2])
+    return run_helper(root, PROXY_LOCK, "egress proxy", lambda: asyncio.run(serve(root, options)))
 
 
 if __name__ == "__main__":

@@ -39,14 +39,15 @@ from jupyter_sandbox.sandbox.host.http_head import TOKEN, split_head
 from jupyter_sandbox.sandbox.network.credentials import credential_names
 from jupyter_sandbox.sandbox.network.forwarder import Workers
 from jupyter_sandbox.sandbox.network.request_head import (
-    _AUTHORITY,
+    AUTHORITY,
     BUFFER,
     HEAD_TIMEOUT,
     MAX_HEAD,
     MAX_HEADERS,
     BadRequest,
-    _check_host,
     answer_bytes,
+    check_host,
+    split_request,
 )
 from jupyter_sandbox.sandbox.network.sni import Incomplete, is_tls, read_first_record, server_name
 from jupyter_sandbox.sandbox.network.tls_ca import LeafMinter
@@ -54,7 +55,6 @@ from jupyter_sandbox.sandbox.network.tls_ca import LeafMinter
 # Origin-form only (a path): the CONNECT named the authority.
 _REQUEST_LINE = re.compile(rb"(" + TOKEN + rb") (/[\x21-\x7e]*) (HTTP/1\.1)")
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?")
-_ONCE = {b"content-length", b"transfer-encoding", b"host"}
 # Hop-by-hop headers, and Expect (the proxy answers 100 Continue itself): not sent upstream.
 _DROPPED = {
     b"connection",
@@ -100,23 +100,18 @@ def rewrite_request(
     """The request ``head`` read inside a CONNECT to ``host:port``, checked and rewritten for
     upstream with ``credentials`` (header name, value) added. BadRequest for a malformed head,
     Refusal for a Host that is not the CONNECT host."""
-    try:
-        line, fields = split_head(head, _REQUEST_LINE, MAX_HEADERS, _ONCE)
-    except ValueError as exc:
-        raise BadRequest(f"malformed request head: {exc}") from None
-    if line is None:
-        raise BadRequest(
-            "malformed request line: send METHOD /path HTTP/1.1 (origin-form) inside the tunnel"
-        )
+    line, fields = split_request(
+        head, _REQUEST_LINE, "send METHOD /path HTTP/1.1 (origin-form) inside the tunnel"
+    )
     hosts = [value for name, value in fields if name.lower() == b"host"]
     if not hosts:
         raise BadRequest("a request without a Host header")
-    authority = _AUTHORITY.fullmatch(hosts[0])
+    authority = AUTHORITY.fullmatch(hosts[0])
     shown = hosts[0].decode("latin-1")[:100]
     if authority is None:
         raise Refusal(421, "Misdirected Request", f"Host {shown} is not a host[:port]")
     try:
-        named = _check_host(authority[1])
+        named = check_host(authority[1])
     except BadRequest:
         named = ""
     named_port = 443 if authority[2] is None else int(authority[2])

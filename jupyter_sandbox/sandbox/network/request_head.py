@@ -32,7 +32,7 @@ _HOST = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})$")
 _DROPPED = {b"proxy-authorization", b"proxy-connection", b"connection", b"keep-alive", b"host"}
 _REQUEST_LINE = re.compile(rb"(" + TOKEN + rb") ([\x21-\x7e]+) (HTTP/1\.[01])")
 # host:port, the host a name or a bracketed IPv6 literal, the port 1 to 5 ASCII digits.
-_AUTHORITY = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/?#]+)(?::([0-9]{1,5}))?")
+AUTHORITY = re.compile(rb"(\[[0-9A-Fa-f:.]+\]|[^\[\]:@/?#]+)(?::([0-9]{1,5}))?")
 _ABSOLUTE = re.compile(rb"[hH][tT][tT][pP]://([^/?#]*)([/?][^#]*)?(#.*)?")
 _PROXY_SCHEMES = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://")
 # Headers whose second copy would let the proxy and the server disagree on the body's length.
@@ -55,6 +55,21 @@ class ProxyRequest:
     head: bytes  # for plain HTTP: the rewritten head to send upstream; empty for CONNECT
 
 
+def split_request(
+    head: bytes, request_line: re.Pattern[bytes], remedy: str
+) -> tuple[re.Match[bytes], list[tuple[bytes, bytes]]]:
+    """``head``'s request line, which must match ``request_line``, and its header fields, read
+    strictly (CRLF only, at most MAX_HEADERS, one Host, Content-Length and Transfer-Encoding
+    each); BadRequest otherwise, saying ``remedy`` for a malformed request line."""
+    try:
+        line, fields = split_head(head, request_line, MAX_HEADERS, _ONCE)
+    except ValueError as exc:
+        raise BadRequest(f"malformed request head: {exc}") from None
+    if line is None:
+        raise BadRequest(f"malformed request line: {remedy}")
+    return line, fields
+
+
 def parse_head(head: bytes) -> ProxyRequest:
     """The target of a proxy request head (request line and headers, ending in the blank line).
 
@@ -63,20 +78,15 @@ def parse_head(head: bytes) -> ProxyRequest:
     the proxy): lines end in CRLF only, the request line and each header line are exactly their
     grammar (ASCII tokens, ASCII digits), at most MAX_HEADERS headers, one Host, one
     Content-Length and no Transfer-Encoding beside it. Everything else is BadRequest."""
-    try:
-        request_line, headers = split_head(head, _REQUEST_LINE, MAX_HEADERS, _ONCE)
-    except ValueError as exc:
-        raise BadRequest(f"malformed request head: {exc}") from None
-    if request_line is None:
-        raise BadRequest(
-            "malformed request line: send METHOD target HTTP/1.1, the target in printable ASCII"
-        )
+    request_line, headers = split_request(
+        head, _REQUEST_LINE, "send METHOD target HTTP/1.1, the target in printable ASCII"
+    )
     method, version = request_line[1].decode("ascii"), request_line[3].decode("ascii")
     if method == "CONNECT":
-        authority = _AUTHORITY.fullmatch(request_line[2])
+        authority = AUTHORITY.fullmatch(request_line[2])
         if authority is None or authority[2] is None:
             raise BadRequest("CONNECT needs host:port (the port in ASCII digits)")
-        host, port = _check_host(authority[1]), _check_port(authority[2], "CONNECT needs host:port")
+        host, port = check_host(authority[1]), _check_port(authority[2], "CONNECT needs host:port")
         return ProxyRequest(method, host, port, b"")
     url = _ABSOLUTE.fullmatch(request_line[2])
     if url is None:
@@ -85,10 +95,10 @@ def parse_head(head: bytes) -> ProxyRequest:
                 "send an absolute http:// URI to the proxy (https goes through CONNECT)"
             )
         raise BadRequest("send an absolute http:// URI to the proxy, not a path")
-    authority = _AUTHORITY.fullmatch(url[1])
+    authority = AUTHORITY.fullmatch(url[1])
     if authority is None:
         raise BadRequest("invalid host or port in the URI (host, host:port or [IPv6]:port)")
-    host = _check_host(authority[1])
+    host = check_host(authority[1])
     port = 80 if authority[2] is None else _check_port(authority[2], "invalid port in the URI")
     path = (url[2] or b"/").decode("ascii")
     if not path.startswith("/"):  # http://host?query
@@ -144,7 +154,7 @@ def is_address(host: str) -> bool:
     return True
 
 
-def _check_host(raw: bytes) -> str:
+def check_host(raw: bytes) -> str:
     """The host of an authority (a name or a bracketed IPv6 literal), normalized."""
     if raw.startswith(b"["):
         try:  # a literal with a zone (%eth0) or a bad form is no address to connect to
