@@ -1,4 +1,4 @@
-"""What keeping a copy-on-write /workspace's listings current costs (sandbox/workspace_refresh.py):
+"""What keeping a copy-on-write /workspace's listings current costs (sandbox/workspace/refresh.py):
 for each runtime, one sandbox launched in a folder of ``FILES`` files, and ``--runs`` of each:
 
 - ``host add to listed``: the host creates a file in the folder while a cell in the sandbox's
@@ -32,7 +32,7 @@ from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest, run_code, stream_code
-from jupyter_sandbox.sandbox.workspace_refresh import REFRESH_LOCK
+from jupyter_sandbox.sandbox.workspace.refresh import REFRESH_LOCK
 
 OWNER = "benchmark"
 PURPOSE = "benchmark:workspace-listing"

@@ -26,7 +26,7 @@ from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.network.settings import FORWARDER_PORT
 from jupyter_sandbox.sandbox.network.tls_ca import TRUST_DIR, TRUST_ENVIRONMENT, TRUST_MOUNT
 from jupyter_sandbox.sandbox.settings import SandboxSettings
-from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
+from jupyter_sandbox.sandbox.workspace.plan import NO_WORKSPACE, WorkspacePlan
 
 PROXY_URL = f"http://127.0.0.1:{FORWARDER_PORT}"
 # A shell-style variable name, to be matched whole (fullmatch: "$" would let a final newline

@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.limits import SandboxLimits
-from jupyter_sandbox.sandbox.workspace import NO_WORKSPACE, WorkspacePlan
+from jupyter_sandbox.sandbox.workspace.plan import NO_WORKSPACE, WorkspacePlan
 
 
 class RequestedSandbox(TypedDict, total=False):

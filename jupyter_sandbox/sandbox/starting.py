@@ -47,8 +47,8 @@ from jupyter_sandbox.sandbox.network.control import spawn_forwarder
 from jupyter_sandbox.sandbox.network.tls_ca import make_sandbox_ca, trust_image_bundle
 from jupyter_sandbox.sandbox.sandbox_types import RequestedSandbox, Sandbox, SandboxRequest
 from jupyter_sandbox.sandbox.settings import RUNTIMES
-from jupyter_sandbox.sandbox.workspace import WorkspacePlan, plan_workspace
-from jupyter_sandbox.sandbox.workspace_refresh import start_refresher
+from jupyter_sandbox.sandbox.workspace.plan import WorkspacePlan, plan_workspace
+from jupyter_sandbox.sandbox.workspace.refresh import start_refresher
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
@@ -343,7 +343,7 @@ class SandboxStarter:
     async def _refresh_workspace(
         directory: SandboxDirectory, workspace: WorkspacePlan
     ) -> str | None:
-        """Start keeping a copy-on-write /workspace's listings current (workspace_refresh.py);
+        """Start keeping a copy-on-write /workspace's listings current (workspace/refresh.py);
         None once that runs (or is not needed), else why not. Run beside the kernel's start."""
         if workspace.mode != "copy-on-write" or workspace.source is None:
             return None

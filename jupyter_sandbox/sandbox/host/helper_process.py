@@ -1,5 +1,5 @@
 """Host processes a sandbox keeps beside it, each in a session of its own: its egress proxy
-(network/control.py) and the refresher of its copy-on-write /workspace (workspace_refresh.py).
+(network/control.py) and the refresher of its copy-on-write /workspace (workspace/refresh.py).
 
 Both are started the same way and answer the same way: ``python -m MODULE ARGS...`` with no
 standard input, its standard error appended to a log in the sandbox's directory, and one line on

@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from jupyter_sandbox.protocol.errors import HostCapError, InvalidSettingError
 from jupyter_sandbox.sandbox.host.size_caps import MNT_DETACH, UMOUNT_NOFOLLOW, can_cap
-from jupyter_sandbox.sandbox.workspace import WorkspacePlan
+from jupyter_sandbox.sandbox.workspace.plan import WorkspacePlan
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from jupyter_sandbox.sandbox.kernel_link.link import (
 )
 from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox
-from jupyter_sandbox.sandbox.workspace import WorkspacePlan
+from jupyter_sandbox.sandbox.workspace.plan import WorkspacePlan
 
 if TYPE_CHECKING:
     from jupyter_sandbox.sandbox.sandbox_access import SandboxLookup

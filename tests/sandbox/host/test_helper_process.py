@@ -7,7 +7,7 @@ from pathlib import Path
 from jupyter_sandbox.sandbox.host import helper_process
 from jupyter_sandbox.sandbox.host.helper_process import reap, start_helper
 
-MODULE = "jupyter_sandbox.sandbox.workspace_refresh"  # a real helper, stopped before its work
+MODULE = "jupyter_sandbox.sandbox.workspace.refresh"  # a real helper, stopped before its work
 
 
 def test_the_first_line_is_the_answer_and_the_ended_helper_is_reaped(tmp_path: Path) -> None:
@@ -32,5 +32,5 @@ def test_a_helper_that_says_nothing_answers_empty_and_its_errors_are_logged(
     assert child.wait(timeout=60) == 2
     text = log.read_text()
     assert text.startswith("before\n")  # appended to
-    assert "python -m jupyter_sandbox.sandbox.workspace_refresh ROOT LOWER UPPER" in text
+    assert "python -m jupyter_sandbox.sandbox.workspace.refresh ROOT LOWER UPPER" in text
     reap()

@@ -21,7 +21,7 @@ from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.host.size_caps import can_cap
 from jupyter_sandbox.sandbox.host.workspace_pin import open_within, pin_workspace
 from jupyter_sandbox.sandbox.manager import SandboxManager
-from jupyter_sandbox.sandbox.workspace import plan_workspace
+from jupyter_sandbox.sandbox.workspace.plan import plan_workspace
 from tests.conftest import manager_config, remove_everything_under
 from tests.sandbox.snapshots.workspace_files import OWNER, sh
 

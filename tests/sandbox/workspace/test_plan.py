@@ -19,7 +19,7 @@ from traitlets.config import Config
 
 from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
 from jupyter_sandbox.sandbox.manager import SandboxManager
-from jupyter_sandbox.sandbox.workspace import plan_workspace
+from jupyter_sandbox.sandbox.workspace.plan import plan_workspace
 from tests.conftest import manager_config, remove_everything_under
 from tests.sandbox.snapshots.workspace_files import OWNER, sh
 
@@ -129,7 +129,7 @@ LISTING_WAIT_SECONDS = 20.0
 
 # Under gVisor a copy-on-write /workspace is the kernel's overlayfs seen through gVisor's
 # sentry, which keeps each directory it has read open, and overlayfs keeps a merged directory's
-# listing while it is open: without the host's refresher (sandbox/workspace_refresh.py) these
+# listing while it is open: without the host's refresher (sandbox/workspace/refresh.py) these
 # tests fail on runsc-copy-on-write (issue 36, item 1).
 
 

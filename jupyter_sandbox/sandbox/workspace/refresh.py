@@ -24,7 +24,7 @@ skipped, never followed out of the overlay). The merged mount is found in the ho
 ``/proc/self/mountinfo`` by its upper directory, and checked by device number before each
 change, so a mount the engine has already taken down is never written to.
 
-``python -m jupyter_sandbox.sandbox.workspace_refresh ROOT LOWER UPPER``: ``ROOT`` is the
+``python -m jupyter_sandbox.sandbox.workspace.refresh ROOT LOWER UPPER``: ``ROOT`` is the
 sandbox's host directory, ``LOWER`` the folder shown, ``UPPER`` the overlay's upper directory.
 It holds ``workspace-refresh.lock`` (with its pid) while it runs; prints ``ready`` once the
 folder is watched and its merged folders were refreshed once (for what the host changed before
@@ -319,7 +319,7 @@ def start_refresher(directory: SandboxDirectory, lower: str) -> str | None:
         return None
     try:
         child, line = start_helper(
-            "jupyter_sandbox.sandbox.workspace_refresh",
+            "jupyter_sandbox.sandbox.workspace.refresh",
             [str(directory.root), lower, str(directory.overlay_upper)],
             directory.root / REFRESH_LOG,
             START_TIMEOUT,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.sandbox.host.size_caps import can_cap
-from jupyter_sandbox.sandbox.workspace_refresh import (
+from jupyter_sandbox.sandbox.workspace.refresh import (
     POKE_PREFIX,
     REFRESH_LOCK,
     Refresher,
@@ -183,7 +183,7 @@ def test_the_process_refreshes_and_ends_once_its_sandbox_directory_is_gone(
         [
             sys.executable,
             "-m",
-            "jupyter_sandbox.sandbox.workspace_refresh",
+            "jupyter_sandbox.sandbox.workspace.refresh",
             str(root),
             str(overlay.lower),
             str(overlay.upper),
