@@ -447,6 +447,10 @@ def serve(
     if name is not None and name.lower().rstrip(".") != host:
         rule = f"TLS server name {name[:100]} is not the CONNECT host {host}"
         inspection.record("CONNECT", False, rule, [])
+        # The request is read (within the head's bounds) before the answer: closing on bytes
+        # not read resets the connection, and the client would see the reset, not the 421.
+        with contextlib.suppress(BadRequest, EOFError, TimeoutError, OSError, ssl.SSLError):
+            sandbox.read_head(deadline, time.monotonic)
         _answer(sandbox, 421, "Misdirected Request", f"refused: {rule}", rule)
         return
     try:
