@@ -3,8 +3,8 @@
 Security checklist rows 116-119. An owner's credentials (sandbox/network/credentials.py) are
 written to the store the manager's proxies read (``NetworkSettings.credentials_dir``, a test
 directory); the sandbox's code then makes requests through its forwarder with urllib, requests
-(pip's vendored copy: the image has no other) and pip against a simple index served here with
-basic auth required (curl is not in the image, so it is not tried). Upstream servers listen on
+(pip's vendored copy: the image has no other), curl (/usr/bin/curl, by its absolute path) and pip
+against a simple index served here with basic auth required. Upstream servers listen on
 the host's 127.0.0.1 only, reached through the test-only ``allow_loopback_for_tests`` and
 ``test_host_addresses``; each records the headers of every request it gets.
 """
@@ -160,6 +160,14 @@ def by_requests(url, headers):
         return [r.status_code, r.reason + " " + r.text]
     except Exception as e:
         return [-1, f"{type(e).__name__}: {e}"]
+def by_curl(url, headers):
+    import subprocess
+    argv = ["/usr/bin/curl", "-sS", "--max-time", "30", "-w", "\n%{http_code}"]
+    for name, value in headers.items():
+        argv += ["-H", f"{name}: {value}"]
+    done = subprocess.run(argv + [url], capture_output=True, text=True, timeout=60)
+    body, _, code = done.stdout.rpartition("\n")
+    return [int(code) if code.isdigit() else -1, body + done.stderr]
 def raw(data):
     s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
     s.sendall(data.encode("latin-1"))
@@ -300,8 +308,8 @@ async def run_clients(
 
 @pytest.mark.checklist(
     row=116,
-    attack="sandboxed code calls an API the owner holds a credential for, with urllib, requests "
-    "and pip (a simple index with basic auth), sending its own Authorization header too",
+    attack="sandboxed code calls an API the owner holds a credential for, with urllib, requests, "
+    "curl and pip (a simple index with basic auth), sending its own Authorization header too",
     expected="the upstream gets the owner's header, one copy (the sandbox's is replaced); pip "
     "installs from the index; the audit names the credential used",
 )
@@ -321,12 +329,14 @@ async def test_row116_the_credential_reaches_the_upstream_once(
         [
             ("by_urllib", [url, {}]),
             ("by_requests", [url, {}]),
+            ("by_curl", [url, {}]),
             ("by_urllib", [url, forged]),
             ("by_requests", [url, forged]),
+            ("by_curl", [url, forged]),
         ],
     )
-    assert [status for status, _ in answers] == [200, 200, 200, 200], answers
-    assert api.authorizations() == [[f"Bearer {TOKEN}"]] * 4
+    assert [status for status, _ in answers] == [200] * 6, answers
+    assert api.authorizations() == [[f"Bearer {TOKEN}"]] * 6
     assert all("chosen-by-the-sandbox" not in request["headers"] for request in api.seen)
     index = f"http://index.test:{api.port}/simple/"
     pip = await cred_manager.exec(
@@ -368,10 +378,10 @@ async def test_row116_the_credential_reaches_the_upstream_once(
     }
     assert used == {"gh", "index"}
     observe(
-        f"4 requests (urllib, requests, each also with a forged Authorization) reached the "
+        f"6 requests (urllib, requests, curl, each also with a forged Authorization) reached the "
         f"upstream with one injected header; pip installed credpkg through {len(pip_requests)} "
         "basic-auth requests; the audit names gh and index",
-        cases=6,
+        cases=8,
     )
 
 

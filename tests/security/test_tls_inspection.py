@@ -2,7 +2,7 @@
 
 Inspection is off (the default); the owner's credentials name some hosts, which makes them
 inspected. The sandbox trusts its own CA through the usual variables (tls_ca.TRUST_ENVIRONMENT),
-so urllib, requests and pip reach HTTPS test servers on the host's 127.0.0.1 (signed by a test
+so urllib, requests, curl and pip reach HTTPS test servers on the host's 127.0.0.1 (signed by a test
 CA that only the proxy trusts, through NetworkSettings.upstream_extra_ca_file) with the proxy in
 the middle adding the credential; the proxy refuses an upstream whose certificate does not
 verify, and a Host or TLS server name that is not the CONNECT host. A host without credential
@@ -10,7 +10,7 @@ is tunneled as before.
 
 requests is not in the sandbox image: the host's own installed requests (and what it imports)
 is copied into the sandbox's workspace, unmodified, as tests/security/test_network_refusals.py
-does. The image has no curl.
+does. curl is the image's own, run by its absolute path.
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ def with_requests(url):
         return f"{r.status_code} {r.text}"
     except requests.RequestException as e:
         return f"{type(e).__name__}: {e}"
+def with_curl(url):
+    done = subprocess.run(
+        ["/usr/bin/curl", "-sS", "--max-time", "30", url],
+        capture_output=True, text=True, timeout=60,
+    )
+    return f"{done.returncode} {done.stdout}{done.stderr}"
 def with_pip(index, package):
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--retries", "0", "--timeout", "20",
@@ -299,7 +305,7 @@ def root_of(manager: SandboxManager, box: Sandbox) -> Path:
 
 @pytest.mark.checklist(
     row=120,
-    attack="sandboxed urllib, requests and pip (a local HTTPS index behind basic auth) to hosts "
+    attack="sandboxed urllib, requests, curl and pip (a local HTTPS index behind basic auth) to hosts "
     "a credential names, inspection otherwise off; a redirect to another host; then the "
     "sandbox searches /proc/*/environ, "
     "every file it can read and the answers for the values, and writes to its trust bundle",
@@ -322,6 +328,8 @@ async def test_clients_reach_the_upstream_through_inspection_with_the_credential
     assert by_urllib == "200 hello from the TLS test server\n"
     assert upstream.requests[-1]["authorization"] == SECRET  # replaced the sandbox's own
     assert await run(box, f"with_requests({url!r})") == "200 hello from the TLS test server\n"
+    assert upstream.requests[-1]["authorization"] == SECRET
+    assert await run(box, f"with_curl({url!r})") == "0 hello from the TLS test server\n"
     assert upstream.requests[-1]["authorization"] == SECRET
     assert upstream.requests[-1]["connection"] == "close"
     # A redirect to another host: its request carries that host's credential, not this one's.

@@ -37,8 +37,9 @@ from jupyter_sandbox.sandbox.host.python_command import module_command
 from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE
 
 BUILDER_VERSION = "1"
-# What the debootstrapped base holds: python3 with venv; everything else comes from wheels.
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# What the debootstrapped base holds: python3 with venv, and curl (what agent code and users reach
+# for first, and whose proxy and CA variables the sandbox sets); everything else comes from wheels.
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "curl")
 # Parts of a fresh root no sandbox needs; removing them makes the base a third smaller.
 BASE_PRUNE = (
     "var/cache/apt/archives",
