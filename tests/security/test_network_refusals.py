@@ -13,11 +13,9 @@ none and an allowlist without it is refused before any lookup: nothing leaves th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +28,7 @@ import pytest_asyncio
 import requests
 import urllib3
 
-from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
-from jupyter_sandbox.sandbox.network.control import TUNNEL_SOCKET
 from tests.conftest import (
     BOTH_RUNTIMES,
     manager_config,
@@ -42,6 +38,7 @@ from tests.conftest import (
 )
 from tests.kernel_client import execute
 from tests.sandbox.network.servers import RecordingServer, recording_server
+from tests.security.forwarder import forwarder_listening
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OWNER = "alice"
@@ -148,12 +145,7 @@ async def box(net_manager: SandboxManager, runtime: str, workspace: Path) -> Asy
         launch_dir=str(workspace),
         purpose=purpose_label(f"{__name__}[{runtime}]"),
     )
-    # Its forwarder is started beside the kernel's start (starting.py): wait until it listens.
-    socket_path = SandboxDirectory(net_manager.settings.state_path, sandbox.sandbox_id).io
-    deadline = time.monotonic() + 60
-    while not (socket_path / TUNNEL_SOCKET).exists():
-        assert time.monotonic() < deadline, "the forwarder did not listen within 60 s"
-        await asyncio.sleep(0.05)
+    await forwarder_listening(net_manager, sandbox.sandbox_id)
     output, reply = await execute(sandbox.connection_info, HELPERS)
     assert reply["status"] == "ok", output
     try:

@@ -15,13 +15,11 @@ does. curl is the image's own, run by its absolute path.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
 import shutil
 import tempfile
-import time
 import zipfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -39,7 +37,6 @@ from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.network import read_audit
-from jupyter_sandbox.sandbox.network.control import TUNNEL_SOCKET
 from jupyter_sandbox.sandbox.network.credentials import CredentialStore
 from jupyter_sandbox.sandbox.network.tls_ca import CA_KEY
 from jupyter_sandbox.sandbox.programs import image_programs
@@ -52,6 +49,7 @@ from tests.conftest import (
 )
 from tests.kernel_client import execute
 from tests.sandbox.network.tls_servers import LocalCA, TLSServer, local_ca, tls_server
+from tests.security.forwarder import forwarder_listening
 from tests.security.test_network_credentials import SEARCH
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -277,11 +275,7 @@ async def box(net_manager: SandboxManager, runtime: str, workspace: Path) -> Asy
         launch_dir=str(workspace),
         purpose=purpose_label(f"{__name__}[{runtime}]"),
     )
-    socket_path = SandboxDirectory(net_manager.settings.state_path, sandbox.sandbox_id).io
-    deadline = time.monotonic() + 60
-    while not (socket_path / TUNNEL_SOCKET).exists():
-        assert time.monotonic() < deadline, "the forwarder did not listen within 60 s"
-        await asyncio.sleep(0.05)
+    await forwarder_listening(net_manager, sandbox.sandbox_id)
     output, reply = await execute(sandbox.connection_info, HELPERS)
     assert reply["status"] == "ok", output
     await net_manager.set_network_policy(OWNER, sandbox.sandbox_id, ",".join(NAMES))
