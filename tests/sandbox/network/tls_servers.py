@@ -14,7 +14,6 @@ import hashlib
 import http.server
 import ssl
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.sandbox.network.servers import serving
 
 
 def _name(common: str) -> x509.Name:
@@ -215,15 +216,8 @@ def tls_server(
 ) -> Iterator[TLSServer]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_file, key_file)
-    server = TLSServer(context, size, files or {})
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(TLSServer(context, size, files or {})) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 @contextmanager
