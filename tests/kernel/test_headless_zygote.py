@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,13 @@ from jupyter_sandbox.server_extension.fast_start import ZYGOTE_ENV
 from tests.conftest import BOTH_RUNTIMES
 from tests.kernel.kernels import is_input_of, running_kernel, value_of
 from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
+from tests.kernel.test_lifetimes import (
+    GONE_SECONDS,
+    kill_client,
+    process_ended,
+    start_client,
+    wait_until,
+)
 from tests.kernel.test_zygote import LAUNCHER, children_of, launcher_module, wait_gone
 
 ZYGOTE_SECONDS = 120.0  # the keeper starts once the first kernel's sandbox answers (runsc: s)
@@ -129,6 +137,44 @@ def test_with_a_stale_socket_a_headless_kernel_starts_the_ordinary_way(purpose: 
             assert b"jupyter_sandbox.kernel" in cmdline  # exec'd in place: the proxy itself
         assert f"no zygote at {stale}" in log.read_text()
         assert containers_under(state_dir) == []
+
+
+@pytest.mark.integration
+@pytest.mark.runc
+@pytest.mark.checklist(
+    row=67,
+    attack="the process that started a kernel which the headless pool's zygote forked (so the "
+    "client is no ancestor of the kernel) is killed with SIGKILL",
+    expected="the forked kernel and its launcher exit within 10 s, as an exec'd kernel does",
+)
+def test_a_killed_client_takes_its_forked_kernel_and_launcher(
+    purpose: str, observe: Callable[..., None]
+) -> None:
+    with sandbox_kernel_env(purpose, headless_pool=True, default_place=True) as state_dir:
+        kernels = checkout_jupyter_path(state_dir)
+        with running_kernel(
+            notebook_dir(state_dir),
+            kernelspec=checkout_kernelspec(),
+            JUPYTER_SANDBOX_RUNTIME="runc",
+        ) as (_, kc):
+            assert value_of(kc, "6 * 7") == "42"  # the first kernel: it starts the keeper
+        zygote = zygote_pid(state_dir)
+        client, launcher = start_client(state_dir, "runc", JUPYTER_PATH=kernels)
+        [forked] = children_of(zygote)
+        assert forked != launcher
+        kill_client(client)
+        took = wait_until(lambda: process_ended(forked) and process_ended(launcher), GONE_SECONDS)
+        assert stop_keeper(state_dir, getpass.getuser())
+    observe(f"the forked kernel and its launcher exited {took:.1f}s after the client's SIGKILL")
+
+
+def checkout_jupyter_path(state_dir: Path) -> str:
+    """A JUPYTER_PATH entry whose sandboxed-python is this checkout's (beside the state
+    directory, removed with it): for a client process, which finds kernelspecs there first."""
+    kernels = state_dir.with_name("jupyter-path") / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "sandboxed-python").symlink_to(LAUNCHER.parent)
+    return str(kernels.parent)
 
 
 # -- without the engine ---------------------------------------------------------------------
