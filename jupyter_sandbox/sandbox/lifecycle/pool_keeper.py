@@ -88,7 +88,7 @@ class HeadlessPool(LoggingConfigurable):
         True,
         config=True,
         help="""Whether the headless pool's process also runs a kernel zygote (one process,
-        about 60 MB of host memory, for as long as the pool lives) from which kernels started
+        about 50 MB of host memory, for as long as the pool lives) from which kernels started
         with no server are forked with the proxy kernel's imports done: about 0.3 s less per
         start. Found only in the default SandboxSettings.state_dir (the kernel's launcher
         reads no configuration).""",
@@ -100,6 +100,7 @@ class HeadlessZygote:
     keeper's runs (the lock beside the socket says whose does), stopped by :meth:`stop`."""
 
     def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
         self.path = headless_socket(state_dir)
         self.lock = ProcessLock(self.path.with_name("headless.lock"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -123,6 +124,8 @@ class HeadlessZygote:
         if len(str(self.path)) > MAX_SOCKET_PATH:
             log.warning("no headless zygote: %s is too long for a Unix socket", self.path)
             self._give_up()
+            return
+        if not self.state_dir.is_dir():  # removed: taking the lock would make it again
             return
         if not self.lock.try_acquire(note=str(os.getpid())):
             return
