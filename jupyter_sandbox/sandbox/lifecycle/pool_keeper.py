@@ -13,8 +13,8 @@ one exit at once. Once no member has been claimed and no key wanted anew for
 exits. Nothing about a member differs from a sandbox started for the kernel itself: the same
 container, made for the very same request (the pool key covers all of it).
 
-A claimed member leaves the proxy kernel's own imports (~0.3 s) as the cost of a start above a
-local python3 kernel's. So the keeper also runs a kernel zygote (kernel/zygote.py), as a server
+A claimed member leaves the proxy kernel's own imports as the cost of a start above a local
+python3 kernel's (docs/explanation/performance.md). So the keeper also runs a kernel zygote (kernel/zygote.py), as a server
 does, at a fixed place in the state directory (zygote_process.headless_socket), where the
 kernelspec's launcher looks when no server named its own zygote; a launcher that finds none
 there, or a stale socket, starts the kernel the ordinary way. One zygote per state directory
@@ -87,11 +87,11 @@ class HeadlessPool(LoggingConfigurable):
     fast_kernel_start = Bool(
         True,
         config=True,
-        help="""Whether the headless pool's process also runs a kernel zygote (one process,
-        about 50 MB of host memory, for as long as the pool lives) from which kernels started
-        with no server are forked with the proxy kernel's imports done: about 0.3 s less per
-        start. Found only in the default SandboxSettings.state_dir (the kernel's launcher
-        reads no configuration).""",
+        help="""Whether the headless pool's process also runs a kernel zygote (one more host
+        process, for as long as the pool lives; its memory is on the performance page) from
+        which kernels started with no server are forked with the proxy kernel's imports done.
+        Found only in the default SandboxSettings.state_dir (the kernel's launcher reads no
+        configuration).""",
     )
 
 
