@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -19,9 +20,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.zygote_process import headless_socket
@@ -40,6 +44,8 @@ from tests.kernel.test_lifetimes import (
 )
 from tests.kernel.test_zygote import LAUNCHER, children_of, launcher_module, wait_gone
 
+INTERRUPT_TRIES = 6
+INTERRUPT_SECONDS = 5.0
 ZYGOTE_SECONDS = 120.0  # the keeper starts once the first kernel's sandbox answers (runsc: s)
 
 
@@ -87,8 +93,7 @@ def forked_kernel_lifecycle(state_dir: Path, runtime: str) -> int:
         msg_id = kc.execute("import time; time.sleep(1000)")
         while not is_input_of(kc.get_iopub_msg(timeout=30), msg_id):
             pass
-        km.interrupt_kernel()
-        reply = kc.get_shell_msg(timeout=30)
+        reply = interrupted(km, kc)
         assert reply["parent_header"]["msg_id"] == msg_id
         assert reply["content"]["ename"] == "KeyboardInterrupt"
         assert value_of(kc, "x") == "41"
@@ -101,6 +106,19 @@ def forked_kernel_lifecycle(state_dir: Path, runtime: str) -> int:
     # running_kernel shut it down through jupyter_client
     assert wait_gone(forked)
     return zygote
+
+
+def interrupted(km: KernelManager, kc: BlockingKernelClient) -> dict[str, Any]:
+    """The reply of the running cell, interrupted through jupyter_client: again every few
+    seconds, since an interrupt that reaches the kernel as the cell begins can be lost."""
+    for _ in range(INTERRUPT_TRIES):
+        km.interrupt_kernel()
+        try:
+            reply: dict[str, Any] = kc.get_shell_msg(timeout=INTERRUPT_SECONDS)
+            return reply
+        except queue.Empty:
+            continue
+    raise AssertionError(f"no reply after {INTERRUPT_TRIES} interrupts")
 
 
 @pytest.mark.integration
