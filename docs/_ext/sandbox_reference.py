@@ -315,8 +315,10 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     ),
     "JUPYTER_SANDBOX_ZYGOTE": (
         "internal",
-        "Set by the kernel's launcher: whether a kernel is forked from the pre-imported "
-        "zygote process.",
+        "Set by the server extension in the server's environment, which kernels inherit: the "
+        "socket of its zygote, from which the kernel's launcher asks for a forked, "
+        "pre-imported proxy kernel. Unset (no server), the launcher asks the headless warm "
+        "pool's zygote in the default state directory, if one listens.",
     ),
 }
 

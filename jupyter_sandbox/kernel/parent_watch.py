@@ -7,8 +7,11 @@ through a pidfd of that process (readable once it has ended, whatever its pid be
 and ends as on SIGTERM: an unnamed kernel's sandbox is removed, a named context stays.
 
 The variable is inherited by everything a kernel's client starts, so it is believed only when it
-names an ancestor of this process: the kernel's parent when jupyter_client started it, or the
-server above the zygote when the zygote forked it (zygote.py).
+names an ancestor of this process: the kernel's parent when jupyter_client started it. A kernel
+forked by a zygote (zygote.py) has the zygote for its parent, and with no server above the
+zygote (the headless pool's, sandbox/lifecycle/pool_keeper.py) its client is no ancestor of it:
+such a kernel looks from its launcher instead, which stands in for it towards the client and
+which the client started.
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ def is_ancestor(candidate: int, pid: int) -> bool:
     return False
 
 
-def open_kernel_client() -> int | None:
+def open_kernel_client(stand_in: int | None = None) -> int | None:
     """A descriptor that becomes readable when the process that started this kernel ends (its
-    pidfd), if ``JPY_PARENT_PID`` names an ancestor of this process; None otherwise (the kernel
-    then lives until it is shut down). The caller closes it."""
+    pidfd), if ``JPY_PARENT_PID`` names an ancestor of this process, or of ``stand_in`` (the
+    pid of a forked kernel's launcher); None otherwise (the kernel then lives until it is shut
+    down). The caller closes it."""
+    start = os.getpid() if stand_in is None else stand_in
     value = os.environ.get(PARENT_ENV, "")
     if not value:
         return None
@@ -61,7 +66,7 @@ def open_kernel_client() -> int | None:
         log.warning("ignoring %s=%r: not a process id", PARENT_ENV, value[:32])
         return None
     pid = int(value)
-    if not is_ancestor(pid, os.getpid()):
+    if not is_ancestor(pid, start):
         log.info("ignoring %s=%s: not an ancestor of this kernel", PARENT_ENV, pid)
         return None
     try:
@@ -69,7 +74,7 @@ def open_kernel_client() -> int | None:
     except ProcessLookupError:
         return _already_gone()
     # It could have ended, and its pid been reused, between the check and the open.
-    if not is_ancestor(pid, os.getpid()):
+    if not is_ancestor(pid, start):
         os.close(pidfd)
         return _already_gone()
     return pidfd

@@ -71,7 +71,12 @@ TAKE_OVER_SECONDS = 30.0
 class SandboxKernel:
     """Runs until the frontend shuts the kernel down or the sandbox dies; returns the exit code."""
 
-    def __init__(self, connection_file: str, config: Config | None = None) -> None:
+    def __init__(
+        self, connection_file: str, config: Config | None = None, launcher: int | None = None
+    ) -> None:
+        """``launcher``: the pid of the launcher that stands in for this kernel when a zygote
+        forked it (kernel/zygote_child.py); None when this process is the kernel's own."""
+        self.launcher = launcher
         self.connection_file = Path(connection_file).resolve()
         self.config = config or Config()
         self.manager = SandboxManager.from_config(self.config)
@@ -98,7 +103,7 @@ class SandboxKernel:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._terminated)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts arrive as messages
-        self.client = open_kernel_client()
+        self.client = open_kernel_client(self.launcher)
         if self.client is not None:
             loop.add_reader(self.client, self._client_gone)
         watcher: asyncio.Task[None] | None = None

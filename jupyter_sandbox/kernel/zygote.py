@@ -5,14 +5,16 @@ a fork of a process that already has them skips them all
 (figures: docs/explanation/performance.md, "Figures behind the code"). The server extension starts
 one zygote (``python -m jupyter_sandbox.kernel.zygote --socket PATH --parent PID``), names its
 socket in ``JUPYTER_SANDBOX_ZYGOTE`` (kernels inherit the server's environment), and stops it with
-the server. The kernelspec's launcher (kernelspec/sandboxed-python/launch.py) connects, sends its
+the server. With no server, the headless warm pool's keeper (sandbox/lifecycle/pool_keeper.py)
+runs one the same way at a fixed place in the state directory, where the launcher looks when
+the variable is unset (sandbox/host/zygote_process.py). The kernelspec's launcher (kernelspec/sandboxed-python/launch.py) connects, sends its
 connection file, environment, working directory, umask, pid and standard streams (SCM_RIGHTS); the
 zygote forks, and the child applies all that and runs the proxy kernel (zygote_child.py).
 
 Fork safety: before forking, this process runs no event loop, holds no zmq context, no engine
 client and no thread (checked before each fork); it only imports.
 
-Trust boundary: the zygote runs as the server's user and serves that user only. Its socket is
+Trust boundary: the zygote runs as the server's (or keeper's) user and serves that user only. Its socket is
 0600 in a 0700 directory under the sandbox state directory, and every connection's peer
 credentials (SO_PEERCRED) must show the same uid, and the pid the request names. Whoever passes
 those checks could already run any program as this user, so the zygote defends against
@@ -154,6 +156,7 @@ def serve(path: Path, parent_pid: int) -> None:
     # The server is the zygote's only reason to exist: when it dies, so does the zygote.
     parent = os.pidfd_open(parent_pid)
     listener = _listen(path)
+    listening = os.stat(path)
     # Children are reaped by the system: their launchers get exit codes from them directly.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -169,7 +172,15 @@ def serve(path: Path, parent_pid: int) -> None:
                 _handle(conn, [listener.fileno(), parent])
     finally:
         listener.close()
-        with contextlib.suppress(OSError):
+        _unlink_if_same(path, listening)
+
+
+def _unlink_if_same(path: Path, listening: os.stat_result) -> None:
+    """Remove the socket at ``path`` if it is still this zygote's: once its owner died, the
+    owner's successor may already listen there with a zygote of its own."""
+    with contextlib.suppress(OSError):
+        now = os.stat(path)
+        if (now.st_dev, now.st_ino) == (listening.st_dev, listening.st_ino):
             path.unlink()
 
 

@@ -49,6 +49,8 @@ class KernelRequest(Protocol):
     def umask(self) -> int: ...
     @property
     def fds(self) -> list[int]: ...
+    @property
+    def launcher_pid(self) -> int: ...
 
 
 def become_kernel(request: KernelRequest, conn: socket.socket, launcher: int) -> NoReturn:
@@ -69,7 +71,7 @@ def become_kernel(request: KernelRequest, conn: socket.socket, launcher: int) ->
         os.environ.update(request.env)
         sys.argv = [sys.executable, "-m", "jupyter_sandbox.kernel", "-f", request.connection_file]
         configure_logging()
-        code = event_loop.run(_run(request.connection_file, launcher))
+        code = event_loop.run(_run(request, launcher))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -81,8 +83,8 @@ def become_kernel(request: KernelRequest, conn: socket.socket, launcher: int) ->
         os._exit(code)
 
 
-async def _run(connection_file: str, launcher: int) -> int:
-    kernel = SandboxKernel(connection_file, load_config())
+async def _run(request: KernelRequest, launcher: int) -> int:
+    kernel = SandboxKernel(request.connection_file, load_config(), request.launcher_pid)
     asyncio.get_running_loop().add_reader(launcher, _launcher_gone)
     return await kernel.run()
 

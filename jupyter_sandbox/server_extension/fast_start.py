@@ -11,7 +11,6 @@ ever saves time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import subprocess
@@ -19,11 +18,14 @@ import time
 from pathlib import Path
 from typing import IO
 
-from jupyter_sandbox.sandbox.host.python_command import module_command
+from jupyter_sandbox.sandbox.host.zygote_process import (
+    MAX_SOCKET_PATH,
+    ZYGOTE_DIR,
+    start_zygote,
+    stop_zygote,
+)
 
 ZYGOTE_ENV = "JUPYTER_SANDBOX_ZYGOTE"  # the launcher reads the same name
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux, with room for ".binding"
-STOP_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ class Zygote:
     ) -> None:
         self.log = logger or log
         # One per server: several servers of one user may share a state directory.
-        self.path = state_dir / "zygote" / f"{os.getpid()}.sock"
+        self.path = state_dir / ZYGOTE_DIR / f"{os.getpid()}.sock"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, stderr: IO[bytes] | None = None) -> bool:
@@ -54,17 +56,8 @@ class Zygote:
                 self.path,
             )
             return False
-        argv = module_command(
-            "jupyter_sandbox.kernel.zygote",
-            "--socket",
-            str(self.path),
-            "--parent",
-            str(os.getpid()),
-        )
         # A session of its own: a Ctrl-C in the server's terminal is for the server alone.
-        self.process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stderr=stderr, start_new_session=True
-        )
+        self.process = start_zygote(self.path, os.getpid(), stderr)
         os.environ[ZYGOTE_ENV] = str(self.path)
         self.log.info("fast kernel start: zygote pid %s at %s", self.process.pid, self.path)
         return True
@@ -85,13 +78,7 @@ class Zygote:
         if os.environ.get(ZYGOTE_ENV) == str(self.path):
             del os.environ[ZYGOTE_ENV]
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                await asyncio.to_thread(process.wait, STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.log.warning("zygote %s did not stop on SIGTERM; killing it", process.pid)
-                process.kill()
-                process.wait()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        if process is not None:
+            await asyncio.to_thread(stop_zygote, process, self.path, logger=self.log)
+        else:
+            self.path.unlink(missing_ok=True)

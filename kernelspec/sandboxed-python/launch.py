@@ -8,9 +8,17 @@ proxy kernel for them (jupyter_sandbox/kernel/zygote.py). This process then stan
 kernel, so jupyter_client sees what it always sees: SIGTERM and SIGINT are passed on, and this
 process exits with the kernel's exit code. If the kernel's launcher dies, the kernel exits.
 
-Without a zygote, or if it refuses, this process becomes the ordinary proxy kernel (``execv``:
-same pid, same interpreter, same environment): nothing changes for plain jupyter_client. Never
-with the notebook's directory on sys.path (:func:`kernel_command`).
+With no server (nbconvert, papermill, a jupyter_client script), the variable is unset; the
+headless warm pool's keeper then runs a zygote of its own at a fixed place in the default state
+directory (:func:`headless_zygote`; jupyter_sandbox/sandbox/lifecycle/pool_keeper.py), and the
+launcher asks that one if its socket is there. A state directory set in a configuration file is
+not seen here (this process reads none): its kernels start the ordinary way.
+
+Without a zygote, or if it refuses, or its socket is stale, this process becomes the ordinary
+proxy kernel (``execv``: same pid, same interpreter, same environment): nothing changes for
+plain jupyter_client. Before it sends anything (the environment may hold tokens), the launcher
+checks that the zygote runs as this user (SO_PEERCRED). Never with the notebook's directory on
+sys.path (:func:`kernel_command`).
 """
 
 from __future__ import annotations
@@ -20,12 +28,16 @@ import json
 import os
 import signal
 import socket
+import struct
 import sys
 from types import FrameType
 
 ZYGOTE_ENV = "JUPYTER_SANDBOX_ZYGOTE"
 CONNECT_SECONDS = 5.0  # the zygote answers at once; a stuck one must not stall the kernel
 FORWARDED = (signal.SIGTERM, signal.SIGINT)
+# Where the headless keeper's zygote listens in a state directory: the package's
+# sandbox/host/zygote_process.py names the same (this file imports nothing of the package).
+HEADLESS_SOCKET = ("zygote", "headless.sock")
 
 
 class Launcher:
@@ -59,6 +71,11 @@ class Launcher:
             try:
                 sock.settimeout(CONNECT_SECONDS)
                 sock.connect(path)
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                _pid, uid, _gid = struct.unpack("3i", creds)
+                if uid != os.getuid():
+                    _note(f"the zygote at {path} runs as uid {uid}, not as this user")
+                    return None
                 header = len(payload).to_bytes(4, "big")
                 socket.send_fds(sock, [header + payload[:4096]], [0, 1, 2])
                 sock.sendall(payload[4096:])
@@ -111,6 +128,22 @@ def kernel_command(connection_file: str, safe_path_flag: bool | None = None) -> 
     return [sys.executable, "-c", bootstrap, "-f", connection_file]
 
 
+def headless_zygote(env: dict[str, str] | None = None) -> str:
+    """The headless keeper's zygote socket in the default state directory
+    (``SandboxSettings.state_dir``: ``<jupyter runtime dir>/sandboxes``), computed from ``env``
+    (default: this process's) as jupyter_core computes the runtime directory on Linux."""
+    env = dict(os.environ) if env is None else env
+    runtime = env.get("JUPYTER_RUNTIME_DIR")
+    if not runtime:
+        data = env.get("JUPYTER_DATA_DIR")
+        if not data:
+            home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+            xdg = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+            data = os.path.join(xdg, "jupyter")
+        runtime = os.path.join(data, "runtime")
+    return os.path.join(runtime, "sandboxes", *HEADLESS_SOCKET)
+
+
 def _umask() -> int:
     mask = os.umask(0o077)
     os.umask(mask)
@@ -127,7 +160,11 @@ def main(argv: list[str]) -> int:
         return 2
     connection_file = argv[1]
     launcher = Launcher()
-    path = os.environ.get(ZYGOTE_ENV)
+    path: str | None = os.environ.get(ZYGOTE_ENV)
+    if not path:  # no server: the headless pool's zygote, if it listens
+        path = headless_zygote()
+        if not os.path.exists(path):
+            path = None
     if path:
         code = launcher.run_in_zygote(path, connection_file)
         if code is not None:

@@ -28,16 +28,30 @@ from tests.conftest import remove_state_dir
 
 @contextmanager
 def sandbox_kernel_env(
-    purpose: str, *, headless_pool: bool = False, idle_timeout: float = 600.0, **settings: Any
+    purpose: str,
+    *,
+    headless_pool: bool = False,
+    idle_timeout: float = 600.0,
+    default_place: bool = False,
+    **settings: Any,
 ) -> Iterator[Path]:
     """Yield the state directory; the environment variables apply until the block ends.
     ``headless_pool``: let kernels start the headless warm pool (sandbox/lifecycle/pool_keeper.py),
     which the block's end then stops, and which ends by itself after ``idle_timeout`` s.
+    ``default_place``: the state directory is where SandboxSettings.state_dir's default puts
+    it, ``$JUPYTER_RUNTIME_DIR/sandboxes`` (the variable set for the block to a directory of
+    the test's own), where the kernelspec's launcher looks for the headless pool's zygote.
 
     Kernels should be started with ``cwd=notebook_dir(state_dir)``: a small directory, as a
     notebook's usually is (jedi scans the launch directory on first completion).
     """
-    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+    runtime_dir: Path | None = None
+    if default_place:
+        runtime_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+        state_dir = runtime_dir / "sandboxes"
+        state_dir.mkdir(mode=0o700)
+    else:
+        state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
     config_dir = Path(tempfile.mkdtemp(prefix="jsbx-config-", dir="/tmp"))
     notebook_dir(state_dir).mkdir()
     # No headless warm pool (pool_keeper.py) unless a test asks for one: its sandboxes would
@@ -53,6 +67,8 @@ def sandbox_kernel_env(
     (config_dir / "jupyter_sandbox_config.py").write_text("\n".join(lines) + "\n")
     saved = dict(os.environ)
     os.environ.update(JUPYTER_CONFIG_DIR=str(config_dir), JUPYTER_SANDBOX_PURPOSE=purpose)
+    if runtime_dir is not None:
+        os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
     try:
         yield state_dir
     finally:
@@ -66,6 +82,8 @@ def sandbox_kernel_env(
             shutil.rmtree(config_dir, ignore_errors=True)
             shutil.rmtree(credentials_dir(state_dir), ignore_errors=True)
         shutil.rmtree(notebook_dir(state_dir), ignore_errors=True)
+        if runtime_dir is not None:  # connection files jupyter_client wrote there too
+            shutil.rmtree(runtime_dir, ignore_errors=True)
 
 
 def credentials_dir(state_dir: Path) -> Path:

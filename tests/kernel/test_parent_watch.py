@@ -66,3 +66,19 @@ def test_the_watch_fires_when_the_client_dies() -> None:
     assert ready
     assert shell.stdout.readline() == "parent gone\n"
     shell.stdout.close()
+
+
+def test_a_forked_kernel_looks_from_its_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    # This process stands for the kernel's client, the child for its launcher: the client is
+    # the launcher's parent, not an ancestor of the kernel (the zygote's child).
+    with subprocess.Popen(["sleep", "30"]) as launcher:
+        monkeypatch.setenv("JPY_PARENT_PID", str(os.getpid()))
+        try:
+            assert open_kernel_client() is None
+            fd = open_kernel_client(stand_in=launcher.pid)
+            assert fd is not None
+            ready, _, _ = select.select([fd], [], [], 0)
+            assert ready == []  # the client lives
+            os.close(fd)
+        finally:
+            launcher.kill()

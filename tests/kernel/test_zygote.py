@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -67,6 +68,16 @@ def zygote(env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Zygote,
         found = imported(server_dir)
         shutil.rmtree(server_dir)
         assert found is None
+
+
+def launcher_module() -> ModuleType:
+    """The kernelspec's launcher, imported from this checkout (it is no module of the package)."""
+    spec = importlib.util.spec_from_file_location("sandboxed_python_launch", LAUNCHER)
+    assert spec is not None
+    assert spec.loader is not None
+    launcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launcher)
+    return launcher
 
 
 def launch(state_dir: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -287,13 +298,8 @@ def test_the_launchers_kernel_command_imports_nothing_from_the_notebooks_directo
 ) -> None:
     """Both forms of the command the launcher becomes (-P; before Python 3.11, a bootstrap):
     the proxy kernel starts, and fails on the missing connection file, with the real package."""
-    spec = importlib.util.spec_from_file_location("sandboxed_python_launch", LAUNCHER)
-    assert spec is not None
-    assert spec.loader is not None
-    launcher = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(launcher)
     missing = tmp_path / "missing.json"
-    argv = launcher.kernel_command(str(missing), safe_path_flag=safe_path_flag)
+    argv = launcher_module().kernel_command(str(missing), safe_path_flag=safe_path_flag)
     done = subprocess.run(argv, cwd=plant(tmp_path), capture_output=True, timeout=60)
     assert imported(tmp_path) is None, done.stderr
     assert done.returncode != 0

@@ -12,6 +12,15 @@ one exit at once. Once no member has been claimed and no key wanted anew for
 ``HeadlessPool.idle_timeout`` seconds, or on SIGTERM, it removes its unclaimed members and
 exits. Nothing about a member differs from a sandbox started for the kernel itself: the same
 container, made for the very same request (the pool key covers all of it).
+
+A claimed member leaves the proxy kernel's own imports as the cost of a start above a local
+python3 kernel's (docs/explanation/performance.md). So the keeper also runs a kernel zygote (kernel/zygote.py), as a server
+does, at a fixed place in the state directory (zygote_process.headless_socket), where the
+kernelspec's launcher looks when no server named its own zygote; a launcher that finds none
+there, or a stale socket, starts the kernel the ordinary way. One zygote per state directory
+(its lock: the keepers of several owners of one user share it, since a forked kernel reads its
+owner and settings from its own environment, as an exec'd one does); it ends with the keeper,
+and by itself if the keeper is killed (``--parent``).
 """
 
 from __future__ import annotations
@@ -35,6 +44,12 @@ from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.python_command import module_command
 from jupyter_sandbox.sandbox.host.timeouts import within
+from jupyter_sandbox.sandbox.host.zygote_process import (
+    MAX_SOCKET_PATH,
+    headless_socket,
+    start_zygote,
+    stop_zygote,
+)
 from jupyter_sandbox.sandbox.lifecycle.pool import record_wanted
 from jupyter_sandbox.sandbox.lifecycle.pool_directory import PoolDirectory
 from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
@@ -69,6 +84,69 @@ class HeadlessPool(LoggingConfigurable):
         help="""Seconds without a kernel claiming one of its sandboxes (or missing the pool)
         after which the headless pool removes its sandboxes and its process exits.""",
     )
+    fast_kernel_start = Bool(
+        True,
+        config=True,
+        help="""Whether the headless pool's process also runs a kernel zygote (one more host
+        process, for as long as the pool lives; its memory is on the performance page) from
+        which kernels started with no server are forked with the proxy kernel's imports done.
+        Found only in the default SandboxSettings.state_dir (the kernel's launcher reads no
+        configuration).""",
+    )
+
+
+class HeadlessZygote:
+    """The keeper's zygote at :func:`headless_socket`: started by :meth:`keep` when no other
+    keeper's runs (the lock beside the socket says whose does), stopped by :meth:`stop`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = headless_socket(state_dir)
+        self.lock = ProcessLock(self.path.with_name("headless.lock"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.given_up = False
+
+    def keep(self) -> None:
+        """Start the zygote if none runs for this state directory; called on every check, so
+        that a keeper takes over when the one whose zygote served them ends first. One that
+        exited on its own is not started again (it would fail the same way): kernels start
+        without it, as they do when it cannot start."""
+        if self.given_up:
+            return
+        if self.process is not None:
+            if self.process.poll() is not None:
+                log.warning(
+                    "the headless zygote exited (code %s); kernels start without it",
+                    self.process.returncode,
+                )
+                self._give_up()
+            return
+        if len(str(self.path)) > MAX_SOCKET_PATH:
+            log.warning("no headless zygote: %s is too long for a Unix socket", self.path)
+            self._give_up()
+            return
+        if not self.state_dir.is_dir():  # removed: taking the lock would make it again
+            return
+        if not self.lock.try_acquire(note=str(os.getpid())):
+            return
+        try:  # logs to this keeper's log, as the kernels it forks do until they take theirs
+            self.process = start_zygote(self.path, os.getpid())
+        except OSError as exc:
+            log.warning("no headless zygote: %s", exc)
+            self._give_up()
+            return
+        log.info("headless zygote pid %s at %s", self.process.pid, self.path)
+
+    def stop(self) -> None:
+        """Stop the zygote and let go of its lock; kernels it forked live on."""
+        process, self.process = self.process, None
+        if process is not None:
+            stop_zygote(process, self.path)
+        self.lock.release(remove=True)
+
+    def _give_up(self) -> None:
+        self.given_up = True
+        self.stop()
 
 
 def start_keeper(config: Config, state_dir: str, owner: str, wanted: dict[str, Any]) -> bool:
@@ -127,10 +205,13 @@ async def keep(owner: str, config: Config, wanted: dict[str, Any] | None) -> int
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    zygote = HeadlessZygote(manager.settings.state_path) if settings.fast_kernel_start else None
     try:
         if not await pool.start():
             log.info("the warm pool of %s is kept by another process", owner)
             return 0
+        if zygote is not None:
+            zygote.keep()
         if wanted is not None:
             try:
                 record_wanted(manager.settings.state_path, manager.check_request(owner, **wanted))
@@ -147,10 +228,16 @@ async def keep(owner: str, config: Config, wanted: dict[str, Any] | None) -> int
             now = _pool_files(pool)
             if now != seen:  # a claim took a ticket, or a miss wanted a key
                 seen, last_used = now, time.monotonic()
+            if zygote is not None:
+                zygote.keep()
+        if zygote is not None:  # first: no kernel may be forked for a pool about to go
+            zygote.stop()
         removed = await pool.drain()
         log.info("headless warm pool of %s: idle; removed %d sandbox(es)", owner, len(removed))
         return 0
     finally:
+        if zygote is not None:  # also when the keep ended early or failed
+            zygote.stop()
         await manager.close()
 
 
