@@ -97,6 +97,7 @@ def place_supervisor(engine: DockerEngine, container: str, mark: dict[str, str])
         place_argv(mark),
         user="0",
         environment=emptied(raw["Config"].get("Env") or []),
+        workdir="/",  # not the sandbox's: one it made unsearchable would stop the start
     )
     code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
     if code == NO_CGROUPS:
