@@ -125,11 +125,20 @@ async def test_row54_a_closed_terminal_takes_its_escapees_with_it(
     observe("all three sleeps ran; after the terminal closed: none left")
 
 
+# Where gVisor shows its job cgroups in a sandbox: the escapee tries to move itself out of its
+# command's cgroup into the sandbox's own (there is no such directory under runc).
+LEAVE_CGROUP = "{ echo \\$\\$ > /sys/fs/cgroup/job/cgroup.procs; } 2>/dev/null"
+
+
 def killing_its_supervisor(first: int) -> str:
     """Shell lines whose escapee kills the command's supervisor (the shell's parent, of the
-    same user) once it has left its session and group and emptied its environment, then
-    sleeps ``first`` on; ``first + 1`` is the shell's own wait."""
-    return f's=$PPID; setsid env -i /bin/sh -c "kill -9 $s; exec sleep {first}" & sleep {first + 1}'
+    same user) once it has left its session and group and emptied its environment, tries to
+    leave the command's cgroup, then sleeps ``first`` on; ``first + 1`` is the shell's own
+    wait."""
+    return (
+        f's=$PPID; setsid env -i /bin/sh -c "kill -9 $s; {LEAVE_CGROUP}; exec sleep {first}" & '
+        f"sleep {first + 1}"
+    )
 
 
 @pytest.mark.checklist(
@@ -137,22 +146,13 @@ def killing_its_supervisor(first: int) -> str:
     attack="a background command whose child leaves its session and group, empties its "
     "environment (`setsid env -i`) and SIGKILLs the command's supervisor (same user), then the "
     "command removed",
-    expected="removing it kills the escapee too: it carries the supervisor's audit login uid, "
-    "which it cannot change (runc); gVisor has no audit: it escapes there (strict xfail)",
+    expected="removing it kills the escapee too: it carries the supervisor's audit login uid "
+    "(runc) or sits in the command's cgroup (gVisor's job hierarchy, made and entered by uid 0 "
+    "before the command started), neither of which it can leave",
 )
 async def test_row73_an_escapee_that_killed_its_supervisor_is_killed_with_the_command(
-    manager: SandboxManager,
-    sandbox: Sandbox,
-    runtime: str,
-    request: pytest.FixtureRequest,
-    observe: Callable[[str], None],
+    manager: SandboxManager, sandbox: Sandbox, observe: Callable[[str], None]
 ) -> None:
-    if runtime == "runsc":  # run all the same: a fix shows as an unexpected pass
-        reason = (
-            "gVisor has no audit login uid, and a pid namespace per command would end the "
-            "daemons a command leaves (docs/explanation/host-hardening.md)"
-        )
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     command_request = CommandRequest.from_json({"command": killing_its_supervisor(7301)})
     command = await manager.background.start("alice", sandbox.sandbox_id, command_request)
 

@@ -5,7 +5,8 @@ engine started the exec.
 Each exec's environment carries a random mark (``JUPYTER_SANDBOX_EXEC=<token>``, ``new_mark``),
 which every process the command starts inherits; a caller's command runs under the supervisor
 (supervisor_program.py, ``supervised``), and the killer (kill_program.py, ``kill_argv``) stops
-it and everything marked. Why, and how a backend runs the killer when a command's time is up:
+it and everything marked. Under gVisor the host also places the supervisor in a cgroup of its
+command before it starts anything (``place_argv``, run as uid 0). Why, and how a backend runs the killer when a command's time is up:
 sandbox/backends/docker/exec_deadline.py. Kept apart from it so that the operations (commands,
 background commands) name the mark without importing an engine's client.
 """
@@ -35,8 +36,25 @@ def supervised(argv: list[str], mark: dict[str, str]) -> list[str]:
     return image_programs.python(SUPERVISOR, token, *argv)
 
 
+def mark_of(argv: list[str]) -> dict[str, str] | None:
+    """The mark of ``argv`` if it is a command under its supervisor (``supervised``), else
+    None: for a backend that starts what it is given and places supervisors."""
+    if len(argv) > 5 and argv[:5] == image_programs.python(SUPERVISOR):
+        return {EXEC_MARK: argv[5]}
+    return None
+
+
 def kill_argv(entry: str) -> list[str]:
     """The program that kills every process of the exec marked ``entry`` (``NAME=TOKEN``) and
     its supervisor's descendants, for callers that run it through an exec of their own (a
     background command's removal). Exit status 0: none is left."""
     return image_programs.python(KILLER, entry)
+
+
+def place_argv(mark: dict[str, str]) -> list[str]:
+    """The program that moves the supervisor with ``mark`` into its command's cgroup, for the
+    host to run as uid 0 in a runsc sandbox right after it started the supervisor
+    (kill_program.py's ``place``). Exit status 0: placed; kill_program.NO_CGROUPS: the
+    sandbox has no gVisor job cgroups."""
+    ((_name, token),) = mark.items()
+    return image_programs.python(KILLER, "place", token)

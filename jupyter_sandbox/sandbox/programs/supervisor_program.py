@@ -25,7 +25,19 @@ once without privilege; a set one only with CAP_AUDIT_CONTROL, which no process 
 has). So a process that kills this supervisor (same user) and empties its environment still
 carries the login uid, and the kill finds it by that. gVisor has no audit (no loginuid file),
 and a host whose engine runs inside a login session has it set already: the supervisor goes
-on without, and the kill has the subtree and the mark only.
+on without (under runc the kill then has the subtree and the mark only).
+
+Under gVisor a cgroup holds the command instead (row 73). gVisor's sentry has cgroups of its
+own; a runsc sandbox shows its "job" hierarchy (a controller that only labels) at
+/sys/fs/cgroup/job (CGROUPS), a directory owned by uid 0 that the sandbox's user cannot write,
+and gVisor lets a process into a cgroup only by a write to that cgroup's ``cgroup.procs``. When
+CGROUPS is there, this supervisor starts nothing until the host, by an exec as uid 0
+(kill_program.py's ``place``), has made the cgroup ``jupyter-sandbox-TOKEN`` and moved it in:
+every process the command starts inherits it, and none can leave it (every other cgroup's
+``cgroup.procs`` is uid 0's, and a user namespace maps no uid 0), whatever it does to its
+session, group, environment or this supervisor. The kill reads the cgroup's ``cgroup.procs``.
+Not placed within PLACE_SECONDS, it ends with NOT_STARTED: a command that could escape its
+kill does not run.
 
 It travels as source (the sandbox has no jupyter_sandbox to import), standard library only,
 and imports as little as it can: each import costs under gVisor (benchmarks/exec.py).
@@ -36,12 +48,19 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 PR_SET_DUMPABLE = 4
 # Login uids of supervised commands: 2**30 and up, far from any account's uid (the kill program
 # derives the same from the token: kill_program.audit_id).
 AUDIT_BASE = 2**30
 PR_SET_CHILD_SUBREAPER = 36
+# gVisor's "job" cgroup hierarchy in a runsc sandbox (Linux has no such controller: absent under
+# runc), and the prefix of a command's cgroup there: as kill_program.CGROUPS and CGROUP_PREFIX.
+CGROUPS = "/sys/fs/cgroup/job"
+CGROUP_PREFIX = "jupyter-sandbox-"
+PLACE_SECONDS = 20.0  # how long the host's placing exec may take to move this process in
+PLACE_PAUSE = 0.005  # seconds between two looks at this process's cgroups
 NOT_STARTED = 126  # the engine's status for a program it could not start (exec_start.py)
 # Signals this process is sent on its own, meant for the command: a TTY's hangup reaches the
 # session leader (this process, in a terminal), and a TERM is a request to end.
@@ -83,6 +102,38 @@ def open_audit_session(token: str) -> None:
         os.close(fd)
 
 
+def in_cgroup(cgroups: bytes, token: str) -> bool:
+    """Whether ``cgroups`` (``/proc/self/cgroup``: ``ID:CONTROLLERS:PATH`` lines) puts this
+    process in the job hierarchy's cgroup of ``token``."""
+    wanted = f"/{CGROUP_PREFIX}{token}".encode()
+    for line in cgroups.splitlines():
+        _id, _, rest = line.partition(b":")
+        controllers, _, path = rest.partition(b":")
+        if b"job" in controllers.split(b",") and path.endswith(wanted):
+            return True
+    return False
+
+
+def wait_for_cgroup(token: str) -> None:
+    """Where the sandbox has gVisor's job hierarchy, wait until the host has moved this process
+    into the command's cgroup; exit with NOT_STARTED if it has not within PLACE_SECONDS."""
+    if not os.path.isdir(CGROUPS):  # runc: the audit session holds the command instead
+        return
+    deadline = time.monotonic() + PLACE_SECONDS
+    while True:
+        with open("/proc/self/cgroup", "rb") as f:
+            if in_cgroup(f.read(), token):
+                return
+        if time.monotonic() > deadline:
+            message = (
+                "the command's supervisor was not placed in its cgroup within "
+                f"{PLACE_SECONDS:g}s: the command was not started\n"
+            )
+            os.write(2, message.encode())
+            os._exit(NOT_STARTED)
+        time.sleep(PLACE_PAUSE)
+
+
 def start(argv: list[str]) -> int:
     """Start the child that runs ``argv``; its pid. posix_spawn, not fork and exec: the
     interpreter's memory is not copied, which is quicker on both runtimes, under gVisor above
@@ -104,6 +155,7 @@ def start(argv: list[str]) -> int:
 def main(token: str, argv: list[str]) -> None:
     open_audit_session(token)  # first: a process not dumpable may not open its loginuid
     set_process_options()
+    wait_for_cgroup(token)  # before the start: the child inherits the cgroup
     for signum in IGNORED:  # before the start: Python's own SIGINT handler would end this
         signal.signal(signum, lambda _signum, _frame: None)
     child = start(argv)  # (a handler, unlike SIG_IGN, is the default again in the child)

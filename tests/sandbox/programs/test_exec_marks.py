@@ -13,12 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_sandbox.sandbox.programs import image_programs
+from jupyter_sandbox.sandbox.programs import image_programs, kill_program, supervisor_program
 from jupyter_sandbox.sandbox.programs.exec_marks import (
     EXEC_MARK,
     SUPERVISOR,
     kill_argv,
+    mark_of,
     new_mark,
+    place_argv,
     supervised,
 )
 
@@ -104,3 +106,41 @@ def test_the_kill_of_nothing_left_is_quick_and_clean() -> None:
     killed = subprocess.run(on_host(kill_argv(f"{EXEC_MARK}=0123456789abcdef")), timeout=30)
     assert killed.returncode == 0
     assert time.monotonic() - started < 5
+
+
+def test_a_supervised_argv_gives_its_mark_back_and_others_none() -> None:
+    mark = new_mark()
+    assert mark_of(supervised(["sh", "-c", "true"], mark)) == mark
+    assert mark_of(kill_argv(f"{EXEC_MARK}={mark[EXEC_MARK]}")) is None
+    assert mark_of(image_programs.shell("true")) is None
+    ((_name, token),) = mark.items()
+    assert place_argv(mark)[5:] == ["place", token]
+
+
+# /proc/self/cgroup lines as a runsc sandbox shows them (cgroup v1 hierarchies of the sentry).
+SENTRY_CGROUPS = (
+    b"7:pids:/c0ffee\n6:memory:/c0ffee\n5:job:/c0ffee/jupyter-sandbox-TOKEN\n"
+    b"4:devices:/c0ffee\n3:cpuset:/c0ffee\n2:cpuacct:/c0ffee\n1:cpu:/c0ffee\n"
+)
+
+
+def test_the_supervisor_knows_its_cgroup_by_the_job_hierarchy_and_its_token() -> None:
+    assert supervisor_program.in_cgroup(SENTRY_CGROUPS, "TOKEN")
+    assert not supervisor_program.in_cgroup(SENTRY_CGROUPS, "OKEN")  # a whole name only
+    assert not supervisor_program.in_cgroup(SENTRY_CGROUPS.replace(b"job", b"pids"), "TOKEN")
+    assert not supervisor_program.in_cgroup(SENTRY_CGROUPS.replace(b"TOKEN", b"OTHER"), "TOKEN")
+    assert not supervisor_program.in_cgroup(b"0::/\n", "TOKEN")  # runc, cgroup v2
+
+
+def test_the_kill_reads_no_cgroup_for_a_token_that_is_not_hex() -> None:
+    # The token comes from the command line the kill was given: never a path of its choosing.
+    assert kill_program.in_cgroup(b"../../../proc/self") == set()
+    assert kill_program.in_cgroup(b"") == set()
+
+
+def test_placing_where_there_is_no_job_hierarchy_says_so() -> None:
+    """On this host's Linux, as under runc, there is no gVisor job hierarchy: placing answers
+    NO_CGROUPS (the host logs it) and a supervisor starts its command without waiting."""
+    assert not os.path.isdir(kill_program.CGROUPS)
+    placed = subprocess.run(on_host(place_argv(new_mark())), timeout=30)
+    assert placed.returncode == kill_program.NO_CGROUPS

@@ -45,6 +45,7 @@ from jupyter_sandbox.sandbox.backends.docker.container_config import (
 )
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import get_tar, put_tar, run_exec
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import place_supervisor
 from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.backends.docker.records import (
@@ -64,6 +65,7 @@ from jupyter_sandbox.sandbox.backends.records import (
     ExecResult,
     SandboxInfo,
 )
+from jupyter_sandbox.sandbox.programs.exec_marks import mark_of
 from jupyter_sandbox.sandbox.settings import DEFAULT_IMAGE, RUNTIMES
 
 log = logging.getLogger(__name__)
@@ -282,16 +284,21 @@ class DockerBackend(SandboxBackend):
         )
 
     async def spawn(self, sandbox_id: str, argv: list[str], *, environment: dict[str, str]) -> str:
+        mark = mark_of(argv)  # a background command, under its supervisor
+
         def start() -> str:
+            container = labels.container_name(sandbox_id)
             exec_id, _ = start_exec(
                 self.engine,
-                labels.container_name(sandbox_id),
+                container,
                 argv,
                 start={"detach": True},
                 stdout=False,
                 stderr=False,
                 environment=environment,
             )
+            if mark is not None:
+                place_supervisor(self.engine, container, mark)
             return exec_id
 
         try:

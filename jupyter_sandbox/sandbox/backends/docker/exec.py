@@ -30,7 +30,7 @@ from jupyter_sandbox.protocol.errors import (
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, place_supervisor
 from jupyter_sandbox.sandbox.backends.docker.exec_start import (
     exec_result,
     once_started,
@@ -91,6 +91,8 @@ async def run_exec(
             workdir=workdir,
         )
         sockets.append(sock)
+        if options.supervised:  # it starts the command once placed (under gVisor)
+            place_supervisor(engine, container, mark)
         try:
             if stdin is not None:
                 raw = raw_socket(sock)

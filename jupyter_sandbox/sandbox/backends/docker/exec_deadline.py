@@ -21,9 +21,9 @@ second interpreter's start (benchmarks/exec.py; figures: docs/explanation/perfor
 "Figures behind the code"). Code in a sandbox can leave processes running anyway (its kernel runs
 whatever it is given). A process that kills its own supervisor (same user) and empties its
 environment is still reached under runc by the audit login uid the supervisor gave it, which it
-cannot change; under gVisor, which has no audit, it escapes. What a command leaves once its own
-process ended is the sandbox's
-(supervisor_program.py). The sandbox's init reaps what is killed. The mark, the supervisor's
+cannot change; under gVisor, which has no audit, by the cgroup the host moved the supervisor
+into before it started anything (:func:`place_supervisor`), which it cannot leave. What a
+command leaves once its own process ended is the sandbox's (supervisor_program.py). The sandbox's init reaps what is killed. The mark, the supervisor's
 and the killer's command lines are the same whatever the engine: sandbox/programs/exec_marks.py;
 this module runs the killer through Docker.
 """
@@ -35,9 +35,11 @@ import logging
 import docker.errors
 
 from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
-from jupyter_sandbox.sandbox.programs.exec_marks import kill_argv
+from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied, start_exec
+from jupyter_sandbox.sandbox.programs.exec_marks import kill_argv, place_argv
+from jupyter_sandbox.sandbox.programs.kill_program import NO_CGROUPS
 
 log = logging.getLogger(__name__)
 
@@ -76,3 +78,33 @@ async def kill_marked(
             container,
             code,
         )
+
+
+def place_supervisor(engine: DockerEngine, container: str, mark: dict[str, str]) -> None:
+    """Blocking, right after a supervised command with ``mark`` started in ``container``: in a
+    runsc sandbox, move its supervisor into a cgroup of its own (kill_program.py's ``place``),
+    which the supervisor waits for before it starts the command (supervisor_program.py); under
+    runc nothing (the audit session holds the command there). The placing exec runs as uid 0,
+    which owns gVisor's cgroups in the sandbox, with no capability (the container has none) and
+    every variable of the container's environment set empty (a request may set LD_PRELOAD
+    there). A failure is logged: the supervisor then ends without starting the command."""
+    raw = engine.client.api.inspect_container(container)
+    if (raw["Config"].get("Labels") or {}).get(labels.RUNTIME) != "runsc":
+        return
+    exec_id, _ = start_exec(
+        engine,
+        container,
+        place_argv(mark),
+        user="0",
+        environment=emptied(raw["Config"].get("Env") or []),
+        workdir="/",  # not the sandbox's: one it made unsearchable would stop the start
+    )
+    code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
+    if code == NO_CGROUPS:
+        log.warning(
+            "sandbox %s has no gVisor job cgroups (/sys/fs/cgroup/job): a command's process that "
+            "kills its supervisor and empties its environment escapes its kill there",
+            container,
+        )
+    elif code != 0:
+        log.warning("the supervisor of a command in %s was not placed (status %s)", container, code)

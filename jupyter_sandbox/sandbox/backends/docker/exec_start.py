@@ -42,6 +42,15 @@ def start_exec(
         return exec_id, api.exec_start(exec_id, **(start or {}))
 
 
+def emptied(container_env: list[str]) -> dict[str, str]:
+    """Every variable of the container's environment, set empty, for an exec as uid 0: an
+    exec's environment is the container's with its own on top, and there is no way to unset
+    one. Empty, a loader variable (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT) names nothing."""
+    emptied = {entry.partition("=")[0]: "" for entry in container_env}
+    emptied["PATH"] = image_programs.HOST_PATH  # the exec's first program is named absolutely
+    return emptied
+
+
 def started(inspected: dict[str, Any]) -> bool:
     """Whether the engine started the exec's process (``exec_inspect``): one it could not start
     never had a pid, and ends with NOT_STARTED."""

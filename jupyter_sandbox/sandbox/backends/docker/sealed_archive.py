@@ -43,6 +43,7 @@ from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Sink
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import Inspect
 from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
+from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied
 from jupyter_sandbox.sandbox.backends.docker.stream import stream_exec
 from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.programs import image_programs
@@ -119,15 +120,6 @@ async def _privileged_tar(
         environment=emptied(raw["Config"].get("Env") or []),
         mark=mark,
     )
-
-
-def emptied(container_env: list[str]) -> dict[str, str]:
-    """Every variable of the container's environment, set empty: an exec's environment is the
-    container's with its own on top, and there is no way to unset one. Empty, a loader variable
-    (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT) names nothing."""
-    emptied = {entry.partition("=")[0]: "" for entry in container_env}
-    emptied["PATH"] = image_programs.HOST_PATH  # the exec's first program is named absolutely
-    return emptied
 
 
 def _frozen_tar(
