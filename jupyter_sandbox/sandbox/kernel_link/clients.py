@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,13 @@ class Lease:
     client: PinnedKernelClient
     reused: bool
     clean: bool = False
+    after: Coroutine[Any, Any, None] | None = None  # what still has to use the client
+
+    def hand_over(self, work: Coroutine[Any, Any, None]) -> None:
+        """The run went away with ``work`` left to do on the client (its queued request to
+        stop once it starts: kernel_execution.execute): it runs on after the run, and the
+        client is closed once it is done."""
+        self.after = work
 
 
 @dataclass
@@ -95,6 +102,7 @@ class KernelClients(LoggingConfigurable):
         super().__init__(**kwargs)
         self._idle: dict[str, list[_Idle]] = {}
         self._closed = False
+        self._finishing: set[asyncio.Task[None]] = set()  # runs' leftover work on clients
         self.counts = ClientCounts()
 
     def idle(self, sandbox_id: str) -> int:
@@ -127,9 +135,11 @@ class KernelClients(LoggingConfigurable):
         try:
             yield lease
         except BaseException:
-            self._close(held)
+            self._close_after(held, lease.after)
             raise
-        if lease.clean:
+        if lease.after is not None:
+            self._close_after(held, lease.after)
+        elif lease.clean:
             self._give_back(sandbox_id, generation, held, loop)
         else:
             self._close(held)
@@ -140,10 +150,13 @@ class KernelClients(LoggingConfigurable):
             self._close_idle(entry)
 
     def close(self) -> None:
-        """Close every idle client; clients of runs still going are closed as they end."""
+        """Close every idle client, and those runs left work on (that work is cancelled);
+        clients of runs still going are closed as they end."""
         self._closed = True
         for sandbox_id in list(self._idle):
             self.discard(sandbox_id)
+        for task in list(self._finishing):
+            task.cancel()  # its client is closed as it ends
 
     async def _take(
         self,
@@ -210,6 +223,16 @@ class KernelClients(LoggingConfigurable):
                 time.monotonic() - entry.since,
             )
             self._close(entry.held)
+
+    def _close_after(self, held: HeldClient, work: Coroutine[Any, Any, None] | None) -> None:
+        """Close ``held`` once ``work`` (left by a run that went away) is done; now without."""
+        if work is None:
+            self._close(held)
+            return
+        task = asyncio.ensure_future(work)
+        task.add_done_callback(lambda _: self._close(held))  # done, failed or cancelled
+        self._finishing.add(task)  # held here: a task only the loop refers to may be collected
+        task.add_done_callback(self._finishing.discard)
 
     def _close_idle(self, entry: _Idle) -> None:
         if entry.timer is not None:

@@ -24,7 +24,7 @@ import logging
 import queue
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,6 +101,7 @@ async def execute(
     still_running: Callable[[], Awaitable[str | None]],
     on_reason: Callable[[str], BaseException],
     observer: SendObserver | None = None,
+    hand_over: Callable[[Coroutine[Any, Any, None]], None] | None = None,
 ) -> KernelOutcome:
     """Run ``code`` on ``client``'s kernel (shell, iopub and control started, iopub joined:
     kernel_link.ready_client, or a client kept from an earlier run: clients.py; either
@@ -163,7 +164,11 @@ async def execute(
         # status came already (then it has ended, and an interrupt would hit the next code).
         ended = idle.done() and not idle.cancelled() and idle.exception() is None
         if not finished and not ended:
-            await _stop_for_nobody(client, msg_id, began, still_running)
+            stop = _stop_for_nobody(client, msg_id, began, still_running)
+            if hand_over is not None and not began.is_set():
+                hand_over(stop)  # queued: stopped once it starts, the caller not kept
+            else:
+                await stop  # running: interrupted now, within INTERRUPT_GRACE
     if outcome.still_running:
         outcome.status = "error"
         outcome.error = {

@@ -177,6 +177,7 @@ async def run_code(
                     still_running=why_not,
                     on_reason=ended,
                     observer=observer,
+                    hand_over=lease.hand_over,
                 )
                 # Interrupted code may still have its interrupt_reply on the way: not kept.
                 lease.clean = not (outcome.timed_out or outcome.still_running)

@@ -47,13 +47,17 @@ from jupyter_sandbox.sandbox.host.watcher_pipe import (
     log_to_stderr,
 )
 from jupyter_sandbox.sandbox.identity import check_sandbox_id
-from jupyter_sandbox.sandbox.kernel_link.execution import INTERRUPT_GRACE, interrupt, received
+from jupyter_sandbox.sandbox.kernel_link.execution import (
+    INTERRUPT_GRACE,
+    MessageChannel,
+    interrupt,
+    received,
+)
 from jupyter_sandbox.sandbox.kernel_link.link import (
     HeldClient,
     open_ready_client,
     with_socket_prefix,
 )
-from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedKernelClient
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +98,17 @@ class RunWatcher(WatcherPipe):
 
 
 class Requests:
-    """The kernel's requests seen starting and ending on iopub (the latest :data:`MAX_SEEN`)."""
+    """The kernel's requests seen starting and ending on iopub (the latest :data:`MAX_SEEN`).
+
+    :meth:`follow` is the one reader of the client's iopub for the watcher's whole life: a read
+    cancelled while its message was being received loses that message (the socket gave it up,
+    the awaiting task never resumed), and the message lost could be the run's own
+    ``execute_input``, which the watcher would then wait for while the code ran on."""
 
     def __init__(self) -> None:
         self.started: OrderedDict[str, None] = OrderedDict()
         self.ended: OrderedDict[str, None] = OrderedDict()
+        self.news = asyncio.Event()  # set each time a message is noted
 
     def note(self, message: dict[str, Any]) -> None:
         parent = message.get("parent_header")
@@ -114,6 +124,18 @@ class Requests:
             and content.get("execution_state") == "idle"
         ):
             _remember(self.ended, message_id)
+
+    async def follow(self, channel: MessageChannel) -> None:
+        """Note everything ``channel`` receives, until cancelled (the watcher is done)."""
+        while True:
+            self.note(await channel.get_msg(timeout=None))
+            self.news.set()
+
+    async def wait_for_news(self, seconds: float) -> None:
+        """Return once a message was noted since the last call, or after ``seconds``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.news.wait(), seconds)
+        self.news.clear()
 
 
 def _remember(seen: OrderedDict[str, None], message_id: str) -> None:
@@ -141,28 +163,6 @@ def read_run(stdin_fd: int) -> tuple[str | None, bool]:
     return message_id.decode("ascii"), ended_in_order(stdin_fd)
 
 
-async def follow(client: PinnedKernelClient, requests: Requests, seconds: float) -> None:
-    """Note what the kernel publishes for up to ``seconds``."""
-    async for message in received(client.iopub_channel, seconds):
-        requests.note(message)
-
-
-async def follow_until(
-    client: PinnedKernelClient, requests: Requests, cli: asyncio.Future[Any]
-) -> None:
-    """Note what the kernel publishes until the CLI's pipe has said all (``cli`` done): the
-    CLI's caller reads its standard error to its end, which this process holds too, so it
-    exits as soon as the CLI is done with it."""
-    while not cli.done():
-        message = asyncio.ensure_future(client.iopub_channel.get_msg(timeout=None))
-        await asyncio.wait({message, cli}, return_when=asyncio.FIRST_COMPLETED)
-        if not message.done():
-            message.cancel()  # not received: it stays queued for the next read
-            await asyncio.gather(message, return_exceptions=True)
-            return
-        requests.note(message.result())
-
-
 class NotWatched(Exception):
     """The watcher could not follow the kernel before the run (no such sandbox, its kernel
     not answering): the CLI says what is wrong with the sandbox, and runs unwatched if it can."""
@@ -182,21 +182,25 @@ async def watch(state_dir: Path, sandbox_id: str, stdin_fd: int) -> str:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         requests = Requests()
-        cli = asyncio.ensure_future(asyncio.to_thread(read_run, stdin_fd))
-        while not cli.done():
-            await follow_until(client, requests, cli)
-        message_id, in_order = cli.result()
-        if in_order or message_id is None:
-            return ""
-        while message_id not in requests.started:
+        reader = asyncio.ensure_future(requests.follow(client.iopub_channel))
+        try:
+            message_id, in_order = await asyncio.to_thread(read_run, stdin_fd)
+            if in_order or message_id is None:
+                return ""
+            while message_id not in requests.started:
+                if message_id in requests.ended:
+                    return ""  # it ended (or was aborted) before it could be interrupted
+                if reader.done():
+                    reader.result()  # the kernel's iopub failed: raised, for the log
+                reason = await still_running()
+                if reason is not None:
+                    return f"not interrupted: {reason}"
+                await requests.wait_for_news(WATCH_SECONDS)
             if message_id in requests.ended:
-                return ""  # it ended (or was aborted) before it could be interrupted
-            reason = await still_running()
-            if reason is not None:
-                return f"not interrupted: {reason}"
-            await follow(client, requests, WATCH_SECONDS)
-        if message_id in requests.ended:
-            return ""
+                return ""
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
         interrupt(client)
         async for answer in received(client.control_channel, INTERRUPT_GRACE):
             if answer.get("msg_type") == "interrupt_reply":

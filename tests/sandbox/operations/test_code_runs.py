@@ -336,21 +336,25 @@ async def test_a_queued_runs_timeout_counts_from_its_start_and_spares_the_code_a
 async def test_a_run_given_up_while_queued_is_stopped_when_it_starts(
     manager: SandboxManager, runc_sandbox: Sandbox
 ) -> None:
-    ahead = asyncio.ensure_future(run(manager, runc_sandbox, "import time\ntime.sleep(2)\n'ahead'"))
+    ahead = asyncio.ensure_future(run(manager, runc_sandbox, "import time\ntime.sleep(5)\n'ahead'"))
     await asyncio.sleep(0.5)
     code = "import time\ntime.sleep(60)\nlate = True"
     abandoned = asyncio.ensure_future(run(manager, runc_sandbox, code, timeout=120))
     await asyncio.sleep(0.5)
     abandoned.cancel()
+    # Its caller is let go at once, not when the code ahead of it ends (asyncio.wait_for on
+    # a run waits for the cancelled run to finish).
+    await asyncio.wait({abandoned}, timeout=4)
+    assert abandoned.cancelled()
+    assert not ahead.done()
     first = await ahead
     assert first.status == "ok"
     assert not first.timed_out
-    with pytest.raises(asyncio.CancelledError):
-        await abandoned
     # Interrupted as it started: the next run is not kept waiting for its minute of sleep.
     after = await run(manager, runc_sandbox, "'late' in globals()", timeout=20)
     assert not after.timed_out
     assert after.outputs[0]["data"]["text/plain"] == "False"
+    assert manager.kernel_clients.counts.closed >= 1  # the abandoned run's, once it stopped
 
 
 async def test_a_display_updated_often_counts_once_against_the_cap(

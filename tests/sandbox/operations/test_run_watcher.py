@@ -3,7 +3,9 @@ of a killed CLI's run, with a real kernel, is tested in tests/cli/test_code_life
 
 from __future__ import annotations
 
+import asyncio
 import os
+from typing import Any
 
 import pytest
 
@@ -72,3 +74,33 @@ def test_requests_remember_a_bounded_number() -> None:
     assert len(requests.started) == MAX_SEEN
     assert "m_0" not in requests.started
     assert f"m_{MAX_SEEN + 9}" in requests.started
+
+
+class Channel:
+    """A kernel client's iopub channel as the watcher reads it: messages handed over one by
+    one, the read waiting until the next comes (jupyter_client's get_msg with no timeout)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        return await self.queue.get()
+
+
+async def test_requests_follow_notes_every_message_and_says_when_news_came() -> None:
+    requests, channel = Requests(), Channel()
+    reader = asyncio.ensure_future(requests.follow(channel))
+    try:
+        await requests.wait_for_news(0.01)  # nothing came: it returns after its time
+        assert not requests.started
+        channel.queue.put_nowait(message({"msg_id": "a_1_1"}, "execute_input", {}))
+        await asyncio.wait_for(requests.wait_for_news(60), 10)  # returns on the news
+        assert list(requests.started) == ["a_1_1"]
+        channel.queue.put_nowait(
+            message({"msg_id": "a_1_1"}, "status", {"execution_state": "idle"})
+        )
+        await asyncio.wait_for(requests.wait_for_news(60), 10)
+        assert list(requests.ended) == ["a_1_1"]
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
