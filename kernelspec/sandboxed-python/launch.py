@@ -76,9 +76,12 @@ class Launcher:
                 if uid != os.getuid():
                     _note(f"the zygote at {path} runs as uid {uid}, not as this user")
                     return None
-                header = len(payload).to_bytes(4, "big")
-                socket.send_fds(sock, [header + payload[:4096]], [0, 1, 2])
-                sock.sendall(payload[4096:])
+                first = len(payload).to_bytes(4, "big") + payload[:4096]
+                sent = socket.send_fds(sock, [first], [0, 1, 2])
+                # Only what is left, if anything: a send of nothing after a zygote that
+                # refused the request and closed fails with EPIPE, and its answer is lost.
+                if rest := first[sent:] + payload[4096:]:
+                    sock.sendall(rest)
                 answer = sock.makefile("rb")
                 started = json.loads(answer.readline() or b"{}")
             except (OSError, ValueError) as exc:
