@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -84,6 +84,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
     _connect = False  # whether errors are answered in Connect's form
     _running: process_service.Running | None = None  # the process this Start stream runs
     _client_left = False
+    _streaming = False  # whether a stream's first message went out: errors then end the stream
 
     def check_xsrf_cookie(self) -> None:
         """Not cookie-authenticated (see the module's docstring): no XSRF to check."""
@@ -316,24 +317,19 @@ class E2BSandboxHandler(SandboxHandlerBase):
     async def _send_stream(self, messages: AsyncGenerator[dict[str, Any], None]) -> None:
         """A Connect server stream of ``messages``; an error before the first is raised for
         an ordinary error answer, after it ends the stream."""
-        begun = False
         try:
-            async for message in messages:
-                if not begun:
-                    begun = True
-                    self.set_header("Content-Type", STREAM_TYPE)
-                self.write(envelope(message))
-                await self.flush()
+            await self._write_each(messages, STREAM_TYPE, envelope)
             self.finish(end_of_stream())
         except SandboxError as exc:
-            if not begun:
+            if not self._streaming:
                 raise
             exc = data_plane_error(exc, self._sandbox_id)
             self.finish(end_of_stream({"code": connect_code(exc), "message": exc.message}))
         except StreamClosedError:
             log.info("the client left %s", self.request.path)
         except asyncio.CancelledError:
-            if begun and not self._finished and not self._client_left:  # a signal stopped it
+            # A signal stopped it (not the client, who left, nor a finished stream).
+            if self._streaming and not self._finished and not self._client_left:
                 self.finish(end_of_stream({"code": "canceled", "message": "killed by a signal"}))
             raise
         finally:
@@ -360,23 +356,38 @@ class E2BSandboxHandler(SandboxHandlerBase):
 
     async def _send_lines(self, request: CodeRequest) -> None:
         lines = execute_stream.execute_lines(self.manager, self.owner, self._sandbox_id, request)
-        begun = False
         try:
-            async for line in lines:
-                if not begun:
-                    begun = True
-                    self.set_header("Content-Type", NDJSON)
-                self.write(json.dumps(line, ensure_ascii=False) + "\n")
-                await self.flush()
+            await self._write_each(lines, NDJSON, _json_line)
             self.finish()
         except StreamClosedError:
             log.info("the client left %s: its code was interrupted", self.request.path)
         finally:
             await lines.aclose()
 
+    async def _write_each(
+        self,
+        messages: AsyncIterator[dict[str, Any]],
+        content_type: str,
+        encode: Callable[[dict[str, Any]], bytes | str],
+    ) -> None:
+        """Send each of ``messages``, encoded, as it comes; the answer's ``content_type`` is set
+        at the first, and until then an error can still be an ordinary error answer (see
+        ``_streaming``)."""
+        async for message in messages:
+            if not self._streaming:
+                self._streaming = True
+                self.set_header("Content-Type", content_type)
+            self.write(encode(message))
+            await self.flush()
+
     def _write(self, data: Any) -> None:
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
+
+
+def _json_line(message: dict[str, Any]) -> str:
+    """One line of the code interpreter's NDJSON answer."""
+    return json.dumps(message, ensure_ascii=False) + "\n"
 
 
 data_plane_handlers = [(r"/api/e2b/sandbox/(?P<route>.*)", E2BSandboxHandler)]

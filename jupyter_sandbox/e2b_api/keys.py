@@ -10,7 +10,7 @@ the server's token must then be hex (``jupyter server --IdentityProvider.token=$
 
 A sandbox's access token (E2B's ``envdAccessToken``, sent back as ``X-Access-Token``) is
 ``OWNER.MAC``: the owner in base64url and an HMAC-SHA256 of the owner and the sandbox id under a
-key kept in the state directory (port_links.state_key). It is handed out only to its owner (at
+key kept in the state directory (server_key.state_key). It is handed out only to its owner (at
 create, connect and get), stays good across restarts and for the sandbox's life, names one
 sandbox, and cannot be made without the key. The data plane acts as the owner it names, on that
 sandbox alone, so ownership is checked by the same core calls as everywhere else.
@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
-from pathlib import Path
 
 from jupyter_sandbox.e2b_api.errors import E2BAuthenticationError
-from jupyter_sandbox.server_extension.port_links import state_key
+from jupyter_sandbox.server_extension.server_key import ServerMac
 
-KEY_FILE = "e2b-access.key"
 KEY_PREFIX = "e2b_"
-MAC_BYTES = 24  # of the HMAC kept: 192 bits
 MAX_TOKEN = 1024  # characters of an access token read from a request, before anything else
 MAX_OWNER = 256  # bytes of the owner an access token names
 
@@ -44,15 +40,10 @@ def jupyter_token(api_key: str | None) -> str:
     return api_key[len(KEY_PREFIX) :]
 
 
-class AccessTokens:
+class AccessTokens(ServerMac):
     """Makes and checks sandboxes' access tokens (one per server, built at start)."""
 
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-
-    @classmethod
-    def in_state_directory(cls, state_path: Path) -> AccessTokens:
-        return cls(state_key(state_path, KEY_FILE))
+    key_file = "e2b-access.key"
 
     def token(self, owner: str, sandbox_id: str) -> str:
         named = base64.urlsafe_b64encode(owner.encode()).decode().rstrip("=")
@@ -80,6 +71,4 @@ class AccessTokens:
         return owner
 
     def _mac(self, owner: str, sandbox_id: str) -> str:
-        message = f"e2b-access\0{owner}\0{sandbox_id}".encode()
-        digest = hmac.new(self._key, message, hashlib.sha256).digest()[:MAC_BYTES]
-        return base64.urlsafe_b64encode(digest).decode()
+        return self.mac(f"e2b-access\0{owner}\0{sandbox_id}".encode())

@@ -182,7 +182,8 @@ class Relay:
             notice(message)
 
         signer = self.frontend_signer
-        self._pump("control", (self.frontend["control"], signer), (None, signer), hold, "proxy")
+        control = (self.frontend["control"], signer)
+        self._watch(Pump(self.reactor, "control", control, (None, signer), hold, "proxy"))
 
     def _echo_heartbeat(self, sock: Socket) -> None:
         self.reactor.send(sock, recv_frames(sock))
@@ -248,10 +249,9 @@ class Relay:
             self._requests_open = True
             opening.cancel()
             for channel in REQUEST_CHANNELS:
-                frontend, sandbox = self.frontend[channel], self.sandbox[channel]
-                pump = self._pump(
-                    channel, (frontend, front), (sandbox, back), to_sandbox, "sandbox"
-                )
+                frontend, sandbox = (self.frontend[channel], front), (self.sandbox[channel], back)
+                pump = Pump(self.reactor, channel, frontend, sandbox, to_sandbox, "sandbox")
+                self._watch(pump)
                 if channel == "control":
                     self._release_held_control(pump)
 
@@ -267,15 +267,18 @@ class Relay:
 
         opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
-            sandbox, frontend = self.sandbox[channel], self.frontend[channel]
-            self._pump(channel, (sandbox, back), (frontend, front), to_frontend, "frontend")
-        self._pump("iopub", (self.sandbox["iopub"], back), (None, front), iopub, "frontend")
+            sandbox, frontend = (self.sandbox[channel], back), (self.frontend[channel], front)
+            self._watch(Pump(self.reactor, channel, sandbox, frontend, to_frontend, "frontend"))
+        source = (self.sandbox["iopub"], back)
+        self._watch(Pump(self.reactor, "iopub", source, (None, front), iopub, "frontend"))
 
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
         for channel in ("shell", "control"):
             source = (self.frontend[channel], self.frontend_signer)
-            pump = self._pump(channel, source, (None, self.frontend_signer), answer, "proxy")
+            target = (None, self.frontend_signer)
+            pump = Pump(self.reactor, channel, source, target, answer, "proxy")
+            self._watch(pump)
             if channel == "control":
                 self._release_held_control(pump)
 
@@ -286,18 +289,10 @@ class Relay:
         for message in held:
             pump.relay(message)
 
-    def _pump(
-        self,
-        channel: str,
-        source: tuple[Socket, Signer],
-        target: tuple[Socket | None, Signer],
-        hook: Hook,
-        toward: str,
-    ) -> Pump:
-        pump = Pump(self.reactor, channel, source, target, hook, toward)
+    def _watch(self, pump: Pump) -> None:
+        """``pump`` serves its source socket from now on, in place of its former pump if any."""
         self._pumps.append(pump)
-        self.reactor.watch(source[0], pump)  # in place of the socket's former pump, if any
-        return pump
+        self.reactor.watch(pump.source, pump)
 
     # -- lifetime -----------------------------------------------------------------------------
 

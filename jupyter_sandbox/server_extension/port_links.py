@@ -9,7 +9,7 @@ link itself must therefore be the credential, as E2B's and OpenSandbox's sandbox
     <base_url>sandbox-ports/<sandbox id>/<port>/<token>/
 
 ``token`` is an HMAC-SHA256 of the owner, the sandbox id, the port and the sandbox's link
-generation under a key kept in the state directory (0600, made once), so a link stays good
+generation under a key kept in the state directory (server_key.py), so a link stays good
 across server restarts for as long as its sandbox lives, names one port of one sandbox, and
 cannot be made without the key. Only the REST API hands links out, to the sandbox's owner;
 whoever holds one reaches that port until the sandbox is removed or its owner revokes its links
@@ -20,42 +20,27 @@ the request it logs, its URI and its Referer (:func:`masked`).
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
 import hmac
-import os
 import re
-from pathlib import Path
 from typing import Final
 
 from jupyter_server.utils import url_path_join
 
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
+from jupyter_sandbox.server_extension.server_key import ServerMac
 
 PREFIX = "sandbox-ports"
-KEY_FILE = "port-links.key"
-KEY_BYTES = 32
-TOKEN_BYTES = 24  # of the HMAC kept: 192 bits, 32 characters of base64url
 MASK = "[token]"
 GENERATION_KEY: Final = "port_links_generation"  # in the sandbox's host-only state file
 
 
-class PortLinks:
+class PortLinks(ServerMac):
     """Makes and checks the links of sandboxes' ports (one per server, built at start)."""
 
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-
-    @classmethod
-    def in_state_directory(cls, state_path: Path) -> PortLinks:
-        """Links keyed by ``state_path``'s key file, made now if missing (0600)."""
-        return cls(state_key(state_path, KEY_FILE))
+    key_file = "port-links.key"
 
     def token(self, owner: str, sandbox_id: str, port: int, generation: int) -> str:
-        message = f"{owner}\0{sandbox_id}\0{port}\0{generation}".encode()
-        digest = hmac.new(self._key, message, hashlib.sha256).digest()[:TOKEN_BYTES]
-        return base64.urlsafe_b64encode(digest).decode()
+        return self.mac(f"{owner}\0{sandbox_id}\0{port}\0{generation}".encode())
 
     def valid(self, token: str, owner: str, sandbox_id: str, port: int, generation: int) -> bool:
         expected = self.token(owner, sandbox_id, port, generation)
@@ -65,21 +50,6 @@ class PortLinks:
         """The link, as a path from the server's root (``base_url`` included), ending in /."""
         token = self.token(owner, sandbox_id, port, generation)
         return url_path_join(base_url, PREFIX, sandbox_id, str(port), token) + "/"
-
-
-def state_key(state_path: Path, name: str) -> bytes:
-    """The server's secret key in file ``name`` of the state directory, made now if missing
-    (0600, KEY_BYTES random bytes): it outlives a restart, so what it signed stays good."""
-    path = state_path / name
-    state_path.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(KEY_BYTES))
-    key = path.read_bytes()
-    if len(key) < KEY_BYTES:  # a server stopped between creating and writing it
-        raise OSError(f"{path} is shorter than {KEY_BYTES} bytes: remove it and restart")
-    return key
 
 
 def generation_of(state: SandboxState) -> int:

@@ -168,6 +168,23 @@ def pipe(src: socket.socket, dst: socket.socket) -> None:
         dst.shutdown(socket.SHUT_WR)
 
 
+def pipe_both_ways(a: socket.socket, b: socket.socket, workers: Workers) -> None:
+    """``a`` <-> ``b`` until both directions have ended: ``b`` -> ``a`` on one of ``workers``,
+    ``a`` -> ``b`` on this thread. The port opener (port_program.py) joins its host connection
+    to a server in the sandbox with this too."""
+    back_done = threading.Event()
+
+    def back() -> None:
+        try:
+            pipe(b, a)
+        finally:
+            back_done.set()
+
+    workers.submit(back)
+    pipe(a, b)
+    back_done.wait()
+
+
 def shut_both(src: socket.socket, dst: socket.socket) -> None:
     """End both directions of both sockets, so no thread waits on a peer that is gone."""
     for sock in (src, dst):
@@ -279,17 +296,7 @@ def _serve_client(
                 client, "none (or its host proxy stopped)" if tunnels.attached_before else "none"
             )
             return
-        back_done = threading.Event()
-
-        def back() -> None:
-            try:
-                pipe(tunnel, client)
-            finally:
-                back_done.set()
-
-        workers.submit(back)
-        pipe(client, tunnel)
-        back_done.wait()
+        pipe_both_ways(client, tunnel, workers)
         tunnels.done(tunnel)
     finally:
         client.close()

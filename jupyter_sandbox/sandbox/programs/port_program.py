@@ -27,7 +27,7 @@ import sys
 import threading
 
 if __package__:  # imported on the host; inside the sandbox forwarder.py's source comes first
-    from jupyter_sandbox.sandbox.network.forwarder import Workers, pipe
+    from jupyter_sandbox.sandbox.network.forwarder import Workers, pipe_both_ways
 
 GREETING = b"JSB-PORT 1 "
 MAX_GREETING = 64  # bytes: a port number and the prefix, with room to spare
@@ -83,17 +83,7 @@ def serve(conn: socket.socket, slots: threading.BoundedSemaphore, workers: Worke
                 conn.sendall(f"ERR nothing listens on port {port} ({exc.strerror})\n".encode())
             return
         conn.sendall(b"OK\n")
-        back_done = threading.Event()
-
-        def back() -> None:
-            try:
-                pipe(server, conn)
-            finally:
-                back_done.set()
-
-        workers.submit(back)
-        pipe(conn, server)
-        back_done.wait()
+        pipe_both_ways(conn, server, workers)
         server.close()
     finally:
         conn.close()

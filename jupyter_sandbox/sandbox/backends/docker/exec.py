@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import docker.errors
@@ -71,26 +71,14 @@ async def run_exec(
     )
     # What kills the command when its time is up (sandbox/backends/docker/exec_deadline.py).
     mark = new_mark() if options.mark is None else options.mark
-    sockets: list[Any] = []
-    # The mark last: a caller's variable of the same name must not unmark the command, which
-    # would then outlive its time limit (sandbox/operations/commands.py refuses such a request
-    # before it gets here).
-    env = {**(options.environment or {}), **mark}
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect)
     started_argv = supervised_argv(argv, mark) if options.supervised else argv
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id, sock = start_exec(
-            engine,
-            container,
-            started_argv,
-            start={"socket": True},
-            user=user,
-            stdin=stdin is not None,
-            environment=env,
-            workdir=workdir,
+        exec_id, sock = watch.start(
+            started_argv, options.environment, stdin=stdin is not None, workdir=workdir
         )
-        sockets.append(sock)
         if options.supervised:  # it starts the command once placed (under gVisor)
             place_supervisor(engine, container, mark)
         try:
@@ -118,7 +106,6 @@ async def run_exec(
             result = replace(result, stderr=b"")
         return result
 
-    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets)
     return await watch.wait(run, timeout + KILL_GRACE)
 
 
@@ -126,8 +113,8 @@ async def run_exec(
 class ExecWatch:
     """What watches a running exec: its time limit and its sandbox's life.
 
-    ``sockets`` are the exec's sockets, appended by ``run`` once it has them: when the sandbox
-    dies they are shut, so that the worker thread is freed rather than left reading forever.
+    ``sockets`` are the exec's sockets, added by :meth:`start`: when the sandbox dies they are
+    shut, so that the worker thread is freed rather than left reading forever.
     """
 
     engine: DockerEngine
@@ -136,11 +123,32 @@ class ExecWatch:
     mark: dict[str, str]
     timeout: float
     inspect: Inspect
-    sockets: list[Any]
     # What the killer's exec is given besides the container's environment: the sealed
     # archiver's (sealed_archive.py), so that no variable the sandbox chose reaches a killer
     # running as its uid 0.
     environment: dict[str, str] | None = None
+    sockets: list[Any] = field(default_factory=list)
+
+    def start(
+        self, argv: list[str], environment: dict[str, str] | None, **create: Any
+    ) -> tuple[str, Any]:
+        """Blocking: start the watched exec of ``argv`` as the watch's user, attached by a
+        socket (shut when the wait ends); its id and that socket. ``environment`` is added to
+        the container's, and the mark after it: a caller's variable of the same name must not
+        unmark the command, which would then outlive its time limit
+        (sandbox/operations/commands.py refuses such a request before it gets here).
+        ``create``: more of ``exec_create``'s arguments (stdin, workdir, privileged)."""
+        exec_id, sock = start_exec(
+            self.engine,
+            self.container,
+            argv,
+            start={"socket": True},
+            user=self.user,
+            environment={**(environment or {}), **self.mark},
+            **create,
+        )
+        self.sockets.append(sock)
+        return exec_id, sock
 
     async def wait(self, run: Callable[[], ExecResult], limit: float) -> ExecResult:
         """``run`` (a blocking exec) on the engine's executor, within ``limit`` seconds in all.

@@ -23,7 +23,7 @@ from docker.utils.socket import demux_adaptor, frames_iter
 from jupyter_sandbox.sandbox.backends.base import Feed, Sink
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import ExecWatch, Inspect, raw_socket
-from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result, start_exec
+from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result
 from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
 
@@ -65,22 +65,14 @@ async def stream_exec(
     names) are for the sealed archiver only (sealed_archive.py).
     """
     mark = mark or new_mark()  # what kills the command when its time is up (exec_deadline.py)
-    variables = {**(environment or {}), **mark}
-    sockets: list[Any] = []
+    # The killer is given the sealed archiver's environment too (see ExecWatch.environment).
+    watch = ExecWatch(engine, container, user, mark, timeout, inspect, environment)
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id, sock = start_exec(
-            engine,
-            container,
-            argv,
-            start={"socket": True},
-            user=user,
-            stdin=feed is not None,
-            environment=variables,
-            privileged=privileged,
+        exec_id, sock = watch.start(
+            argv, environment, stdin=feed is not None, privileged=privileged
         )
-        sockets.append(sock)
         out, err = bytearray(), bytearray()
         failures: list[BaseException] = []
         reader = threading.Thread(
@@ -107,7 +99,6 @@ async def stream_exec(
             raise failures[0]
         return exec_result(api.exec_inspect(exec_id), argv, bytes(out), bytes(err))
 
-    watch = ExecWatch(engine, container, user, mark, timeout, inspect, sockets, environment)
     return await watch.wait(run, timeout + 20)
 
 
