@@ -11,6 +11,7 @@ module holds the other calls and their errors.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import tarfile
@@ -45,7 +46,7 @@ from jupyter_sandbox.sandbox.backends.docker.container_config import (
 )
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import get_tar, put_tar, run_exec
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import place_supervisor
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import supervised_start
 from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.backends.docker.records import (
@@ -288,17 +289,20 @@ class DockerBackend(SandboxBackend):
 
         def start() -> str:
             container = labels.container_name(sandbox_id)
-            exec_id, _ = start_exec(
-                self.engine,
-                container,
-                argv,
-                start={"detach": True},
-                stdout=False,
-                stderr=False,
-                environment=environment,
-            )
-            if mark is not None:
-                place_supervisor(self.engine, container, mark)
+            with (
+                contextlib.nullcontext()
+                if mark is None
+                else supervised_start(self.engine, container, mark)
+            ):
+                exec_id, _ = start_exec(
+                    self.engine,
+                    container,
+                    argv,
+                    start={"detach": True},
+                    stdout=False,
+                    stderr=False,
+                    environment=environment,
+                )
             return exec_id
 
         try:

@@ -30,7 +30,7 @@ from jupyter_sandbox.protocol.errors import (
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, place_supervisor
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, supervised_start
 from jupyter_sandbox.sandbox.backends.docker.exec_start import (
     exec_result,
     once_started,
@@ -76,11 +76,15 @@ async def run_exec(
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id, sock = watch.start(
-            started_argv, options.environment, stdin=stdin is not None, workdir=workdir
-        )
-        if options.supervised:  # it starts the command once placed (under gVisor)
-            place_supervisor(engine, container, mark)
+        # A supervised command starts once its supervisor is placed (under gVisor).
+        with (
+            supervised_start(engine, container, mark)
+            if options.supervised
+            else contextlib.nullcontext()
+        ):
+            exec_id, sock = watch.start(
+                started_argv, options.environment, stdin=stdin is not None, workdir=workdir
+            )
         try:
             if stdin is not None:
                 raw = raw_socket(sock)

@@ -30,7 +30,9 @@ this module runs the killer through Docker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 import docker.errors
 
@@ -80,9 +82,21 @@ async def kill_marked(
         )
 
 
+@contextlib.contextmanager
+def supervised_start(engine: DockerEngine, container: str, mark: dict[str, str]) -> Iterator[None]:
+    """Around the exec that starts a supervised command with ``mark`` in ``container``
+    (blocking): once it started, its supervisor is placed (:func:`place_supervisor`), and the
+    two execs pass the exec gate as one start (exec_gate.ExecGate.starting). A pause that
+    landed between them would refuse the placing exec, and the supervisor would wait, its
+    command not started, until it gave up."""
+    with engine.exec_gate.starting(container, wait=engine.timeout):
+        yield
+        place_supervisor(engine, container, mark)
+
+
 def place_supervisor(engine: DockerEngine, container: str, mark: dict[str, str]) -> None:
-    """Blocking, right after a supervised command with ``mark`` started in ``container``: in a
-    runsc sandbox, move its supervisor into a cgroup of its own (kill_program.py's ``place``),
+    """Blocking, right after a supervised command with ``mark`` started in ``container``
+    (:func:`supervised_start`): in a runsc sandbox, move its supervisor into a cgroup of its own (kill_program.py's ``place``),
     which the supervisor waits for before it starts the command (supervisor_program.py); under
     runc nothing (the audit session holds the command there). The placing exec runs as uid 0,
     which owns gVisor's cgroups in the sandbox, with no capability (the container has none) and

@@ -55,21 +55,39 @@ class ExecGate:
         self._changed = threading.Condition()
         self._starting: Counter[str] = Counter()
         self._halting: Counter[str] = Counter()
+        self._mine = threading.local()  # per thread: containers it is starting execs in
 
     @contextlib.contextmanager
     def starting(self, container: str, wait: float) -> Iterator[None]:
         """Around an exec's create and start: waits up to ``wait`` seconds for a pause or
         removal of ``container`` on its way (the engine then refuses the exec as paused, or
-        finds no such container: clear errors)."""
+        finds no such container: clear errors).
+
+        A start made of several execs holds this around all of them, so that no pause lands
+        between them: a supervised command under gVisor, whose supervisor waits for a second
+        exec to place it (exec_deadline.place_supervisor). Its inner starts, in the same
+        thread, pass without waiting: a pause on its way waits for the outer one to end."""
+        mine: Counter[str] = self._mine.__dict__.setdefault("starting", Counter())
+        if mine[container]:
+            mine[container] += 1
+            try:
+                yield
+            finally:
+                mine[container] -= 1
+            return
         with self._changed:
             if not self._changed.wait_for(lambda: not self._halting[container], wait):
                 log.warning(
                     "an exec in %s starts while a pause or removal of it is on its way", container
                 )
             self._starting[container] += 1
+        mine[container] += 1
         try:
             yield
         finally:
+            mine[container] -= 1
+            if not mine[container]:
+                del mine[container]
             self._leave(self._starting, container)
 
     @contextlib.contextmanager

@@ -41,7 +41,7 @@ from jupyter_sandbox.protocol.errors import (
 from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Terminal, TerminalOptions
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import Inspect, raw_socket
-from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, place_supervisor
+from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, supervised_start
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.programs import image_programs
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark, supervised
@@ -78,19 +78,18 @@ async def open_docker_terminal(
     environment = {"TERM": TERM, **(env or {}), **mark}
 
     def start() -> tuple[str, Any]:
-        started = start_exec(
-            engine,
-            container,
-            supervised(SHELL, mark),
-            start={"tty": True, "socket": True},
-            user=user,
-            stdin=True,
-            tty=True,
-            environment=environment,
-            workdir=cwd or WORKSPACE_DIR,
-        )
-        place_supervisor(engine, container, mark)  # the shell starts once placed (gVisor)
-        return started
+        with supervised_start(engine, container, mark):  # the shell starts once placed
+            return start_exec(
+                engine,
+                container,
+                supervised(SHELL, mark),
+                start={"tty": True, "socket": True},
+                user=user,
+                stdin=True,
+                tty=True,
+                environment=environment,
+                workdir=cwd or WORKSPACE_DIR,
+            )
 
     try:
         exec_id, sock = await engine.run(f"open a terminal in {container}", start)

@@ -149,6 +149,38 @@ def test_the_gate_holds_a_pause_until_starting_execs_have_started() -> None:
     assert order == ["started", "paused"]
 
 
+def test_a_start_of_several_execs_keeps_a_pause_out_between_them() -> None:
+    """A supervised command under gVisor: the command's exec, then the one that places its
+    supervisor, as one start (exec_deadline.supervised_start)."""
+    gate = ExecGate()
+    order: list[str] = []
+    first_started = threading.Event()
+    pause_waits = threading.Event()
+
+    def start() -> None:
+        with gate.starting("c", wait=5):
+            with gate.starting("c", wait=5):
+                order.append("command")
+            first_started.set()
+            assert pause_waits.wait(5)
+            with gate.starting("c", wait=5):  # not held up by the pause on its way
+                order.append("placer")
+
+    def pause() -> None:
+        pause_waits.set()
+        with gate.halting("c", wait=5):
+            order.append("paused")
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert first_started.wait(5)
+    pauser = threading.Thread(target=pause)
+    pauser.start()
+    starter.join(5)
+    pauser.join(5)
+    assert order == ["command", "placer", "paused"]
+
+
 def test_no_exec_starts_while_a_pause_is_on_its_way_and_waits_are_bounded() -> None:
     gate = ExecGate()
     order: list[str] = []
