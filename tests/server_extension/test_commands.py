@@ -376,8 +376,9 @@ async def test_a_streamed_command_past_its_timeout_is_killed(jp_fetch: Fetch) ->
     assert not [line for line in await processes(jp_fetch, sandbox_id) if "sleep" in line]
 
 
-# The command line of every process in the sandbox (it has no ps or pgrep), one a line.
-_PROCESSES = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done"
+# The command line of every process in the sandbox (it has no ps or pgrep), one a line: the
+# newlines in one (a supervisor's program, given as python3 -c SOURCE) made spaces too.
+_PROCESSES = "for p in /proc/[0-9]*; do tr '\\0\\n' '  ' < $p/cmdline 2>/dev/null; echo; done"
 
 
 async def processes(fetch: Fetch, sandbox_id: str) -> list[str]:

@@ -128,17 +128,30 @@ async def execute(
         observer.sent(msg_id)
     outcome = KernelOutcome()
     began = asyncio.Event()
-    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, output, outcome, began))
+    abandoned = False  # the caller went away: what the code publishes goes nowhere
+
+    def relayed(name: str, data: dict[str, Any]) -> None:
+        if not abandoned:
+            output(name, data)
+
+    # Read until the request's idle status, and never given up while its code may still be
+    # stopped: a read cancelled as its message arrived loses that message, which could be the
+    # execute_input that says the code began (_stop_for_nobody waits for it).
+    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, relayed, outcome, began))
     reply = asyncio.ensure_future(_reply(client, msg_id))
-    both = asyncio.gather(idle, reply)
     deadline: float | None = None  # set once the code has started
     content: dict[str, Any] = {}
     finished = False
     try:
         while True:
-            done, _ = await asyncio.wait({both}, timeout=_until(deadline))
-            if done:
-                content = both.result()[1]
+            await asyncio.wait(
+                {idle, reply}, timeout=_until(deadline), return_when=asyncio.FIRST_EXCEPTION
+            )
+            for task in (idle, reply):
+                if task.done() and task.exception() is not None:
+                    task.result()  # raised: the output was refused (OutputTooLargeError)
+            if idle.done() and reply.done():
+                content = reply.result()
                 finished = True
                 break
             if deadline is None and began.is_set():
@@ -158,13 +171,15 @@ async def execute(
                 finished = True
                 raise on_reason(reason)
     finally:
-        both.cancel()
-        await asyncio.gather(both, return_exceptions=True)
         # The caller went away, or the output was refused: stop the code, unless its idle
         # status came already (then it has ended, and an interrupt would hit the next code).
-        ended = idle.done() and not idle.cancelled() and idle.exception() is None
-        if not finished and not ended:
-            stop = _stop_for_nobody(client, msg_id, began, still_running)
+        abandoned = not finished and not _ended(idle)
+        reply.cancel()
+        if not abandoned:
+            idle.cancel()
+        await asyncio.gather(reply, *(() if abandoned else (idle,)), return_exceptions=True)
+        if abandoned:
+            stop = _stop_for_nobody(client, idle, began, still_running)
             if hand_over is not None and not began.is_set():
                 hand_over(stop)  # queued: stopped once it starts, the caller not kept
             else:
@@ -200,33 +215,37 @@ def interrupt(client: PinnedKernelClient) -> None:
 
 async def _stop_for_nobody(
     client: PinnedKernelClient,
-    msg_id: str,
+    idle: asyncio.Future[None],
     began: asyncio.Event,
     still_running: Callable[[], Awaitable[str | None]],
 ) -> None:
     """Interrupt the code nobody waits for any more, once it runs: a request still queued
     cannot be withdrawn, so this waits for it to start (or end: a queued request can be
-    aborted) rather than interrupt the code ahead of it, which is someone else's. Then waits
-    for the kernel's interrupt_reply: the client's sockets close without lingering, and an
-    interrupt still in their queue would be lost."""
-    with contextlib.suppress(Exception):
-        while not began.is_set():
-            try:
-                msg = await client.iopub_channel.get_msg(timeout=WATCH_SECONDS)
-            except queue.Empty:
+    aborted) rather than interrupt the code ahead of it, which is someone else's. ``idle`` is
+    the request's reader (_published_until_idle), which sets ``began``; it is cancelled once
+    this is done. Then waits for the kernel's interrupt_reply: the client's sockets close
+    without lingering, and an interrupt still in their queue would be lost."""
+    try:
+        with contextlib.suppress(Exception):
+            while not began.is_set():
+                if (await asyncio.wait({idle}, timeout=WATCH_SECONDS))[0]:
+                    return  # done (or aborted) before it began, or its reader failed
                 if await still_running() is not None:
                     return
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            if msg["msg_type"] == "execute_input":
-                began.set()
-            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-                return  # done (or aborted) already
-        interrupt(client)
-        async for answer in received(client.control_channel, INTERRUPT_GRACE):
-            if answer["msg_type"] == "interrupt_reply":
-                return
+            if _ended(idle):
+                return  # it ended as it began: an interrupt would hit the next code
+            interrupt(client)
+            async for answer in received(client.control_channel, INTERRUPT_GRACE):
+                if answer["msg_type"] == "interrupt_reply":
+                    return
+    finally:
+        idle.cancel()
+        await asyncio.gather(idle, return_exceptions=True)
+
+
+def _ended(idle: asyncio.Future[None]) -> bool:
+    """Whether the request's reader saw its idle status (not failed, not cancelled)."""
+    return idle.done() and not idle.cancelled() and idle.exception() is None
 
 
 async def _reply(client: PinnedKernelClient, msg_id: str) -> dict[str, Any]:
