@@ -5,8 +5,9 @@
 one time limit the runsc processes of that container are killed (runtime_processes.py) and the
 removal asked for again. So is a container wedged by a pause among starting execs
 (exec_gate.py): its cgroup is thawed by hand, and the engine answers again. The removal itself
-waits for the execs that this process is starting in the container, and holds off new ones, as
-a pause does: under runsc, a removal racing exec starts can take minutes (exec_gate.py).
+waits for the execs that this process is starting in the container, and holds off new ones, then
+until every exec the engine has for it has a process or has ended, as a pause does: under
+runsc, a removal racing exec starts can take minutes (exec_gate.py).
 
 The engine may still be carrying out the first request, which it answers with "already in
 progress". That is not a conflict for the caller: the container is on its way out. The removal
