@@ -83,7 +83,7 @@ $(AGENTS_STAMP):
 agents-env: $(AGENTS_STAMP)
 
 # Long coverage-guided runs of every fuzz target (fuzz/README.md); the inputs that reach new code
-# are copied into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.
+# are copied into fuzz/corpus/ (commit them). `make test` runs each for 6 s only.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?=
 fuzz: install
