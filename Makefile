@@ -104,6 +104,7 @@ benchmark: image
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+	$(BIN)/python benchmarks/removal.py --runtime runsc --runs 4
 	$(BIN)/python benchmarks/fairness.py --runtime runc --runtime runsc --runs 3
 
 # The REST API fuzzed longer than `make test` does (75 s): schemathesis against
