@@ -83,7 +83,7 @@ $(AGENTS_STAMP):
 agents-env: $(AGENTS_STAMP)
 
 # Long coverage-guided runs of every fuzz target (fuzz/README.md); the inputs that reach new code
-# are copied into fuzz/corpus/ (commit them). `make test` runs each for 15 s only.
+# are copied into fuzz/corpus/ (commit them). `make test` runs each for 6 s only.
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?=
 fuzz: install
@@ -104,6 +104,7 @@ benchmark: image
 	$(BIN)/python benchmarks/snapshots.py --runtime runc --runtime runsc --size 10 --size 200
 	$(BIN)/python benchmarks/files.py --runtime runc --runtime runsc --size 50 --runs 10
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
+	$(BIN)/python benchmarks/removal.py --runtime runsc --runs 4
 	$(BIN)/python benchmarks/fairness.py --runtime runc --runtime runsc --runs 3
 
 # The REST API fuzzed longer than `make test` does (75 s): schemathesis against

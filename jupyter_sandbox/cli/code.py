@@ -73,6 +73,11 @@ class RunApp(OwnerCommand):
     async def run(
         self, manager: SandboxManager, owner: str, sandbox_id: str, code: str = FROM_STDIN
     ) -> int:
+        # A sandbox that is not running (paused: its kernel frozen) is refused before a watcher
+        # starts: the watcher would try to reach the kernel for its whole connect time (20 s),
+        # holding this process's stderr open, so that a caller reading it to its end (a shell's
+        # $(...), subprocess.run) waited that long for the one-line refusal.
+        await manager.running(owner, sandbox_id)
         # Killed with SIGKILL, this process could not interrupt its code, which would hold the
         # interpreter for every later run and cell: its watcher does (run_watcher.py). Started
         # first, it gets ready while this process reaches the kernel; the run waits for it.

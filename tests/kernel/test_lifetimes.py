@@ -32,6 +32,7 @@ from tests.kernel.test_jupyter_server import Server, kernel_container, start_ser
 
 pytestmark = pytest.mark.integration
 
+LIFELINE = b"jupyter_sandbox.sandbox.lifecycle.lifeline"  # its module, on its command line
 GONE_SECONDS = 10.0  # the issue's bound for a kernel's sandbox and a client's kernel
 EMPTY_NOTEBOOK = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 SESSION = {"path": "t.ipynb", "type": "notebook", "kernel": {"name": "sandboxed-python"}}
@@ -61,6 +62,20 @@ def process_ended(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state == b"Z"
+
+
+def lifelines_under(state_dir: Path) -> list[int]:
+    """The pids of the lifelines (sandbox/lifecycle/lifeline.py) of kernels under
+    ``state_dir``, read off their command lines."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:  # ended meanwhile
+            continue
+        if LIFELINE in cmdline and str(state_dir).encode() in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 def started_kernel(env: Path, runtime: str, **kernel_env: str) -> KernelManager:
@@ -126,9 +141,12 @@ def test_a_kernel_restarted_after_a_kill_keeps_its_sandbox(env: Path, runtime: s
     with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc):
         run(kc, "open('/workspace/kept.txt', 'w').write('kept')")
         [before] = [c.name for c in containers_under(env)]
+        [lifeline] = lifelines_under(env)
         km.restart_kernel(now=True)
         kc.wait_for_ready(timeout=120)
-        time.sleep(GRACE_SECONDS + 1)  # past the lifeline's grace
+        # The killed process's lifeline ends once it has decided: at once when the next process
+        # has taken the context over, after removing the sandbox when none did within its grace.
+        wait_until(lambda: process_ended(lifeline), GRACE_SECONDS + 20)
         assert value_of(kc, "open('/workspace/kept.txt').read()") == "'kept'"
         assert [c.name for c in containers_under(env)] == [before]
 

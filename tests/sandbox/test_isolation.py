@@ -2,6 +2,9 @@
 Attacks (fork and memory bombs among them) are in tests/security/.
 
 Every probe runs as user code in the sandbox's kernel, reached with plain jupyter_client.
+The probes that only look (no file written, no process left, no state changed: a write they
+try is one the sandbox refuses) share one sandbox per runtime (``probed``), since nothing one
+does can change what another sees; the rest get a sandbox each.
 """
 
 from __future__ import annotations
@@ -10,64 +13,113 @@ import io
 import os
 import platform
 import tarfile
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from jupyter_sandbox.protocol.errors import SandboxConflictError, SandboxError
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from tests.conftest import (
+    BOTH_RUNTIMES,
+    manager_config,
+    purpose_label,
+    remove_everything_under,
+    remove_state_dir,
+)
 from tests.kernel_client import answers, output_of
 
 pytestmark = pytest.mark.integration
+# The probes of the shared sandbox run in the loop of its manager.
+SHARED = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module", params=BOTH_RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    """Module-scoped here: one shared sandbox per runtime."""
+    return str(request.param)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def probe_manager() -> AsyncIterator[SandboxManager]:
+    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+    manager = SandboxManager.from_config(manager_config(state_dir))
+    try:
+        yield manager
+    finally:
+        await remove_everything_under(manager, state_dir)
+        await manager.close()
+        remove_state_dir(state_dir)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def probed(probe_manager: SandboxManager, runtime: str) -> AsyncIterator[Sandbox]:
+    """The sandbox the probes that only look share."""
+    sandbox = await probe_manager.create(
+        "alice", runtime=runtime, purpose=purpose_label(f"{__name__}[{runtime}]")
+    )
+    try:
+        yield sandbox
+    finally:
+        await probe_manager.remove("alice", sandbox.sandbox_id)
 
 
 async def run(sandbox: Sandbox, code: str) -> str:
     return await output_of(sandbox.connection_info, code)
 
 
-async def test_code_runs_in_the_kernel(sandbox: Sandbox) -> None:
-    assert await run(sandbox, "print(6 * 7)") == "42"
-    assert sandbox.kernel_info["language_info"]["name"] == "python"
+@SHARED
+async def test_code_runs_in_the_kernel(probed: Sandbox) -> None:
+    assert await run(probed, "print(6 * 7)") == "42"
+    assert probed.kernel_info["language_info"]["name"] == "python"
 
 
-async def test_kernel_is_not_root(sandbox: Sandbox, manager: SandboxManager) -> None:
-    uid, gid = (await run(sandbox, "import os; print(os.geteuid(), os.getegid())")).split()
+@SHARED
+async def test_kernel_is_not_root(probed: Sandbox, probe_manager: SandboxManager) -> None:
+    uid, gid = (await run(probed, "import os; print(os.geteuid(), os.getegid())")).split()
     assert int(uid) != 0
     assert int(gid) != 0
-    assert int(uid) == manager.settings.effective_uid
+    assert int(uid) == probe_manager.settings.effective_uid
 
 
-async def test_no_capabilities(sandbox: Sandbox) -> None:
-    status = await run(sandbox, "print(open('/proc/self/status').read())")
+@SHARED
+async def test_no_capabilities(probed: Sandbox) -> None:
+    status = await run(probed, "print(open('/proc/self/status').read())")
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
     assert int(fields["CapEff"], 16) == 0
     assert int(fields["CapPrm"], 16) == 0
 
 
-async def test_no_new_privileges(sandbox: Sandbox) -> None:
+@SHARED
+async def test_no_new_privileges(probed: Sandbox) -> None:
     # PR_GET_NO_NEW_PRIVS = 39; gVisor has no NoNewPrivs line in /proc/self/status.
-    out = await run(sandbox, "import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))")
+    out = await run(probed, "import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))")
     assert out == "1"
 
 
-async def test_root_filesystem_is_read_only(sandbox: Sandbox) -> None:
+@SHARED
+async def test_root_filesystem_is_read_only(probed: Sandbox) -> None:
     out = await run(
-        sandbox,
+        probed,
         "for line in open('/proc/self/mountinfo'):\n"
         "    f = line.split()\n"
         "    if f[4] == '/': print(f[5])\n",
     )
     assert "ro" in out.split(",")
     err = await run(
-        sandbox,
+        probed,
         "try:\n    open('/etc/written-by-sandbox', 'w')\nexcept OSError as e:\n    print(e.errno)",
     )
     assert int(err) in (13, 30)  # EACCES or EROFS: either way nothing is written
 
 
-async def test_only_loopback_interface(sandbox: Sandbox) -> None:
+@SHARED
+async def test_only_loopback_interface(probed: Sandbox) -> None:
     out = await run(
-        sandbox,
+        probed,
         "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))",
     )
     assert out == "['lo']"
@@ -86,14 +138,15 @@ async def test_workspace_is_writable_and_capped(sandbox: Sandbox) -> None:
     assert abs(int(size) - sandbox.limits.workspace_bytes) <= sandbox.limits.workspace_bytes * 0.05
 
 
-async def test_runs_on_the_expected_kernel(sandbox: Sandbox) -> None:
-    release = await run(sandbox, "import os; print(os.uname().release)")
+@SHARED
+async def test_runs_on_the_expected_kernel(probed: Sandbox) -> None:
+    release = await run(probed, "import os; print(os.uname().release)")
     kernel_log = await run(
-        sandbox,
+        probed,
         "import subprocess\n"
         "print(subprocess.run(['dmesg'], capture_output=True, text=True).stdout[:400])",
     )
-    if sandbox.info.runtime == "runsc":
+    if probed.info.runtime == "runsc":
         assert "gVisor" in kernel_log
         assert release != platform.release()
     else:
@@ -150,9 +203,12 @@ async def test_archive_round_trip_through_the_workspace(
         await manager.backend.get_archive(sandbox.sandbox_id, "/workspace", max_bytes=1000)
 
 
-async def test_exec_of_a_missing_program_says_so(sandbox: Sandbox, manager: SandboxManager) -> None:
-    result = await manager.exec(
-        "alice", sandbox.sandbox_id, ["no-such-program", "-x"], ExecOptions(timeout=10)
+@SHARED
+async def test_exec_of_a_missing_program_says_so(
+    probed: Sandbox, probe_manager: SandboxManager
+) -> None:
+    result = await probe_manager.exec(
+        "alice", probed.sandbox_id, ["no-such-program", "-x"], ExecOptions(timeout=10)
     )
     assert result.exit_code == 126
     assert not result.timed_out

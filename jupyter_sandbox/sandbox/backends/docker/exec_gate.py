@@ -19,9 +19,10 @@ clients of the flood left.
 So a pause or a removal, and the start of every exec, pass through :class:`ExecGate`: in this
 process no exec is created while a pause or removal of its container is on its way, and the
 pause or removal waits until the execs that are starting have started. Execs started by other
-processes (a CLI beside the server) are seen through the engine: before it pauses,
-:func:`wait_for_exec_processes` waits until every exec of the container has a process or has
-ended.
+processes (a CLI beside the server), and this process's own once the engine has answered their
+start (which it does before the runtime has started their process), are seen through the
+engine: before it pauses or removes, :func:`wait_for_exec_processes` waits until every exec of
+the container has a process or has ended.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
 one time limit the runsc processes of that container are killed (runtime_processes.py) and the
 removal asked for again. So is a container wedged by a pause among starting execs
 (exec_gate.py): its cgroup is thawed by hand, and the engine answers again. The removal itself
-waits for the execs that this process is starting in the container, and holds off new ones, as
-a pause does: under runsc, a removal racing exec starts can take minutes (exec_gate.py).
+waits for the execs that this process is starting in the container, and holds off new ones, then
+until every exec the engine has for it has a process or has ended, as a pause does: under
+runsc, a removal racing exec starts can take minutes (exec_gate.py).
 
 The engine may still be carrying out the first request, which it answers with "already in
 progress". That is not a conflict for the caller: the container is on its way out. The removal
@@ -19,6 +20,7 @@ is already gone (404) counts as removed, so removal can be repeated safely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -28,6 +30,7 @@ import docker.errors
 from jupyter_sandbox.protocol.errors import EngineTimeoutError, SandboxError
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
+from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.runtime_processes import (
     kill_runsc_processes,
     thaw_cgroup,
@@ -52,11 +55,16 @@ async def remove_container(engine: DockerEngine, sandbox_id: str) -> None:
     name = labels.container_name(sandbox_id)
 
     def remove() -> None:  # never while an exec starts in it (exec_gate.py)
+        api = engine.client.api
         with engine.exec_gate.halting(name):
-            engine.client.api.remove_container(name, force=True, v=True)
+            # The engine answers an exec's start before the runtime has started its process,
+            # so the gate alone let a removal land on execs runsc was still starting.
+            with contextlib.suppress(docker.errors.NotFound):  # gone: the removal says so
+                wait_for_exec_processes(api, name)
+            api.remove_container(name, force=True, v=True)
 
-    await _thaw(engine, sandbox_id, name)
     try:
+        await _thaw(engine, sandbox_id, name)
         await engine.run(f"remove sandbox {sandbox_id}", remove, timeout=engine.timeout / 3)
         return
     except docker.errors.NotFound:
@@ -110,16 +118,25 @@ async def _thaw(engine: DockerEngine, sandbox_id: str, name: str) -> None:
     ``docker rm -f``: the removal waited out its time limit (10 s) and the runtime's processes
     were then killed, while the request that asked for it hung; thawed, it goes at once
     (0.3 s, as under runc). Its state is read from the engine's list, which, unlike inspect,
-    answers for a wedged container too. Best effort: whatever fails here, the removal still
-    follows."""
+    answers for a wedged container too. An unpause past its time limit is such a wedged
+    container, whose removal would hang as long: its EngineTimeoutError goes to the caller,
+    who ends the runtime's processes and thaws it by hand at once. Whatever else fails here,
+    the removal still follows."""
     try:
         row = await _list_row(engine, name)
-        if row is not None and row.get("State") == "paused":
-            await engine.run(
-                f"unpause sandbox {sandbox_id}",
-                lambda: engine.client.api.unpause(name),
-                timeout=engine.timeout / 3,
-            )
+    except (docker.errors.NotFound, SandboxError) as exc:
+        log.debug("sandbox %s not thawed before its removal: %s", sandbox_id, exc)
+        return
+    if row is None or row.get("State") != "paused":
+        return
+    try:
+        await engine.run(
+            f"unpause sandbox {sandbox_id}",
+            lambda: engine.client.api.unpause(name),
+            timeout=engine.timeout / 3,
+        )
+    except EngineTimeoutError:
+        raise
     except (docker.errors.NotFound, SandboxError) as exc:
         log.debug("sandbox %s not thawed before its removal: %s", sandbox_id, exc)
 

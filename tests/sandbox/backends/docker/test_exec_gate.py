@@ -236,6 +236,9 @@ async def test_a_sandbox_wedged_by_another_client_is_still_removed(
 ) -> None:
     sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
     container = labels.container_name(sandbox.sandbox_id)
+    # A wedged container answers no unpause until thawed: its removal waits out the unpause's
+    # limit (a third of the engine's) before the thaw, 10 s at the default.
+    manager.backend.engine.timeout = 15  # type: ignore[attr-defined]
     assert await asyncio.to_thread(wedge, container), "the engine no longer wedges: drop the thaw"
     await manager.backend.remove(sandbox.sandbox_id)  # thawed by hand, then removed
     rows = manager.backend.engine.client.api.containers(  # type: ignore[attr-defined]

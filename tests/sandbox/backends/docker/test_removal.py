@@ -5,11 +5,14 @@ reaped that process ("is zombie and can not be killed"); a runsc sandbox full of
 streams, removed under a flood, stayed "removing" for minutes while every further removal was
 refused with a 409 "already in progress". Both were seen once in a full run and cannot be called
 up on demand, so the engine's removal call and its list are replaced here by recorders that
-answer as the engine did. Everything else is a real engine client.
+answer as the engine did. So is the unpause of a wedged container, which hangs until its cgroup is
+thawed: test_exec_gate.py wedges one for real; here what is checked is the order of the calls
+(no removal is asked for before the thaw). Everything else is a real engine client.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import docker.errors
@@ -110,4 +113,26 @@ async def test_a_removal_still_in_progress_past_its_limit_is_an_engine_timeout(
     with pytest.raises(EngineTimeoutError, match="still removing sandbox 0123456789ab"):
         await removal.remove_container(engine, "0123456789ab")
     assert asked.count("remove") == 2
+    engine.close()
+
+
+async def test_a_paused_container_whose_unpause_hangs_is_thawed_by_hand_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Wedged by another client's pause (exec_gate.py): the engine answers no unpause and no
+    # removal until the cgroup is thawed. No removal is asked for before that thaw.
+    asked, engine = engine_answering(monkeypatch, [None], ["paused", "paused"])
+    thawed = threading.Event()
+
+    def unpause(name: str) -> None:
+        asked.append("unpause")
+        thawed.wait(30)  # as the engine does: it answers once the cgroup is thawed
+
+    monkeypatch.setattr(engine.client.api, "unpause", unpause)
+    try:
+        await removal.remove_container(engine, "0123456789ab")
+    finally:
+        thawed.set()
+    # _thaw's look and its unpause (past its limit), _end_runtime's look, then the removal.
+    assert asked == ["list", "unpause", "list", "remove"]
     engine.close()
