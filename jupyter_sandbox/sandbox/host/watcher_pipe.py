@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     import subprocess
 
 MAX_ANSWER = 64  # bytes of a watcher's first line on its standard output (``answers``)
-DONE = b"d"  # written by a starter that ended in order: nothing is left for the watcher to do
+# Written by a starter that ended in order: nothing is left for the watcher to do. A byte no
+# message id holds (run_watcher.py reads one where DONE may come instead: a letter here took
+# runs whose id began with it for ended ones, and left them unwatched).
+DONE = b"."
 
 _Pipe = TypeVar("_Pipe", bound="WatcherPipe")
 

@@ -66,6 +66,7 @@ READY_SECONDS = 30.0  # how long the CLI waits for it; past it the run goes on u
 CONNECT_SECONDS = 20.0  # for the watcher to reach the kernel (within READY_SECONDS)
 WATCH_SECONDS = 0.5  # how often the watcher looks at the pipe and the sandbox while it follows
 MAX_SEEN = 1024  # request ids remembered as started or ended, before the run's own is known
+# jupyter_client's message ids (hex, "-" and "_"); never DONE, which may come where one would.
 _MESSAGE_ID = re.compile(rb"[0-9A-Za-z_-]{1,128}")
 
 

@@ -29,6 +29,9 @@ def written(data: bytes) -> int:
         (MESSAGE_ID.encode() + b"\n" + DONE, (MESSAGE_ID, True)),  # the run ended in order
         (MESSAGE_ID.encode() + b"\n", (MESSAGE_ID, False)),  # the CLI killed during the run
         (DONE, (None, True)),  # it ended before it sent the run
+        # An id that begins with a letter DONE once was is an id (its run was left unwatched).
+        (b"d" + MESSAGE_ID.encode()[1:] + b"\n", ("d" + MESSAGE_ID[1:], False)),
+        (b"d" + MESSAGE_ID.encode()[1:] + b"\n" + DONE, ("d" + MESSAGE_ID[1:], True)),
         (b"", (None, False)),  # it was killed before it sent the run
     ],
 )
@@ -40,7 +43,7 @@ def test_what_the_cli_wrote(data: bytes, expected: tuple[str | None, bool]) -> N
         os.close(fd)
 
 
-@pytest.mark.parametrize("data", [b"../x\n", b"a" * 200 + b"\n", b"id with spaces\n"])
+@pytest.mark.parametrize("data", [b"x/../y\n", b"a" * 200 + b"\n", b"id with spaces\n"])
 def test_anything_but_a_message_id_is_refused(data: bytes) -> None:
     fd = written(data)
     try:
