@@ -76,6 +76,11 @@ ADDRESS_REMEDY = (
     "no policy reaches it; a server's admin can open private ranges with "
     "c.NetworkSettings.allow_private_ranges"
 )
+# Seconds a request allowed for the sandbox waits, at most, for the sandbox's policy to hold
+# its host (asks.decide stores the policy right after the decision), checked every
+# POLICY_POLL seconds.
+POLICY_WAIT = 5.0
+POLICY_POLL = 0.01
 
 
 class EgressProxy:
@@ -339,6 +344,10 @@ class EgressProxy:
         if asked.decision == "once":
             return policy, PolicyDecision(True, f"allowed once by {asked.by}"), asked
         if asked.decision == "sandbox":
+            # The owner's decision comes just before the policy that holds the host
+            # (asks.decide): go on once it does, so that whoever sees this request answered
+            # sees the host allowed too (the policy, the next request not asked about).
+            policy = await self._holding(host, port)
             return policy, PolicyDecision(True, f"allowed for the sandbox by {asked.by}"), asked
         if asked.decision == TIMEOUT:
             rule = (
@@ -351,6 +360,17 @@ class EgressProxy:
         if asked.decision == WITHDRAWN:
             return policy, PolicyDecision(False, "the program left before a decision"), asked
         return policy, policy.decide(host, port), asked  # the policy changed meanwhile
+
+    async def _holding(self, host: str, port: int) -> NetworkPolicy:
+        """The sandbox's policy once it allows ``host:port``, or after POLICY_WAIT seconds."""
+        deadline = asyncio.get_running_loop().time() + POLICY_WAIT
+        policy = self.current_policy()
+        while not policy.decide(host, port).allowed:
+            if asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(POLICY_POLL)
+            policy = self.current_policy()
+        return policy
 
     async def _deny(
         self,
