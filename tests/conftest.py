@@ -66,6 +66,20 @@ async def manager(state_dir: Path) -> AsyncIterator[SandboxManager]:
     await sandbox_manager.close()
 
 
+@contextlib.asynccontextmanager
+async def scratch_manager() -> AsyncIterator[SandboxManager]:
+    """A manager on a state directory of its own, for fixtures wider than one test (the
+    function-scoped ``manager`` fixture's, made and removed the same way)."""
+    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
+    sandbox_manager = SandboxManager.from_config(manager_config(state_dir))
+    try:
+        yield sandbox_manager
+    finally:
+        await remove_everything_under(sandbox_manager, state_dir)
+        await sandbox_manager.close()
+        remove_state_dir(state_dir)
+
+
 async def remove_everything_under(sandbox_manager: SandboxManager, state_dir: Path) -> None:
     for info in await sandbox_manager.backend.list_sandboxes():
         if Path(info.host_dir).parent == state_dir:

@@ -13,9 +13,7 @@ import io
 import os
 import platform
 import tarfile
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -25,10 +23,8 @@ from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from tests.conftest import (
     BOTH_RUNTIMES,
-    manager_config,
     purpose_label,
-    remove_everything_under,
-    remove_state_dir,
+    scratch_manager,
 )
 from tests.kernel_client import answers, output_of
 
@@ -45,14 +41,8 @@ def runtime(request: pytest.FixtureRequest) -> str:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def probe_manager() -> AsyncIterator[SandboxManager]:
-    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
-    manager = SandboxManager.from_config(manager_config(state_dir))
-    try:
+    async with scratch_manager() as manager:
         yield manager
-    finally:
-        await remove_everything_under(manager, state_dir)
-        await manager.close()
-        remove_state_dir(state_dir)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

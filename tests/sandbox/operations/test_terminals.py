@@ -31,6 +31,7 @@ from tests.conftest import (
     purpose_label,
     remove_everything_under,
     remove_state_dir,
+    scratch_manager,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -41,14 +42,8 @@ PROCESSES = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; ec
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def term_manager() -> AsyncIterator[SandboxManager]:
-    state_dir = Path(tempfile.mkdtemp(prefix="jsbx-", dir="/tmp"))
-    manager = SandboxManager.from_config(manager_config(state_dir))
-    try:
+    async with scratch_manager() as manager:
         yield manager
-    finally:
-        await remove_everything_under(manager, state_dir)
-        await manager.close()
-        remove_state_dir(state_dir)
 
 
 @pytest.fixture(scope="module", params=BOTH_RUNTIMES)
