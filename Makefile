@@ -11,8 +11,14 @@ NOTEBOOK_DIR ?= examples
 
 .PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark fuzz fuzz-api docs docs-env
 
+# Two workers share the engine (pytest-xdist, one test file each at a time): most of a test's
+# time is spent waiting on the engine and on gVisor. Tests marked `alone` (pyproject.toml) run
+# after them, one at a time. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: image browser labextension hub-proxy agents-env docs-env
-	$(BIN)/pytest
+	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/pytest -m alone
 
 lab: image labextension
 	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(NOTEBOOK_DIR)

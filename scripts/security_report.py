@@ -243,11 +243,16 @@ def main() -> int:
     parser.add_argument(
         "--from-junit",
         type=Path,
-        help="render from the JUnit XML of a run that already happened (e.g. the whole suite's, "
-        "with PYTEST_ADDOPTS=--junitxml=PATH) instead of running the battery again",
+        action="append",
+        help="render from the JUnit XML of a run that already happened instead of running the "
+        "battery again; given once for each report (`make test JUNIT=PREFIX` writes "
+        "PREFIX-parallel.xml and PREFIX-alone.xml)",
     )
     args, pytest_args = parser.parse_known_args()
-    results = parse_junit(args.from_junit) if args.from_junit else run_battery(pytest_args)
+    if args.from_junit:
+        results = [result for path in args.from_junit for result in parse_junit(path)]
+    else:
+        results = run_battery(pytest_args)
     if not results:
         print("no checklist test ran: is the engine up ('make engine') and the image built?")
         return 1

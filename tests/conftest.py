@@ -177,17 +177,41 @@ def observe(request: pytest.FixtureRequest) -> Callable[..., None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if any test left a labelled container behind."""
+    """Fail the run if any test left a labelled container behind.
+
+    Under pytest-xdist (``make test``), each worker checks its own containers (each has its own
+    TEST_PURPOSE_PREFIX) and hands what it found to the controller (``pytest_testnodedown``),
+    whose exit status is the run's."""
+    leaked = leaked_containers()
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:
+        worker_output["leaked"] = leaked
+        return
+    leaked += session.config.stash.get(WORKERS_LEAKED, [])
+    if leaked:
+        print(f"\nLEAK: tests left {len(leaked)} sandbox container(s): {', '.join(leaked)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+WORKERS_LEAKED = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A pytest-xdist worker ended: keep the containers its tests left for the leak check."""
+    leaked = node.workeroutput.get("leaked", []) if hasattr(node, "workeroutput") else []
+    node.config.stash.setdefault(WORKERS_LEAKED, []).extend(leaked)
+
+
+def leaked_containers() -> list[str]:
+    """The names of the containers this process's tests labelled that still exist."""
     try:
         client = docker.from_env(version="auto", timeout=10)
         left = client.api.containers(all=True, filters={"label": labels.PURPOSE})
     except docker.errors.DockerException:
-        return
-    leaked = [
+        return []
+    return [
         row["Names"][0].lstrip("/")
         for row in left
         if row["Labels"].get(labels.PURPOSE, "").startswith(TEST_PURPOSE_PREFIX)
     ]
-    if leaked:
-        print(f"\nLEAK: tests left {len(leaked)} sandbox container(s): {', '.join(leaked)}")
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED

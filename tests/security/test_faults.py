@@ -24,7 +24,8 @@ from tests.kernel.test_jupyter_server import Server, start_server, stop_process,
 from tests.kernel.test_lifecycle import wait_for_reply, wait_until_dead
 from tests.kernel_client import answers
 
-pytestmark = [pytest.mark.integration, pytest.mark.runc]
+# Restarting the engine stops every container on it, other tests' too: alone (pyproject.toml).
+pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.alone]
 
 REPO = Path(__file__).resolve().parents[2]
 

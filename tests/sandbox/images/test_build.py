@@ -96,6 +96,8 @@ def test_an_up_to_date_standard_image_is_checked_without_a_container(
     assert list(created) == []
 
 
+# It removes every stopped build container, another test's build's too: alone (pyproject.toml).
+@pytest.mark.alone
 def test_only_the_build_containers_a_killed_build_left_are_removed(
     client: docker.DockerClient,
 ) -> None:
