@@ -83,11 +83,11 @@ def _write_many(state_dir: str, prefix: str) -> None:
         directory.update_state(**{f"{prefix}{i}": i})
 
 
-def test_concurrent_writers_lose_no_change(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_concurrent_writers_lose_no_change(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({})
-    _two_writers(_write_many, tmp_path)
+    _two_writers(_write_many, state_dir)
     assert len(directory.read_state()) == 200
 
 
@@ -100,11 +100,11 @@ def _add_nested(state_dir: str, prefix: str) -> None:
         )
 
 
-def test_concurrent_changes_inside_one_key_lose_nothing(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_concurrent_changes_inside_one_key_lose_nothing(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({"kept": True})
-    _two_writers(_add_nested, tmp_path)
+    _two_writers(_add_nested, state_dir)
     state = directory.read_state()
     assert state["kept"] is True
     assert len(state["nested"]) == 200
@@ -116,11 +116,11 @@ def _next_generations(state_dir: str, prefix: str) -> None:
         directory.next_generation()
 
 
-def test_restarts_at_once_each_take_their_own_generation(tmp_path: Path) -> None:
-    directory = SandboxDirectory(tmp_path, "0123456789ab")
+def test_restarts_at_once_each_take_their_own_generation(state_dir: Path) -> None:
+    directory = SandboxDirectory(state_dir, "0123456789ab")
     directory.create(os.getuid())
     directory.write_state({"generation": 0})
-    _two_writers(_next_generations, tmp_path)
+    _two_writers(_next_generations, state_dir)
     assert directory.read_state()["generation"] == 200
 
 

@@ -31,8 +31,9 @@ SANDBOX_ID = "0123456789ab"
 
 
 @pytest.fixture
-def directory(tmp_path: Path) -> SandboxDirectory:
-    directory = SandboxDirectory(tmp_path, SANDBOX_ID)
+def directory(state_dir: Path) -> SandboxDirectory:
+    # conftest's state_dir, short: pytest's tmp_path under xdist can be too long for sockets.
+    directory = SandboxDirectory(state_dir, SANDBOX_ID)
     directory.create(os.getuid())
     return directory
 

@@ -31,8 +31,10 @@ DECIDE_FROM_INSIDE = r"""
 import json, socket, sys, urllib.error, urllib.request
 url, port = sys.argv[1], int(sys.argv[2])
 try:
-    socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    print("direct: connected")
+    # What answers, if anything does: the server's HTTP would begin "HTTP/".
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as direct:
+        direct.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        print("direct: connected, answered", repr(direct.recv(16)))
 except OSError as e:
     print("direct:", type(e).__name__)
 request = urllib.request.Request(
@@ -155,11 +157,14 @@ async def test_row111_a_sandbox_cannot_decide_its_own_requests(
     status, _ = await api(jp_fetch, "POST", *path, body={"decision": "deny"}, **ALICE)
     assert status == 200
     printed = (await attempt).splitlines()
+    # Nothing listens on that port in the sandbox's own loopback. Once in a CI run with two
+    # test workers the connect succeeded all the same (runc): what matters here is that the
+    # server cannot be what answers, so a connection is shown with what it answered.
     assert printed[0] in (
         "direct: ConnectionRefusedError",
         "direct: OSError",
         "direct: TimeoutError",
-    )
+    ) or (printed[0].startswith("direct: connected") and "HTTP/" not in printed[0]), printed
     assert printed[1] == "proxy: 403 denied by alice"
     # The first request still waits for its owner.
     [still] = await held(jp_fetch, sandbox_id, **ALICE)
