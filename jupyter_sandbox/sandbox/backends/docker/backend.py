@@ -60,6 +60,7 @@ from jupyter_sandbox.sandbox.backends.docker.runtime_processes import kill_runsc
 from jupyter_sandbox.sandbox.backends.docker.sealed_archive import sealed_tar, why_not_sealed
 from jupyter_sandbox.sandbox.backends.docker.stream import stream_exec
 from jupyter_sandbox.sandbox.backends.docker.terminal import open_docker_terminal
+from jupyter_sandbox.sandbox.backends.docker.unpause import unpause
 from jupyter_sandbox.sandbox.backends.records import (
     EngineFacts,
     EngineStats,
@@ -223,7 +224,13 @@ class DockerBackend(SandboxBackend):
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
 
     async def resume(self, sandbox_id: str) -> None:
-        await self._on_container("unpause", sandbox_id)
+        container = labels.container_name(sandbox_id)
+        try:  # until the engine stops calling it paused (unpause.py)
+            await self.engine.run(
+                f"unpause sandbox {sandbox_id}", unpause, self.engine.client.api, container
+            )
+        except docker.errors.NotFound:
+            raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
 
     async def remove(self, sandbox_id: str) -> None:
         await remove_container(self.engine, sandbox_id)

@@ -45,6 +45,7 @@ from jupyter_sandbox.sandbox.backends.docker.exec import Inspect
 from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied
 from jupyter_sandbox.sandbox.backends.docker.stream import stream_exec
+from jupyter_sandbox.sandbox.backends.docker.unpause import unpause
 from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.programs import image_programs
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
@@ -164,7 +165,7 @@ def _frozen_tar_locked(
                 what=f"{WORKSPACE_DIR} of {container}",
             )
     finally:
-        api.unpause(container)  # always: a frozen sandbox answers nothing
+        unpause(api, container)  # always: a frozen sandbox answers nothing
     return ExecResult(0, b"", b"")
 
 
