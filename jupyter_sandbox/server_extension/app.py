@@ -46,6 +46,7 @@ from jupyter_sandbox.server_extension.fast_start import Zygote
 from jupyter_sandbox.server_extension.file_handlers import file_handlers
 from jupyter_sandbox.server_extension.gateway_forwarding import forwarding_handlers
 from jupyter_sandbox.server_extension.handlers import sandbox_handlers, server_features
+from jupyter_sandbox.server_extension.kernel_websocket import send_kernel_messages_at_once
 from jupyter_sandbox.server_extension.network_handlers import network_handlers
 from jupyter_sandbox.server_extension.notebook_trust import distrust_sandboxed_notebooks
 from jupyter_sandbox.server_extension.port_handlers import port_handlers
@@ -192,6 +193,15 @@ class SandboxExtension(ExtensionApp):
         of its own. False: answer them here.""",
     )
 
+    kernel_websocket_nodelay = Bool(
+        True,
+        config=True,
+        help="""Send every kernel WebSocket message of this server at once (TCP_NODELAY), not
+        after the client acknowledged the one before: without it each execution's reply waits
+        for the client's delayed acknowledgement (server_extension/kernel_websocket.py). All the
+        server's kernels, Sandboxed Python's or not, and a gateway client's relay too.""",
+    )
+
     def initialize_settings(self) -> None:
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
@@ -218,6 +228,8 @@ class SandboxExtension(ExtensionApp):
         self.zygote: Zygote | None = None
         # Links to sandboxes' ports stay good across restarts: their key is in the state dir.
         self.port_links = PortLinks.in_state_directory(self.manager.settings.state_path)
+        if self.kernel_websocket_nodelay:  # self.settings: the web app's, copied back after this
+            send_kernel_messages_at_once(self.settings)
         services: ExtensionServices = self  # what the handlers take it for (base.py)
         self.settings["sandbox_extension"] = services
         if self.serverapp and not self.trust_sandboxed_notebooks:
