@@ -455,7 +455,8 @@ async def measure(
                     fill = fills.get(POOL_OF.get(kind, ""))
                     elapsed, claimed = await server.time_claim(kernel_names[kind], fill)
                     samples["start"][kind].append(elapsed)
-                    hits[kind] += claimed
+                    if kind in hits:  # python3 has no pool
+                        hits[kind] += claimed
                 row = ", ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in samples["start"].items())
                 print(f"{runtime} start {run}/{starts}: {row}", file=sys.stderr, flush=True)
 
