@@ -130,6 +130,9 @@ class SandboxTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandle
 
     async def open(self, sandbox_id: str) -> None:
         super().open(sandbox_id)  # WebSocketMixin's: keep-alive pings
+        # Each echo of a keystroke at once, not after the client's delayed acknowledgement of
+        # the one before (server_extension/kernel_websocket.py says why).
+        self.set_nodelay(True)
         try:
             await self._send("setup", {})
         except WebSocketClosedError:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,7 +24,11 @@ from tornado.websocket import WebSocketClientConnection
 from jupyter_sandbox.protocol.errors import InvalidRequestError
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.server_extension import SandboxExtension
-from jupyter_sandbox.server_extension.terminal_handlers import MAX_CLIENT_MESSAGE, client_message
+from jupyter_sandbox.server_extension.terminal_handlers import (
+    MAX_CLIENT_MESSAGE,
+    SandboxTerminalHandler,
+    client_message,
+)
 from tests.conftest import manager_config
 from tests.server_extension.conftest import Fetch, api
 from tests.server_extension.test_auth_and_spec import with_named_users
@@ -109,6 +115,10 @@ async def test_a_terminal_speaks_terminados_protocol(
     sandbox_id = await sandbox(jp_fetch)
     ws = await connect(jp_ws_fetch, sandbox_id, rows=30, cols=100)
     assert await receive(ws) == ["setup", {}]
+    [handler] = [o for o in gc.get_objects() if isinstance(o, SandboxTerminalHandler)]
+    assert handler.ws_connection is not None
+    server_end = handler.ws_connection.stream.socket  # type: ignore[attr-defined]
+    assert server_end.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)  # echoes sent at once
     assert (await run(ws, "stty size; id -u; pwd")).split() == ["30", "100", "10001", "/workspace"]
 
     # JupyterLab's set_size carries pixel sizes after rows and cols: ignored.
