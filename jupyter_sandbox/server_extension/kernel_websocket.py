@@ -4,10 +4,10 @@ An execution answers with several small messages at once: ``status: busy``,
 ``execute_input``, then ``execute_reply`` and ``status: idle``. Jupyter Server leaves Nagle's
 algorithm on for its kernel WebSockets, so each small write after the first waits until the
 client acknowledges the one before, and the client, which has nothing to send, delays that
-acknowledgement (40 ms on Linux). A ``pass`` cell's round trip over a server's WebSocket took
-a median 48 ms that way, and 9.6 ms with the socket sending at once
-(docs/explanation/performance.md, "Kernel start and execute through the gateway"). Under the
-sandbox gateway a message crosses two such sockets, the gateway's and the user server's.
+acknowledgement (Linux's delayed ACK timer), and so did every cell's reply
+(docs/explanation/performance.md, "Kernel start and execute through the gateway", has the
+figures). Under the sandbox gateway a message crosses two such sockets, the gateway's and the
+user server's.
 
 :func:`sending_at_once` wraps the server's connection class (ZMQ channels on a server holding
 kernels, or the gateway client's relay on a user server), so that every kernel's WebSocket,
