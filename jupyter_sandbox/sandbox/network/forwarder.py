@@ -314,18 +314,35 @@ def _serve_tunnels(listener: socket.socket, hello: bytes, tunnels: Tunnels) -> N
         tunnels.add(sock)
 
 
+def listening_unix(path: str, backlog: int) -> socket.socket:
+    """A Unix socket listening at ``path``, which appears only once it listens: bound under a
+    temporary name, then renamed. The host connects as soon as the path exists
+    (programs/inside_listener.py); bound in place, a connection between bind and listen was
+    refused (seen under runsc on a loaded machine, tests/sandbox/operations/test_ports.py)."""
+    staging = path + ".binding"
+    with contextlib.suppress(OSError):
+        os.unlink(staging)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(staging)
+        listener.listen(backlog)
+        os.replace(staging, path)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 def main() -> None:
     config = json.loads(os.environ.pop(CONFIG_VARIABLE))
     port, path = int(config["port"]), config["path"]
     hello = HELLO + config["token"].encode() + b"\n"
     clients = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     clients.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tunnel_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         clients.bind(("127.0.0.1", port))
         clients.listen(128)
-        tunnel_listener.bind(path)  # last: the host waits for this path to appear
-        tunnel_listener.listen(64)
+        tunnel_listener = listening_unix(path, 64)  # last: the host waits for this path
     except OSError as exc:
         with contextlib.suppress(OSError), open(path + ".error", "w") as f:
             f.write(f"cannot listen on 127.0.0.1:{port} and {path}: {exc}")

@@ -27,7 +27,11 @@ import sys
 import threading
 
 if __package__:  # imported on the host; inside the sandbox forwarder.py's source comes first
-    from jupyter_sandbox.sandbox.network.forwarder import Workers, pipe_both_ways
+    from jupyter_sandbox.sandbox.network.forwarder import (
+        Workers,
+        listening_unix,
+        pipe_both_ways,
+    )
 
 GREETING = b"JSB-PORT 1 "
 MAX_GREETING = 64  # bytes: a port number and the prefix, with room to spare
@@ -127,10 +131,8 @@ def listening() -> dict[str, object]:
 
 
 def main(path: str) -> None:
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(path)  # the host waits for this path to appear
-        listener.listen(64)
+        listener = listening_unix(path, 64)  # the host waits for this path to appear
     except OSError as exc:
         with contextlib.suppress(OSError), open(path + ".error", "w") as f:
             f.write(f"cannot listen on {path}: {exc}")

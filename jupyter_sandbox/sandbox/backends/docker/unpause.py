@@ -37,8 +37,8 @@ def wait_until_settled(api: Any, container: str) -> None:
     deadline = time.monotonic() + SETTLE_WAIT
     unpaused_since: float | None = None
     while (now := time.monotonic()) < deadline:
-        state = api.inspect_container(container).get("State") or {}
-        if state.get("Paused"):
+        engine_state = api.inspect_container(container).get("State") or {}  # not state.json's
+        if engine_state.get("Paused"):
             unpaused_since = None
         elif unpaused_since is None:
             unpaused_since = now
