@@ -63,6 +63,19 @@ def value_of(kc: BlockingKernelClient, expression: str) -> str:
     return out.strip()
 
 
+def value_after_error(kc: BlockingKernelClient, expression: str) -> str:
+    """``value_of`` right after a cell that ended in an error (an interrupt): ipykernel aborts
+    the requests that reach it before it has finished aborting its queue, a window it opens
+    after sending the error's reply. A client quick enough, or a kernel slow enough (a loaded
+    machine), lands in it: the request is answered "aborted" and is sent again."""
+    for _ in range(5):
+        out, reply = run(kc, f"print(repr({expression}))")
+        if reply["status"] != "aborted":
+            assert reply["status"] == "ok", out
+            return out.strip()
+    raise AssertionError(f"{expression}: aborted five times after the error")
+
+
 def is_input_of(message: dict[str, Any], msg_id: str) -> bool:
     """Whether an iopub ``message`` shows the kernel has begun the cell ``msg_id``."""
     return message["msg_type"] == "execute_input" and message["parent_header"]["msg_id"] == msg_id

@@ -33,7 +33,7 @@ from jupyter_sandbox.sandbox.lifecycle.pool_keeper import stop_keeper
 from jupyter_sandbox.sandbox.settings import SandboxSettings
 from jupyter_sandbox.server_extension.fast_start import ZYGOTE_ENV
 from tests.conftest import BOTH_RUNTIMES
-from tests.kernel.kernels import is_input_of, run, running_kernel, value_of
+from tests.kernel.kernels import is_input_of, run, running_kernel, value_after_error, value_of
 from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 from tests.kernel.test_lifetimes import (
     GONE_SECONDS,
@@ -96,7 +96,7 @@ def forked_kernel_lifecycle(state_dir: Path, runtime: str) -> int:
         reply = interrupted(km, kc)
         assert reply["parent_header"]["msg_id"] == msg_id
         assert reply["content"]["ename"] == "KeyboardInterrupt"
-        assert value_of(kc, "x") == "41"
+        assert value_after_error(kc, "x") == "41"
 
         km.restart_kernel(now=False)  # a new launcher, so a new fork
         kc.wait_for_ready(timeout=120)

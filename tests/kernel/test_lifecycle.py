@@ -17,7 +17,7 @@ import zmq
 from jupyter_client.manager import KernelManager
 
 from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
-from tests.kernel.kernels import is_input_of, run, running_kernel, value_of
+from tests.kernel.kernels import is_input_of, run, running_kernel, value_after_error, value_of
 from tests.kernel.sandbox_env import containers_under, notebook_dir, sandbox_kernel_env
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def test_interrupt_stops_a_cell_and_keeps_state(env: Path, runtime: str, cell: s
         assert time.monotonic() - started < 2
         assert reply["status"] == "error"
         assert reply["ename"] == "KeyboardInterrupt"
-        assert value_of(kc, "kept") == "'yes'"
+        assert value_after_error(kc, "kept") == "'yes'"
 
 
 def test_restart_gives_a_fresh_interpreter_and_keeps_files(env: Path, runtime: str) -> None:
