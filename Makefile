@@ -11,10 +11,10 @@ NOTEBOOK_DIR ?= examples
 
 .PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark fuzz fuzz-api docs docs-env
 
-# Two workers share the engine (pytest-xdist, one test file each at a time): most of a test's
-# time is spent waiting on the engine and on gVisor. Tests marked `alone` (pyproject.toml) run
-# after them, one at a time. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2: two workers share the engine (pytest-xdist, one test file each at a time;
+# about 29 minutes instead of 46 on 2 cores), the tests marked `alone` (pyproject.toml) after
+# them, one at a time. The default stays one process until a parallel run has passed clean.
+TEST_WORKERS ?= 0
 
 test: image browser labextension hub-proxy agents-env docs-env
 	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
