@@ -179,7 +179,7 @@ def observe(request: pytest.FixtureRequest) -> Callable[..., None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any test left a labelled container behind.
 
-    Under pytest-xdist (``make test``), each worker checks its own containers (each has its own
+    Under pytest-xdist (``make test TEST_WORKERS=2``), each worker checks its own containers (each has its own
     TEST_PURPOSE_PREFIX) and hands what it found to the controller (``pytest_testnodedown``),
     whose exit status is the run's."""
     leaked = leaked_containers()

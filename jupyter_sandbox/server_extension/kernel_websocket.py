@@ -4,7 +4,7 @@ An execution answers with several small messages at once: ``status: busy``,
 ``execute_input``, then ``execute_reply`` and ``status: idle``. Jupyter Server leaves Nagle's
 algorithm on for its kernel WebSockets, so each small write after the first waits until the
 client acknowledges the one before, and the client, which has nothing to send, delays that
-acknowledgement (Linux's delayed ACK timer), and so did every cell's reply
+acknowledgement (Linux's delayed ACK timer): every cell's reply waited that long
 (docs/explanation/performance.md, "Kernel start and execute through the gateway", has the
 figures). Under the sandbox gateway a message crosses two such sockets, the gateway's and the
 user server's.
