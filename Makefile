@@ -16,9 +16,13 @@ NOTEBOOK_DIR ?= examples
 # them, one at a time. The default stays one process until a parallel run has passed clean.
 TEST_WORKERS ?= 0
 
+# JUNIT=PREFIX: each part writes its JUnit XML, PREFIX-parallel.xml and PREFIX-alone.xml
+# (scripts/security_report.py --from-junit renders docs/security.md from them).
+JUNIT ?=
+
 test: image browser labextension hub-proxy agents-env docs-env
-	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
-	$(BIN)/pytest -m alone
+	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(if $(JUNIT),--junitxml=$(JUNIT)-parallel.xml)
+	$(BIN)/pytest -m alone $(if $(JUNIT),--junitxml=$(JUNIT)-alone.xml)
 
 lab: image labextension
 	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser $(ALLOW_ROOT) --ServerApp.root_dir=$(NOTEBOOK_DIR)

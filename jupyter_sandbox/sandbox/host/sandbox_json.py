@@ -35,13 +35,7 @@ def loads(raw: bytes, *, max_bytes: int) -> Any:
     if len(raw) > max_bytes:
         raise MalformedJSONError(f"{len(raw)} bytes of JSON, more than the {max_bytes} allowed")
     try:
-        text = raw.decode("utf-8")
-        return json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_object_without_repeats,
-        )
+        return _STRICT.decode(raw.decode("utf-8"))
     except MalformedJSONError:
         raise
     except RecursionError:  # the C scanner's recursion guard: nesting past the stack
@@ -66,3 +60,12 @@ def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(value) != len(pairs):
         raise MalformedJSONError("a JSON object names a key twice")
     return value
+
+
+# One decoder for every call: json.loads with hooks builds a decoder and its scanner each time,
+# which the relay would pay for every message header a sandbox sends.
+_STRICT = json.JSONDecoder(
+    parse_constant=_refuse_constant,
+    parse_float=_finite_float,
+    object_pairs_hook=_object_without_repeats,
+)
