@@ -11,17 +11,17 @@ NOTEBOOK_DIR ?= examples
 
 .PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark fuzz fuzz-api docs docs-env
 
-# TEST_WORKERS=2: two workers share the engine (pytest-xdist, one test file each at a time;
-# about 29 minutes instead of 46 on 2 cores), the tests marked `alone` (pyproject.toml) after
-# them, one at a time. The default stays one process until a parallel run has passed clean.
-TEST_WORKERS ?= 0
+# TEST_WORKERS: how many pytest-xdist workers share the engine, each given one test file at a
+# time, the longest files first (tests/conftest.py, tests/file_durations.json); 0 runs the suite
+# in one process. The tests marked `alone` (pyproject.toml) run after them, one at a time.
+TEST_WORKERS ?= 2
 
 # JUNIT=PREFIX: each part writes its JUnit XML, PREFIX-parallel.xml and PREFIX-alone.xml
 # (scripts/security_report.py --from-junit renders docs/security.md from them).
 JUNIT ?=
 
 test: image browser labextension hub-proxy agents-env docs-env
-	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(if $(JUNIT),--junitxml=$(JUNIT)-parallel.xml)
+	$(BIN)/pytest -m 'not alone' $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(if $(JUNIT),--junitxml=$(JUNIT)-parallel.xml)
 	$(BIN)/pytest -m alone $(if $(JUNIT),--junitxml=$(JUNIT)-alone.xml)
 
 lab: image labextension

@@ -8,7 +8,9 @@ end of the session, any container labelled by a test is reported and fails the r
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -176,10 +178,30 @@ def observe(request: pytest.FixtureRequest) -> Callable[..., None]:
     return record
 
 
+# Seconds each test file took in a whole run (scripts/test_durations.py writes it).
+FILE_DURATIONS = Path(__file__).with_name("file_durations.json")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), the longest files first.
+
+    Each worker takes whole files (``--dist loadfile``) in collection order
+    (``--no-loadscope-reorder``: by default pytest-xdist starts with the files of most tests,
+    which hands out a long file of few tests, the REST fuzzer's or the hub's, near the end,
+    one worker running it while the other idles). Longest first, the last files handed out are
+    short. A file not in FILE_DURATIONS counts as a typical one; the order within a file is
+    kept."""
+    if not hasattr(config, "workerinput"):
+        return
+    seconds: dict[str, float] = json.loads(FILE_DURATIONS.read_text())
+    typical = statistics.median(seconds.values())
+    items.sort(key=lambda item: -seconds.get(item.nodeid.partition("::")[0], typical))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any test left a labelled container behind.
 
-    Under pytest-xdist (``make test TEST_WORKERS=2``), each worker checks its own containers (each has its own
+    Under pytest-xdist (``make test``), each worker checks its own containers (each has its own
     TEST_PURPOSE_PREFIX) and hands what it found to the controller (``pytest_testnodedown``),
     whose exit status is the run's."""
     leaked = leaked_containers()
