@@ -292,9 +292,15 @@ class SandboxStarter:
             if pool_key is None:  # the state file is this sandbox's reservation; see quotas.py
                 self.quotas.check(usage_of(self.host.settings.state_path, request.owner))
             spec = build_container_spec(self.host.settings, spec_request, directory)
-            await self.host.backend.create(sandbox_id, spec)
+            created = await self.host.backend.create(sandbox_id, spec)
             # Before it starts: its programs trust its image's CAs and its own CA from the first.
-            await trust_image_bundle(self.host.backend, sandbox_id, request.image, directory.root)
+            await trust_image_bundle(
+                self.host.backend,
+                sandbox_id,
+                created.image_id,
+                directory.root,
+                self.host.settings.state_path,
+            )
             await self.host.backend.start(sandbox_id)
             refresher = asyncio.ensure_future(self._refresh_workspace(directory, workspace))
             # Asked now, the engine's next cgroup sample comes while the kernel boots (run.py).

@@ -16,10 +16,12 @@ only SAN, valid LEAF_LIFETIME, cached while it has more than half of that left.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import logging
 import os
+import re
 import ssl
 import tempfile
 import threading
@@ -59,8 +61,14 @@ TRUST_ENVIRONMENT = {
 # Where a Debian-like image keeps its CA bundle (the sandbox image's, python:*-slim's).
 IMAGE_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 MAX_IMAGE_BUNDLE = 4 * 1024 * 1024  # bytes; Debian's is about 220 KB
-# The CA bundle of each image, by name, as read from its first sandbox (trust_image_bundle).
+# The CA bundle of each image, by the engine's id of the image (never by its name, which a
+# build points elsewhere), as read from its first sandbox (trust_image_bundle): in this process,
+# and in the state directory's BUNDLE_CACHE for the processes after it (a kernel started without
+# a server is a process of its own; reading the bundle from the engine is a container archive).
 _IMAGE_BUNDLES: dict[str, bytes] = {}
+BUNDLE_CACHE = "image-ca-bundles"
+MAX_CACHED_BUNDLES = 16  # files; an image's is a few hundred KB
+_IMAGE_ID = re.compile(r"sha256:([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
 
@@ -92,26 +100,75 @@ def write_bundle(root: Path, base: bytes) -> None:
 
 
 async def trust_image_bundle(
-    backend: SandboxBackend, sandbox_id: str, image: str, root: Path
+    backend: SandboxBackend, sandbox_id: str, image_id: str, root: Path, state_path: Path
 ) -> None:
-    """Make the bundle of a created sandbox its image's own CA bundle and its CA (read once
-    per image by this process); where the image has none the backend can read, the host's
-    stays (make_sandbox_ca)."""
-    base = _IMAGE_BUNDLES.get(image)
+    """Make the bundle of a created sandbox its image's own CA bundle and its CA (read from
+    the engine once per image, then kept by this process and in ``state_path``); where the
+    image has none the backend can read, the host's stays (make_sandbox_ca). ``image_id``:
+    the engine's id of the sandbox's image; without one ("" from a backend that has none) the
+    bundle is read each time."""
+    found = _IMAGE_ID.fullmatch(image_id)
+    cache = state_path / BUNDLE_CACHE / f"{found.group(1)}.pem" if found else None
+    base = _IMAGE_BUNDLES.get(image_id) if cache else None
+    if base is None and cache is not None:
+        base = _read_kept_bundle(cache)
     if base is None:
         try:
             read = await backend.image_file(sandbox_id, IMAGE_BUNDLE, MAX_IMAGE_BUNDLE)
         except SandboxError as exc:
             log.warning(
-                "the CA bundle of image %s is unreadable (%s): the host's is used", image, exc
+                "the CA bundle of image %s is unreadable (%s): the host's is used", image_id, exc
             )
             return
-        if not read or b"-----BEGIN CERTIFICATE-----" not in read:
+        if read is None or not _is_bundle(read):
             return
+        base = read
+        if cache is not None:
+            _keep_bundle(cache, base)
+    if cache is not None:
         if len(_IMAGE_BUNDLES) >= 64:  # a few images per server: bounded all the same
             _IMAGE_BUNDLES.clear()
-        base = _IMAGE_BUNDLES[image] = read
+        _IMAGE_BUNDLES[image_id] = base
     write_bundle(root, base)
+
+
+def _is_bundle(data: bytes) -> bool:
+    return b"-----BEGIN CERTIFICATE-----" in data
+
+
+def _read_kept_bundle(path: Path) -> bytes | None:
+    """The bundle an earlier process kept at ``path``, if it is one (a regular file, within
+    MAX_IMAGE_BUNDLE)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_IMAGE_BUNDLE + 1)
+    return data if len(data) <= MAX_IMAGE_BUNDLE and _is_bundle(data) else None
+
+
+def _keep_bundle(path: Path, data: bytes) -> None:
+    """Keep an image's bundle at ``path`` for the next processes (written whole, then renamed
+    into place), and at most MAX_CACHED_BUNDLES of them, the least recently written going
+    first. Best effort: a state directory that cannot keep it costs the next start a read."""
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        fd, staging = tempfile.mkstemp(dir=path.parent, prefix=".")
+    except OSError as exc:
+        log.debug("cannot keep the CA bundle of an image in %s: %s", path.parent, exc)
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(staging, path)
+        kept = sorted(path.parent.glob("*.pem"), key=lambda kept: kept.stat().st_mtime)
+        for old in kept[:-MAX_CACHED_BUNDLES]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:  # a full disk; another process's pruning at the same moment
+        with contextlib.suppress(OSError):
+            os.unlink(staging)
+        log.debug("cannot keep the CA bundle of an image in %s: %s", path.parent, exc)
 
 
 def _now() -> datetime.datetime:
