@@ -14,7 +14,7 @@ NOTEBOOK_DIR ?= examples
 # TEST_WORKERS: how many pytest-xdist workers share the engine, each given one test file at a
 # time, the longest files first (tests/conftest.py, tests/file_durations.json); 0 runs the suite
 # in one process. The tests marked `alone` (pyproject.toml) run after them, one at a time.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 # JUNIT=PREFIX: each part writes its JUnit XML, PREFIX-parallel.xml and PREFIX-alone.xml
 # (scripts/security_report.py --from-junit renders docs/security.md from them).
