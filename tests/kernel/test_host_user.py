@@ -117,7 +117,8 @@ async def main(notebook, runtime):
             await manager.remove(owner, sandbox_id)
         await manager.close()
     state = os.path.expanduser("~/.local/share/jupyter/runtime/sandboxes")
-    found["left"] = sorted(n for n in os.listdir(state) if n not in ("locks", "pool"))
+    kept = ("locks", "pool", "image-ca-bundles")  # the state directory's, no sandbox's
+    found["left"] = sorted(n for n in os.listdir(state) if n not in kept)
     print(json.dumps(found))
 
 asyncio.run(main(*sys.argv[1:]))
