@@ -3,9 +3,9 @@
 Usage: ``.venv/bin/python scripts/test_durations.py JUNIT.xml [JUNIT.xml ...]``
 (``make test JUNIT=PREFIX`` writes PREFIX-parallel.xml and PREFIX-alone.xml).
 
-With two workers (``make test TEST_WORKERS=2``) pytest-xdist hands each worker whole files, one
-after another; tests/conftest.py hands them out longest first, from this file, so that the run
-does not end with one worker still in a long file while the other has nothing left. Refresh it
+Under ``make test`` pytest-xdist hands each worker whole files, one after another;
+tests/conftest.py hands them out longest first, from this file, so that the run does not end
+with one worker still in a long file while the others have nothing left. Refresh it
 after a full run when files grew or moved: a stale figure costs balance, nothing else.
 """
 

@@ -26,6 +26,7 @@ from traitlets.config import Config
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
+from jupyter_sandbox.sandbox.network.tls_ca import BUNDLE_CACHE
 
 # Containers are labelled "test:<this run>:<test>", so that the leak check at the end of a run
 # counts only what this run created, even when another run shares the engine.
@@ -50,6 +51,12 @@ def remove_state_dir(path: Path) -> None:
     for directory in sandbox_directories(path):
         directory.remove()
     shutil.rmtree(path, ignore_errors=True)
+
+
+def left_in_state_dir(state_dir: Path) -> list[str]:
+    """What sandboxes left in ``state_dir``: every entry but the image CA bundles the directory
+    keeps for every sandbox of an image (network/tls_ca.py), which are no sandbox's."""
+    return sorted(entry.name for entry in state_dir.iterdir() if entry.name != BUNDLE_CACHE)
 
 
 def manager_config(state_dir: Path, **settings: Any) -> Config:

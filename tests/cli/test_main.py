@@ -14,7 +14,7 @@ import pytest
 from jupyter_sandbox.protocol.errors import SandboxNotFoundError
 from jupyter_sandbox.sandbox.doctor import orphans
 from jupyter_sandbox.sandbox.manager import SandboxManager, default_owner
-from jupyter_sandbox.sandbox.network import tls_ca
+from tests.conftest import left_in_state_dir
 
 pytestmark = pytest.mark.integration
 JUPYTER = [sys.executable, "-m", "jupyter_sandbox.cli"]
@@ -46,8 +46,7 @@ def test_doctor_passes_on_this_machine(state_dir: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK    kernel on runsc" in result.stdout
     assert "OK    kernel on runc" in result.stdout
-    # Nothing of its sandboxes is left; the image CA bundles the state directory keeps stay.
-    assert [entry.name for entry in state_dir.iterdir()] in ([], [tls_ca.BUNDLE_CACHE])
+    assert left_in_state_dir(state_dir) == []
 
 
 def test_doctor_fails_naming_the_fix_when_the_image_is_missing(state_dir: Path) -> None:

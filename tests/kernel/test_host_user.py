@@ -89,6 +89,7 @@ MANAGER_AS_THE_USER = r"""
 import asyncio, json, os, sys
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network import NetworkPolicy
+from jupyter_sandbox.sandbox.network.tls_ca import BUNDLE_CACHE
 
 async def main(notebook, runtime):
     manager = SandboxManager.from_config()
@@ -117,7 +118,7 @@ async def main(notebook, runtime):
             await manager.remove(owner, sandbox_id)
         await manager.close()
     state = os.path.expanduser("~/.local/share/jupyter/runtime/sandboxes")
-    kept = ("locks", "pool", "image-ca-bundles")  # the state directory's, no sandbox's
+    kept = ("locks", "pool", BUNDLE_CACHE)  # the state directory's, no sandbox's
     found["left"] = sorted(n for n in os.listdir(state) if n not in kept)
     print(json.dumps(found))
 

@@ -16,8 +16,7 @@ from jupyter_sandbox.protocol.errors import (
     SandboxStartTimeoutError,
 )
 from jupyter_sandbox.sandbox.manager import SandboxManager
-from jupyter_sandbox.sandbox.network import tls_ca
-from tests.conftest import manager_config, remove_everything_under
+from tests.conftest import left_in_state_dir, manager_config, remove_everything_under
 from tests.kernel.sandbox_env import containers_under as containers_in
 
 pytestmark = pytest.mark.integration
@@ -28,10 +27,8 @@ def containers_under(state_dir: Path) -> list[str]:
 
 
 def assert_nothing_left(state_dir: Path) -> None:
-    """No container and nothing of a sandbox in the state directory (the image CA bundles it
-    keeps for every sandbox of the image are the directory's, not a sandbox's)."""
     assert containers_under(state_dir) == []
-    assert [entry for entry in state_dir.iterdir() if entry.name != tls_ca.BUNDLE_CACHE] == []
+    assert left_in_state_dir(state_dir) == []
 
 
 async def test_plain_jupyter_client_reaches_the_kernel(
