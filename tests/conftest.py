@@ -28,6 +28,9 @@ from jupyter_sandbox.sandbox.host.sandbox_dir import sandbox_directories
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.network.tls_ca import BUNDLE_CACHE
 
+# A test that hangs is reported with what it waited for (tests/hang_report.py).
+pytest_plugins = ["tests.hang_report"]
+
 # Containers are labelled "test:<this run>:<test>", so that the leak check at the end of a run
 # counts only what this run created, even when another run shares the engine.
 TEST_PURPOSE_PREFIX = f"test:{uuid.uuid4().hex[:8]}:"

@@ -83,11 +83,17 @@ class FairShare(Holdings):
             if granted.done() and not granted.cancelled():
                 self.release(owner)  # granted just as the wait was given up: hand it on
             else:
-                queue.remove(entry)
-                if not queue:
-                    del self._waiting[owner]
+                self._forget(owner, entry)
             raise
         return owner
+
+    def _forget(self, owner: str, entry: tuple[int, asyncio.Future[None]]) -> None:
+        """A wait given up: out of the queue, unless :meth:`_grant` has passed it over already."""
+        queue = self._waiting.get(owner)
+        if queue is not None and entry in queue:
+            queue.remove(entry)
+            if not queue:
+                del self._waiting[owner]
 
     def release(self, owner: str) -> None:
         """Give back a slot ``owner`` held, and hand free slots to those waiting."""
@@ -105,6 +111,12 @@ class FairShare(Holdings):
             _, granted = queue.popleft()
             if not queue:
                 del self._waiting[owner]
+            # Cancelled, and its task has not yet run to leave the queue: a cancellation that
+            # lands in the same turn as a release (a client leaving while its call waits). It
+            # is passed over; granting it would count a slot nobody holds, and would raise
+            # here, leaving every later waiter unserved with the slots free.
+            if granted.done():
+                continue
             self.take(owner)
             granted.set_result(None)
 

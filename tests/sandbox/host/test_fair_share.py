@@ -72,6 +72,27 @@ async def test_a_cancelled_wait_holds_nothing_and_loses_no_grant() -> None:
     assert share.in_use == 1
 
 
+async def test_a_wait_cancelled_in_the_turn_its_slot_frees_is_passed_over() -> None:
+    """The cancellation lands first: the waiter's task has not yet run to leave the queue when
+    the release hands out the slot (a client leaves while its call waits for an engine thread,
+    and a thread ends in the same turn). The release raised, counted the slot as held by
+    nobody, and left the waiters after it unserved with slots free: the owner's calls then
+    waited for good, on an idle loop (the shape of a CI hang at stop 44)."""
+    share = FairShare(total=1, per_owner=1)
+    await share.acquire("alice")
+    cancelled = asyncio.ensure_future(share.acquire("alice"))
+    after = asyncio.ensure_future(share.acquire("alice"))
+    await settle()
+    cancelled.cancel()
+    share.release("alice")  # before the cancelled task has run
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert await asyncio.wait_for(after, 0.1) == "alice"  # the slot went to the next waiter
+    assert (share.held, share.in_use, share.waiting()) == ({"alice": 1}, 1, 0)
+    share.release("alice")
+    assert (share.held, share.in_use) == ({}, 0)
+
+
 async def test_the_owner_is_the_current_tasks_unless_named() -> None:
     share = FairShare(total=4, per_owner=1)
 
