@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 NOTEBOOK_DIR ?= examples
 
-.PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark fuzz fuzz-api docs docs-env
+.PHONY: test lab lint engine install labextension image browser hub-proxy agents-env benchmark benchmark-gateway fuzz fuzz-api docs docs-env
 
 # TEST_WORKERS: how many pytest-xdist workers share the engine, each given one test file at a
 # time, the longest files first (tests/conftest.py, tests/file_durations.json); 0 runs the suite
@@ -116,6 +116,25 @@ benchmark: image
 	$(BIN)/python benchmarks/exec.py --runtime runc --runtime runsc --runs 30
 	$(BIN)/python benchmarks/removal.py --runtime runsc --runs 4
 	$(BIN)/python benchmarks/fairness.py --runtime runc --runtime runsc --runs 3
+
+# Jupyter Kernel Gateway as it ships, for benchmarks/gateway_floor.py: installed beside .venv,
+# not into it (nothing of the project uses it; .venv has all it needs, hence --no-deps).
+KERNEL_GATEWAY_DIR     := .bench-kernel-gateway
+KERNEL_GATEWAY_VERSION := 3.0.1
+KERNEL_GATEWAY_STAMP   := $(KERNEL_GATEWAY_DIR)/.installed-$(KERNEL_GATEWAY_VERSION)
+
+$(KERNEL_GATEWAY_STAMP): $(STAMP)
+	rm -rf $(KERNEL_GATEWAY_DIR)
+	$(BIN)/pip install --quiet --no-deps --target $(KERNEL_GATEWAY_DIR) \
+		'jupyter_kernel_gateway==$(KERNEL_GATEWAY_VERSION)'
+	touch $@
+
+# Issue 33's figures: kernel start and execute through the sandbox gateway, and the floor of a
+# gateway hop with no sandbox (docs/explanation/performance.md).
+benchmark-gateway: image hub-proxy $(KERNEL_GATEWAY_STAMP)
+	$(BIN)/python benchmarks/gateway.py --runtime runc --runtime runsc --starts 10 --executes 1000
+	$(BIN)/python benchmarks/gateway_floor.py --executes 1000 \
+		--kernel-gateway-path $(KERNEL_GATEWAY_DIR)
 
 # The REST API fuzzed longer than `make test` does (75 s): schemathesis against
 # a real server (tests/server_extension/test_api_fuzz.py) for FUZZ_API_SECONDS;

@@ -106,10 +106,13 @@ class Server(pool.Server):
     benchmark makes."""
 
     async def wait_until_up(self) -> None:
+        await self.call_when_up("GET", "/api/status")
+
+    async def call_when_up(self, method: str, path: str) -> Any:
+        """``call``, retried while nothing listens yet (60 s at most)."""
         for _ in range(600):
             try:
-                await self.call("GET", "/api/status")
-                return
+                return await self.call(method, path)
             except OSError:
                 await asyncio.sleep(0.1)
         raise RuntimeError(f"{self.url} did not answer within 60 s")

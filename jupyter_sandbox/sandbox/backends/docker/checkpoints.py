@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 from typing import Any
 
 import docker.errors
@@ -21,15 +23,40 @@ from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 
 CHECKPOINT_TIMEOUT = 600.0  # seconds one checkpoint, restore or removal may take
+# Seconds a checkpoint that stops its sandbox waits for the engine to report it stopped.
+EXIT_WAIT = 30
 # Seconds to wait before each new try of a restore the engine refused with its content-store
 # race (below); three tries in all.
 RESTORE_RETRY_DELAYS = (0.25, 1.0)
 
+log = logging.getLogger(__name__)
+
 
 async def checkpoint(engine: DockerEngine, sandbox_id: str, name: str, leave_running: bool) -> None:
-    """Save the sandbox's memory as checkpoint ``name``; it exits unless ``leave_running``."""
+    """Save the sandbox's memory as checkpoint ``name``; it exits unless ``leave_running``, and
+    then this returns once the engine reports it stopped."""
     body = {"CheckpointID": name, "Exit": not leave_running}
     await _call(engine, sandbox_id, "checkpoint", "post", "/checkpoints", json=body)
+    if not leave_running:
+        await _stopped(engine, sandbox_id)
+
+
+async def _stopped(engine: DockerEngine, sandbox_id: str) -> None:
+    """Wait until the engine reports the sandbox not running (at most EXIT_WAIT seconds).
+
+    The engine answers the checkpoint once it is written, and learns that the container exited
+    from containerd's event a moment later; until then an inspect still says running (seen on
+    a loaded machine: a snapshot's caller looked at once and found it running). Whoever looks
+    after the checkpoint must see it stopped. Past the wait, the state catches up by itself:
+    that is logged, not raised, as the checkpoint itself is done."""
+    container = labels.container_name(sandbox_id)
+    wait = functools.partial(
+        engine.client.api.wait, container, timeout=EXIT_WAIT, condition="not-running"
+    )
+    try:
+        await engine.run(f"wait for sandbox {sandbox_id} to stop", wait, timeout=EXIT_WAIT + 5)
+    except (SandboxError, docker.errors.NotFound) as exc:
+        log.warning("sandbox %s checkpointed; its stop not seen yet: %s", sandbox_id, exc)
 
 
 async def start_from_checkpoint(engine: DockerEngine, sandbox_id: str, name: str) -> None:
