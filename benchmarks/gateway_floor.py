@@ -13,6 +13,9 @@ messages' way, so the sandbox gateway's figures can be read against it:
   ``jupyter server`` on 127.0.0.1, which starts the ``python3`` kernel: the gateway API that
   Kernel Gateway and Enterprise Gateway serve is Jupyter Server's own kernels API and kernel
   WebSocket;
+- ``proxied``: the same as ``jupyter-server``, its ``GatewayClient.url`` the address of a
+  configurable-http-proxy (the one JupyterHub runs, from npm: ``make hub-proxy``) whose default
+  target is that second server: the hop as a hub service behind the hub's proxy takes it;
 - ``kernel-gateway``: the same user server with ``GatewayClient.url`` set to Jupyter Kernel
   Gateway (``jupyter_kernel_gateway`` from PyPI, as it ships), when it is importable, from
   ``--kernel-gateway-path`` if given (``make benchmark-gateway`` installs it into
@@ -22,7 +25,7 @@ Every server loads the extensions this venv enables, this project's among them, 
 every kernel WebSocket's messages at once (TCP_NODELAY; docs/explanation/performance.md,
 "The 40 ms that went"); Kernel Gateway is not a Jupyter Server application and loads none.
 
-Timed, interleaved (local, jupyter-server, kernel-gateway, local, ...): ``execute_request`` of
+Timed, interleaved (local, jupyter-server, proxied, kernel-gateway, local, ...): ``execute_request`` of
 ``pass`` until its ``execute_reply`` over the user server's WebSocket, ``--executes`` of each
 after 10 not counted. Prints p50, p95 and p99 in milliseconds and, for each hop, what it adds
 to the local p50 with a 95% interval from resampling both kinds' samples (``--draws``, a fixed
@@ -50,7 +53,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gateway import Server, free_port, process, request_reply, sandbox_config, server_argv
+from gateway import VENV, Server, free_port, process, request_reply, sandbox_config, server_argv
 from pool import percentile
 from tornado.websocket import WebSocketClientConnection
 
@@ -77,7 +80,7 @@ def added_p50(
 async def measure(
     executes: int, kernel_gateway: bool, extra_path: str | None, keep: Path | None
 ) -> dict[str, list[float]]:
-    kinds = ["local", "jupyter-server"] + (["kernel-gateway"] if kernel_gateway else [])
+    kinds = ["local", "jupyter-server", "proxied"] + (["kernel-gateway"] if kernel_gateway else [])
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     work = Path(tempfile.mkdtemp(prefix="jsbx-bench-gateway-floor-", dir="/tmp"))
     try:
@@ -96,6 +99,17 @@ async def measure(
             argv = server_argv(port, gateway_token, root)
             stack.enter_context(process(argv, env, root, work / "jupyter-server-gateway.log"))
             gateways["jupyter-server"] = f"http://127.0.0.1:{port}"
+            # configurable-http-proxy in front of it, as JupyterHub runs it (its own API port
+            # unused, on 127.0.0.1 too).
+            proxy_port, proxy_api_port = free_port(), free_port()
+            argv = [
+                str(VENV / "bin" / "configurable-http-proxy"), "--ip=127.0.0.1",
+                f"--port={proxy_port}", "--api-ip=127.0.0.1", f"--api-port={proxy_api_port}",
+                f"--default-target=http://127.0.0.1:{port}", "--log-level=warn",
+            ]  # fmt: skip
+            proxy_env = {**env, "CONFIGPROXY_AUTH_TOKEN": secrets.token_hex(16)}
+            stack.enter_context(process(argv, proxy_env, root, work / "proxy.log"))
+            gateways["proxied"] = f"http://127.0.0.1:{proxy_port}"
             if kernel_gateway:
                 port = free_port()
                 kg_env = dict(env)
