@@ -64,7 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,11 +432,7 @@ async def measure(
                     # starts its kernels itself.
                     env["KERNEL_LAUNCH_TIMEOUT"] = "90"
                 if kind in gateway_urls:
-                    extra = [
-                        f"--GatewayClient.url={gateway_urls[kind]}",
-                        f"--GatewayClient.auth_token={user_token}",
-                        "--GatewayClient.request_timeout=120",
-                    ]
+                    extra = gateway_client_argv(gateway_urls[kind], user_token)
                 argv = server_argv(port, token, root, *extra)
                 stack.enter_context(process(argv, env, root, work / f"{kind}.log"))
                 servers[kind] = Server(f"http://127.0.0.1:{port}", token)
@@ -463,22 +459,14 @@ async def measure(
                 row = ", ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in samples["start"].items())
                 print(f"{runtime} start {run}/{starts}: {row}", file=sys.stderr, flush=True)
 
-            kernels: dict[str, tuple[str, WebSocketClientConnection]] = {}
-            try:
-                for kind in EXECUTE_KINDS:
-                    _, kernel_id, ws = await servers[kind].start_kernel()
-                    kernels[kind] = (kernel_id, ws)
-                await settle(list(fills.values()), gap)  # no refill during the executes
-                for run in range(WARMUP + executes):
-                    for kind, (_, ws) in kernels.items():
-                        begin = time.perf_counter()
-                        await request_reply(ws, "execute_request", {"code": "pass"})
-                        if run >= WARMUP:
-                            samples["execute"][kind].append(time.perf_counter() - begin)
-            finally:
-                for kind, (kernel_id, ws) in kernels.items():
-                    ws.close()
-                    await servers[kind].call("DELETE", f"/api/kernels/{kernel_id}")
+            execute_on = {kind: servers[kind] for kind in EXECUTE_KINDS}
+            await time_executes(
+                execute_on,
+                KERNEL,
+                executes,
+                samples["execute"],
+                before=lambda: settle(list(fills.values()), gap),  # no refill meanwhile
+            )
     finally:
         if keep is not None:
             shutil.copytree(work, keep / f"gateway-{runtime}-logs", dirs_exist_ok=True)
@@ -487,6 +475,46 @@ async def measure(
         if left:
             print(f"LEFT {len(left)} containers labelled {purpose}: {left}", file=sys.stderr)
     return Measured(samples, hits)
+
+
+def gateway_client_argv(url: str, token: str) -> list[str]:
+    """A user server's options for its kernels to be at the gateway ``url``, reached with
+    ``token``."""
+    return [
+        f"--GatewayClient.url={url}",
+        f"--GatewayClient.auth_token={token}",
+        "--GatewayClient.request_timeout=120",
+    ]
+
+
+async def time_executes(
+    servers: dict[str, Server],
+    kernel_name: str,
+    executes: int,
+    samples: dict[str, list[float]],
+    before: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Start a ``kernel_name`` kernel on each of ``servers`` and time ``executes`` round trips
+    of ``pass`` on each, interleaved, after WARMUP not counted; seconds into ``samples`` by
+    kind. ``before`` is awaited once the kernels are up, before the first. The kernels are
+    deleted at the end."""
+    kernels: dict[str, tuple[str, WebSocketClientConnection]] = {}
+    try:
+        for kind, server in servers.items():
+            _, kernel_id, ws = await server.start_kernel(kernel_name)
+            kernels[kind] = (kernel_id, ws)
+        if before is not None:
+            await before()
+        for run in range(WARMUP + executes):
+            for kind, (_, ws) in kernels.items():
+                begin = time.perf_counter()
+                await request_reply(ws, "execute_request", {"code": "pass"})
+                if run >= WARMUP:
+                    samples[kind].append(time.perf_counter() - begin)
+    finally:
+        for kind, (kernel_id, ws) in kernels.items():
+            ws.close()
+            await servers[kind].call("DELETE", f"/api/kernels/{kernel_id}")
 
 
 def summarize(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, Any]]:

@@ -48,18 +48,24 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gateway import VENV, Server, free_port, process, request_reply, sandbox_config, server_argv
+from gateway import (
+    VENV,
+    Server,
+    free_port,
+    gateway_client_argv,
+    process,
+    sandbox_config,
+    server_argv,
+    time_executes,
+)
 from pool import percentile
-from tornado.websocket import WebSocketClientConnection
 
 REPO = Path(__file__).resolve().parents[1]
 KERNEL_GATEWAY_DIR = REPO / ".bench-kernel-gateway"  # where make benchmark-gateway puts it
-WARMUP = 10  # executes not counted: the first ones warm the relays and the kernel up
 SEED = 33  # the resampling's, so that a run's intervals can be recomputed from its JSON
 
 
@@ -131,13 +137,7 @@ async def measure(
             for kind in kinds:
                 port, token = free_port(), secrets.token_hex(16)
                 extra = (
-                    []
-                    if kind == "local"
-                    else [
-                        f"--GatewayClient.url={gateways[kind]}",
-                        f"--GatewayClient.auth_token={gateway_token}",
-                        "--GatewayClient.request_timeout=120",
-                    ]
+                    [] if kind == "local" else gateway_client_argv(gateways[kind], gateway_token)
                 )
                 argv = server_argv(port, token, root, *extra)
                 stack.enter_context(process(argv, env, root, work / f"user-{kind}.log"))
@@ -147,21 +147,7 @@ async def measure(
             for server in servers.values():
                 await server.wait_until_up()
 
-            kernels: dict[str, tuple[str, WebSocketClientConnection]] = {}
-            try:
-                for kind in kinds:
-                    _, kernel_id, ws = await servers[kind].start_kernel("python3")
-                    kernels[kind] = (kernel_id, ws)
-                for run in range(WARMUP + executes):
-                    for kind, (_, ws) in kernels.items():
-                        begin = time.perf_counter()
-                        await request_reply(ws, "execute_request", {"code": "pass"})
-                        if run >= WARMUP:
-                            samples[kind].append(time.perf_counter() - begin)
-            finally:
-                for kind, (kernel_id, ws) in kernels.items():
-                    ws.close()
-                    await servers[kind].call("DELETE", f"/api/kernels/{kernel_id}")
+            await time_executes(servers, "python3", executes, samples)
     finally:
         if keep is not None:
             shutil.copytree(work, keep / "gateway-floor-logs", dirs_exist_ok=True)
