@@ -25,9 +25,9 @@ Every server loads the extensions this venv enables, this project's among them, 
 every kernel WebSocket's messages at once (TCP_NODELAY; docs/explanation/performance.md,
 "The 40 ms that went"); Kernel Gateway is not a Jupyter Server application and loads none.
 
-Timed, interleaved (local, jupyter-server, proxied, kernel-gateway, local, ...): ``execute_request`` of
-``pass`` until its ``execute_reply`` over the user server's WebSocket, ``--executes`` of each
-after 10 not counted. Prints p50, p95 and p99 in milliseconds and, for each hop, what it adds
+Timed, interleaved (local, jupyter-server, proxied, kernel-gateway, local, ...):
+``execute_request`` of ``pass`` until its ``execute_reply`` over the user server's WebSocket,
+``--executes`` of each after 10 not counted (gateway.time_executes). Prints p50, p95 and p99 in milliseconds and, for each hop, what it adds
 to the local p50 with a 95% interval from resampling both kinds' samples (``--draws``, a fixed
 seed). Everything it started is stopped at the end, also on error or Ctrl-C. From the checkout:
 
@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway import (
+    REPO,
     VENV,
     Server,
     free_port,
@@ -64,7 +65,6 @@ from gateway import (
 )
 from pool import percentile
 
-REPO = Path(__file__).resolve().parents[1]
 KERNEL_GATEWAY_DIR = REPO / ".bench-kernel-gateway"  # where make benchmark-gateway puts it
 SEED = 33  # the resampling's, so that a run's intervals can be recomputed from its JSON
 
@@ -100,7 +100,7 @@ async def measure(
             env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config)}
             gateways: dict[str, str] = {}
             gateway_token = secrets.token_hex(16)
-            # The gateways: a second Jupyter Server, and Kernel Gateway.
+            # The gateways: a second Jupyter Server, a proxy in front of it, Kernel Gateway.
             port = free_port()
             argv = server_argv(port, gateway_token, root)
             stack.enter_context(process(argv, env, root, work / "jupyter-server-gateway.log"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import Any
 
@@ -50,9 +49,10 @@ async def _stopped(engine: DockerEngine, sandbox_id: str) -> None:
     after the checkpoint must see it stopped. Past the wait, the state catches up by itself:
     that is logged, not raised, as the checkpoint itself is done."""
     container = labels.container_name(sandbox_id)
-    wait = functools.partial(
-        engine.client.api.wait, container, timeout=EXIT_WAIT, condition="not-running"
-    )
+
+    def wait() -> None:  # on the engine's thread, as every use of its client (engine.py)
+        engine.client.api.wait(container, timeout=EXIT_WAIT, condition="not-running")
+
     try:
         await engine.run(f"wait for sandbox {sandbox_id} to stop", wait, timeout=EXIT_WAIT + 5)
     except (SandboxError, docker.errors.NotFound) as exc:
