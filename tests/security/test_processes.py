@@ -15,6 +15,7 @@ from tests.security.conftest import assert_unaffected, errno_name, run
 
 pytestmark = pytest.mark.integration
 
+RUNC_EXEC_INIT = "runc:[2:INIT]"
 LIST_PROCESSES = (
     "import glob\n"
     "print({int(p.split('/')[2]): open(p).read().strip() for p in glob.glob('/proc/[0-9]*/comm')})"
@@ -60,7 +61,10 @@ async def test_row01_pid_namespace(
     sandbox: Sandbox, host_process: subprocess.Popen[bytes], observe: Callable[[str], None]
 ) -> None:
     visible = ast.literal_eval(await run(sandbox, LIST_PROCESSES))
-    assert set(visible.values()) <= {"docker-init", "python", "python3", "tini"}, visible
+    # runc's init of an exec the engine is starting in the sandbox (a fresh sandbox's network
+    # forwarder, seen in CI) is in the sandbox's namespace until it becomes the exec's program.
+    names = {name for name in visible.values() if name != RUNC_EXEC_INIT}
+    assert names <= {"docker-init", "python", "python3", "tini"}, visible
     assert max(visible) < 1000  # the sandbox's own pid numbering, not the host's
     outcome = await run(
         sandbox,

@@ -99,6 +99,19 @@ def listening() -> dict[str, object]:
     sandbox's user can see, from /proc (the same under runc and gVisor; the image need not have
     ``ss``); ``ephemeral_from``: the first port the kernel picks for a socket bound to port 0
     (32768 under Linux, 16000 under gVisor)."""
+    # The sockets first, their processes after: a server that starts listening while /proc is
+    # walked (the network forwarder of a fresh sandbox) would otherwise be listed with no
+    # command, as if a user's. A process that ends in between leaves its socket's command empty.
+    sockets: list[tuple[int, str]] = []  # (port, socket inode)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.read().splitlines()[1:]]
+        except OSError:
+            continue
+        for row in rows:
+            if len(row) > 9 and row[3] == "0A":  # TCP_LISTEN
+                sockets.append((int(row[1].rsplit(":", 1)[1], 16), row[9]))
     commands: dict[str, str] = {}  # socket inode -> command line
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -112,16 +125,7 @@ def listening() -> dict[str, object]:
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith("socket:["):
                     commands.setdefault(target[8:-1], command[:200])
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = [line.split() for line in f.read().splitlines()[1:]]
-        except OSError:
-            continue
-        for row in rows:
-            if len(row) > 9 and row[3] == "0A":  # TCP_LISTEN
-                found.append((int(row[1].rsplit(":", 1)[1], 16), commands.get(row[9], "")))
+    found = [(port, commands.get(inode, "")) for port, inode in sockets]
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             ephemeral_from = int(f.read().split()[0])
