@@ -24,7 +24,7 @@ from tests.labextension.lab_server import LabServer, lab_server
 from tests.labextension.test_notebook_and_panel import new_sandboxed_notebook, run_first_cell
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page, Request
+    from playwright.sync_api import Page, Request, Response
 
 pytestmark = [pytest.mark.integration, pytest.mark.runc, pytest.mark.browser]
 
@@ -139,23 +139,28 @@ def assert_saved(server: LabServer, page: Page, trusted: bool) -> None:
         if "/api/contents" in request.url:
             requests.append(f"{request.method} {request.url}")
 
+    def save_answered(response: Response) -> bool:
+        return response.request.method == "PUT" and response.url.split("?")[0].endswith(
+            "/api/contents/Untitled.ipynb"
+        )
+
     page.on("request", record)
     page.locator(".lm-MenuBar-itemLabel", has_text="File").click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Save Notebook$")).click()
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while True:
-        code, model = server.api("GET", "api/contents/Untitled.ipynb?content=1")
-        cells = model["content"]["cells"] if code == 200 else []
-        if cells and cells[0]["outputs"]:
-            break
-        if time.monotonic() > deadline:
-            shot(page, "output-trust-not-saved")
-            files = sorted(path.name for path in server.root_dir.iterdir())
-            raise AssertionError(
-                f"Untitled.ipynb not saved with its outputs ({code}: {model}); the root holds "
-                f"{files}; the page asked the contents API:\n" + "\n".join(requests)
-            )
-        time.sleep(0.2)
+    # Read only once the save is answered. Jupyter Server writes a notebook in place (its atomic
+    # writing keeps the old file beside it), and a read that lands mid-write takes the file for
+    # corrupt, moves it aside as .invalid and puts the old one back: seen in CI, the save lost.
+    with page.expect_response(save_answered, timeout=TIMEOUT_MS) as answer:
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Save Notebook$")).click()
+    code, model = server.api("GET", "api/contents/Untitled.ipynb?content=1")
+    cells = model["content"]["cells"] if code == 200 else []
+    if not (answer.value.ok and cells and cells[0]["outputs"]):
+        shot(page, "output-trust-not-saved")
+        files = sorted(path.name for path in server.root_dir.iterdir())
+        raise AssertionError(
+            f"Untitled.ipynb not saved with its outputs (save: {answer.value.status}; "
+            f"{code}: {model}); the root holds {files}; the page asked the contents API:\n"
+            + "\n".join(requests)
+        )
     cell = cells[0]
     assert bool(cell["metadata"].get("trusted")) is trusted, cell["metadata"]
 

@@ -47,8 +47,8 @@ from jupyter_sandbox.sandbox.backends.docker.container_config import (
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import get_tar, put_tar, run_exec
 from jupyter_sandbox.sandbox.backends.docker.exec_deadline import supervised_start
-from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
+from jupyter_sandbox.sandbox.backends.docker.pause import pause
 from jupyter_sandbox.sandbox.backends.docker.records import (
     facts_from_info,
     info_from_inspect,
@@ -212,14 +212,11 @@ class DockerBackend(SandboxBackend):
     async def pause(self, sandbox_id: str) -> None:
         container = labels.container_name(sandbox_id)
 
-        def pause() -> None:  # never while an exec starts in it: that wedges it (exec_gate.py)
-            api = self.engine.client.api
-            with self.engine.exec_gate.halting(container):
-                wait_for_exec_processes(api, container)
-                api.pause(container)
+        def pause_it() -> None:  # never while an exec starts in it (pause.py)
+            pause(self.engine.client.api, self.engine.exec_gate, container)
 
         try:
-            await self.engine.run(f"pause sandbox {sandbox_id}", pause)
+            await self.engine.run(f"pause sandbox {sandbox_id}", pause_it)
         except docker.errors.NotFound:
             raise SandboxNotFoundError(f"no sandbox {sandbox_id}") from None
 

@@ -42,8 +42,8 @@ from jupyter_sandbox.protocol.snapshot_errors import SnapshotFailedError
 from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Sink
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec import Inspect
-from jupyter_sandbox.sandbox.backends.docker.exec_gate import wait_for_exec_processes
 from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied
+from jupyter_sandbox.sandbox.backends.docker.pause import pause
 from jupyter_sandbox.sandbox.backends.docker.stream import stream_exec
 from jupyter_sandbox.sandbox.backends.docker.unpause import unpause
 from jupyter_sandbox.sandbox.backends.records import ExecResult
@@ -141,9 +141,7 @@ def _frozen_tar_locked(
     engine: DockerEngine, container: str, sink: Sink, deadline: float, max_members: int
 ) -> ExecResult:
     api = engine.client.api
-    with engine.exec_gate.halting(container):  # never while an exec starts: exec_gate.py
-        wait_for_exec_processes(api, container)
-        api.pause(container)
+    pause(api, engine.exec_gate, container)  # never while an exec starts (pause.py)
     try:
         with contextlib.ExitStack() as stack:
             root = _open_root(api, container)
