@@ -198,8 +198,11 @@ async def _ending(
     run: asyncio.Future[Any], files: WatchedFiles, owner: str, sandbox_id: str, path: str
 ) -> SandboxError:
     """Why the watch program ended: it never does on its own unless something went wrong."""
+    stopped = SandboxDiedError(f"sandbox {sandbox_id} stopped while {path} was watched")
     try:
         result = run.result()
+    except SandboxDiedError:  # the exec saw the sandbox end before its program's end was read
+        return stopped  # one answer, whichever of the two saw it first
     except SandboxError as error:
         return error
     if result.exit_code != watch_program.FAILED:  # killed: with its sandbox?
@@ -208,7 +211,7 @@ async def _ending(
         except SandboxNotFoundError:
             running = False
         if not running:
-            return SandboxDiedError(f"sandbox {sandbox_id} stopped while {path} was watched")
+            return stopped
     if result.timed_out:
         return SandboxFileError(
             f"the watch of {path} in sandbox {sandbox_id} lasted {files.watch_timeout:g}s, the "
