@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import docker.errors
-from docker.utils.socket import demux_adaptor, frames_iter
 
 from jupyter_sandbox.protocol.errors import (
     OutputTooLargeError,
@@ -29,12 +28,12 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
 )
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, Output
+from jupyter_sandbox.sandbox.backends.docker.attached import AttachedExec, start_attached
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, supervised_start
 from jupyter_sandbox.sandbox.backends.docker.exec_start import (
     exec_result,
     once_started,
-    start_exec,
     started,
     workdir_error,
 )
@@ -82,23 +81,21 @@ async def run_exec(
             if options.supervised
             else contextlib.nullcontext()
         ):
-            exec_id, sock = watch.start(
+            exec_id, attached = watch.start(
                 started_argv, options.environment, stdin=stdin is not None, workdir=workdir
             )
         try:
             if stdin is not None:
-                raw = raw_socket(sock)
-                raw.sendall(stdin)
-                raw.shutdown(socket.SHUT_WR)  # end of input: tar sees EOF
+                attached.socket.sendall(stdin)
+                attached.socket.shutdown(socket.SHUT_WR)  # end of input: tar sees EOF
             gated = None if output is None else once_started(api, exec_id, output)
-            out, err = _collect(sock, options.max_output, gated)
+            out, err = _collect(attached, options.max_output, gated)
         finally:
             # Shut, not only closed: the real socket outlives the SocketIO (the response holds
             # it), and an engine left writing to it, its output refused, wedged the sandbox's
             # later execs (seen: Docker 20.10, the kill of a "yes" past max_output).
-            with contextlib.suppress(OSError):
-                raw_socket(sock).shutdown(socket.SHUT_RDWR)
-            sock.close()
+            attached.shutdown()
+            attached.close()
         inspected = api.exec_inspect(exec_id)
         if workdir is not None and not started(inspected):
             problem = workdir_error(engine, container, user, workdir)
@@ -117,8 +114,8 @@ async def run_exec(
 class ExecWatch:
     """What watches a running exec: its time limit and its sandbox's life.
 
-    ``sockets`` are the exec's sockets, added by :meth:`start`: when the sandbox dies they are
-    shut, so that the worker thread is freed rather than left reading forever.
+    ``connections`` are the exec's connections, added by :meth:`start`: when the sandbox dies
+    they are shut, so that the worker thread is freed rather than left reading forever.
     """
 
     engine: DockerEngine
@@ -131,28 +128,27 @@ class ExecWatch:
     # archiver's (sealed_archive.py), so that no variable the sandbox chose reaches a killer
     # running as its uid 0.
     environment: dict[str, str] | None = None
-    sockets: list[Any] = field(default_factory=list)
+    connections: list[AttachedExec] = field(default_factory=list)
 
     def start(
         self, argv: list[str], environment: dict[str, str] | None, **create: Any
-    ) -> tuple[str, Any]:
-        """Blocking: start the watched exec of ``argv`` as the watch's user, attached by a
-        socket (shut when the wait ends); its id and that socket. ``environment`` is added to
+    ) -> tuple[str, AttachedExec]:
+        """Blocking: start the watched exec of ``argv`` as the watch's user, attached (its
+        connection is shut when the wait ends); its id and that connection. ``environment`` is added to
         the container's, and the mark after it: a caller's variable of the same name must not
         unmark the command, which would then outlive its time limit
         (sandbox/operations/commands.py refuses such a request before it gets here).
         ``create``: more of ``exec_create``'s arguments (stdin, workdir, privileged)."""
-        exec_id, sock = start_exec(
+        exec_id, attached = start_attached(
             self.engine,
             self.container,
             argv,
-            start={"socket": True},
             user=self.user,
             environment={**(environment or {}), **self.mark},
             **create,
         )
-        self.sockets.append(sock)
-        return exec_id, sock
+        self.connections.append(attached)
+        return exec_id, attached
 
     async def wait(self, run: Callable[[], ExecResult], limit: float) -> ExecResult:
         """``run`` (a blocking exec) on the engine's executor, within ``limit`` seconds in all.
@@ -202,9 +198,8 @@ class ExecWatch:
             raise
         finally:
             call.cancel()
-            for sock in self.sockets:
-                with contextlib.suppress(OSError, AttributeError):
-                    raw_socket(sock).shutdown(socket.SHUT_RDWR)
+            for attached in self.connections:
+                attached.shutdown()
             if not ended:
                 # Given up on: cancelled (a client that left a stream, a server stopping), or
                 # its output refused (past max_output, a reader that left). Nobody would see it
@@ -215,29 +210,21 @@ class ExecWatch:
                 )
 
 
-def raw_socket(sock: Any) -> socket.socket:
-    """docker-py wraps the real socket in a SocketIO; reach through it."""
-    return getattr(sock, "_sock", sock)  # type: ignore[no-any-return]
-
-
-def _collect(sock: Any, max_output: int, output: Output | None = None) -> tuple[bytes, bytes]:
+def _collect(
+    attached: AttachedExec, max_output: int, output: Output | None = None
+) -> tuple[bytes, bytes]:
     """The exec's standard output (at most ``max_output`` bytes) and error (its first MiB);
-    or, with ``output``, nothing: each frame goes to it as it is read, with no cap."""
+    or, with ``output``, nothing: each piece goes to it as it is read, with no cap."""
     out, err = bytearray(), bytearray()
-    for stream, data in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
-        stdout, stderr = demux_adaptor(stream, data)
+    for stream, data in attached.frames():
         if output is not None:
-            if stdout:
-                output("stdout", stdout)
-            if stderr:
-                output("stderr", stderr)
-            continue
-        if stdout:
-            out += stdout
+            output(stream, data)
+        elif stream == "stdout":
+            out += data
             if len(out) > max_output:
                 raise OutputTooLargeError(f"the command's output exceeds {max_output} bytes")
-        if stderr and len(err) < 1024**2:  # stderr is for error messages: keep the first MiB
-            err += stderr
+        elif len(err) < 1024**2:  # stderr is for error messages: keep the first MiB
+            err += data
     return bytes(out), bytes(err)
 
 

@@ -16,13 +16,11 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
-
-from docker.utils.socket import demux_adaptor, frames_iter
 
 from jupyter_sandbox.sandbox.backends.base import Feed, Sink
+from jupyter_sandbox.sandbox.backends.docker.attached import AttachedExec
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec import ExecWatch, Inspect, raw_socket
+from jupyter_sandbox.sandbox.backends.docker.exec import ExecWatch, Inspect
 from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result
 from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
@@ -70,31 +68,28 @@ async def stream_exec(
 
     def run() -> ExecResult:
         api = engine.client.api
-        exec_id, sock = watch.start(
+        exec_id, attached = watch.start(
             argv, environment, stdin=feed is not None, privileged=privileged
         )
         out, err = bytearray(), bytearray()
         failures: list[BaseException] = []
         reader = threading.Thread(
-            target=_read_output, args=(sock, sink, out, err, failures), daemon=True
+            target=_read_output, args=(attached, sink, out, err, failures), daemon=True
         )
         reader.start()
         try:
             if feed is not None:
-                raw = raw_socket(sock)
                 # A command that stops reading: its exit status and stderr say why.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    feed(_SocketWriter(raw))
-                with contextlib.suppress(OSError):
-                    raw.shutdown(socket.SHUT_WR)  # end of input
+                    feed(_SocketWriter(attached.socket))
+                attached.shutdown(socket.SHUT_WR)  # end of input
             reader.join(timeout + 10)
         except BaseException:
-            with contextlib.suppress(OSError):
-                raw_socket(sock).shutdown(socket.SHUT_RDWR)
+            attached.shutdown()
             raise
         finally:
             reader.join(5)
-            sock.close()
+            attached.close()
         if failures:
             raise failures[0]
         return exec_result(api.exec_inspect(exec_id), argv, bytes(out), bytes(err))
@@ -103,23 +98,21 @@ async def stream_exec(
 
 
 def _read_output(
-    sock: Any,
+    attached: AttachedExec,
     sink: Callable[[bytes], None] | None,
     out: bytearray,
     err: bytearray,
     failures: list[BaseException],
 ) -> None:
     try:
-        for stream, data in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
-            stdout, stderr = demux_adaptor(stream, data)
-            if stdout:
+        for stream, data in attached.frames():
+            if stream == "stdout":
                 if sink is not None:
-                    sink(stdout)
+                    sink(data)
                 else:
-                    out += stdout
-            if stderr and len(err) < MAX_STDERR:
-                err += stderr
+                    out += data
+            elif len(err) < MAX_STDERR:
+                err += data
     except BaseException as exc:  # handed to the caller's thread
         failures.append(exc)
-        with contextlib.suppress(OSError, AttributeError):
-            raw_socket(sock).shutdown(socket.SHUT_RDWR)  # the command's writes now fail: it ends
+        attached.shutdown()  # the command's writes now fail: it ends

@@ -27,9 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import ssl
-from typing import Any
 
 import docker.errors
 
@@ -39,10 +37,10 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
 )
 from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR, Terminal, TerminalOptions
+from jupyter_sandbox.sandbox.backends.docker.attached import AttachedExec, start_attached
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec import Inspect, raw_socket
+from jupyter_sandbox.sandbox.backends.docker.exec import Inspect
 from jupyter_sandbox.sandbox.backends.docker.exec_deadline import kill_marked, supervised_start
-from jupyter_sandbox.sandbox.backends.docker.exec_start import start_exec
 from jupyter_sandbox.sandbox.programs import image_programs
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark, supervised
 
@@ -77,27 +75,26 @@ async def open_docker_terminal(
     # The mark last: nothing may unmark the shell, or closing it would miss what it started.
     environment = {"TERM": TERM, **(env or {}), **mark}
 
-    def start() -> tuple[str, Any]:
+    def start() -> tuple[str, AttachedExec]:
         with supervised_start(engine, container, mark):  # the shell starts once placed
-            return start_exec(
+            return start_attached(
                 engine,
                 container,
                 supervised(SHELL, mark),
-                start={"tty": True, "socket": True},
+                tty=True,
                 user=user,
                 stdin=True,
-                tty=True,
                 environment=environment,
                 workdir=cwd or WORKSPACE_DIR,
             )
 
     try:
-        exec_id, sock = await engine.run(f"open a terminal in {container}", start)
+        exec_id, attached = await engine.run(f"open a terminal in {container}", start)
     except docker.errors.NotFound:
         raise SandboxNotFoundError(f"no sandbox container {container}") from None
     terminal = DockerTerminal(engine, container, user, mark, exec_id, inspect)
     try:
-        await terminal.connect(sock, rows, cols)
+        await terminal.connect(attached, rows, cols)
     except BaseException:
         await terminal.close()
         raise
@@ -122,7 +119,7 @@ class DockerTerminal(Terminal):
         self.mark = mark
         self.exec_id = exec_id
         self._inspect = inspect
-        self._sock: Any = None  # docker-py's wrapper, kept so that it closes with the terminal
+        self._attached: AttachedExec | None = None  # closed with the terminal
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -130,16 +127,22 @@ class DockerTerminal(Terminal):
         self._sandbox_gone = False
         self._output_ended = False  # a read found the end (EOF, or the connection dropped)
 
-    async def connect(self, sock: Any, rows: int, cols: int) -> None:
-        """Take over the exec's socket, size the TTY and start the watch."""
-        self._sock = sock
-        raw = raw_socket(sock)
-        if not isinstance(raw, socket.socket) or isinstance(raw, ssl.SSLSocket):
+    async def connect(self, attached: AttachedExec, rows: int, cols: int) -> None:
+        """Take over the exec's connection, size the TTY and start the watch."""
+        self._attached = attached
+        if isinstance(attached.socket, ssl.SSLSocket):
             raise EngineUnavailableError(
                 "terminals need the Docker engine on a Unix socket or plain TCP; this one is "
-                "reached over TLS or SSH (DOCKER_HOST): run the server on the engine's host"
+                "reached over TLS (DOCKER_HOST): run the server on the engine's host"
             )
-        self._reader, self._writer = await asyncio.open_connection(sock=raw, limit=READ_AHEAD)
+        # The shell's first output (its prompt) may have come with the engine's answer: it is
+        # read first, before anything the event loop reads from the socket.
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_AHEAD, loop=loop)
+        reader.feed_data(attached.read_ahead())
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.create_connection(lambda: protocol, sock=attached.socket)
+        self._reader, self._writer = reader, asyncio.StreamWriter(transport, protocol, reader, loop)
         for attempt in range(RESIZE_TRIES):
             try:
                 await self._resize(rows, cols)
@@ -242,9 +245,9 @@ class DockerTerminal(Terminal):
         take what is still buffered for the TTY (never, from a frozen sandbox)."""
         if self._writer is not None:
             self._writer.transport.abort()
-        if self._sock is not None:
+        if self._attached is not None:
             with contextlib.suppress(OSError):
-                self._sock.close()
+                self._attached.close()
 
     async def _watch_sandbox(self) -> None:
         while not self._ended():
