@@ -20,7 +20,7 @@ from jupyter_sandbox.sandbox.attestation import (
     expected_from_state,
     request_engine_sample,
 )
-from jupyter_sandbox.sandbox.attestation.run import _parse_probe_output
+from jupyter_sandbox.sandbox.attestation.run import _parse_probe_output, probe_source
 from jupyter_sandbox.sandbox.backends.records import EngineFacts, EngineStats
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import SandboxManager
@@ -176,6 +176,59 @@ def test_banner_line_without_a_report() -> None:
 
 
 # -- integration ------------------------------------------------------------------------------
+
+
+def probe_script() -> dict[str, Any]:
+    """The probe's script, run as the sandbox's Python runs it, short of its main()."""
+    namespace: dict[str, Any] = {"__name__": "probe"}
+    exec(compile(probe_source(), "attestation-probe", "exec"), namespace)
+    return namespace
+
+
+KERNEL_PROCESS = {
+    "pid": 7,
+    "name": "python",
+    "command": "python -m ipykernel_launcher -f /run/sandbox/kernel.json",
+    "uids": [10001] * 4,
+    "cap_eff": "0000000000000000",
+    "no_new_privs": 1,
+}
+# What an exec the engine is starting shows until it becomes its program.
+EXEC_INIT = {
+    "pid": 12,
+    "name": "runc:[2:INIT]",
+    "command": "runc init",
+    "uids": [0] * 4,
+    "cap_eff": "000001ffffffffff",
+    "no_new_privs": 1,
+}
+
+
+def test_a_privileged_process_that_goes_at_once_is_not_a_finding() -> None:
+    probe = probe_script()
+    reads = iter([[KERNEL_PROCESS, EXEC_INIT], [KERNEL_PROCESS, EXEC_INIT], [KERNEL_PROCESS]])
+    probe["visible_processes"] = lambda: next(reads)
+    probe["probe_processes"]()
+    assert probe["fields"]["processes"]["value"] == [KERNEL_PROCESS]
+
+
+def test_a_privileged_process_that_stays_is_reported() -> None:
+    probe = probe_script()
+    probe["SETTLE_WAIT"] = 0.2
+    reads = 0
+
+    def visible() -> list[dict[str, Any]]:
+        nonlocal reads
+        reads += 1
+        return [KERNEL_PROCESS, EXEC_INIT]
+
+    probe["visible_processes"] = visible
+    probe["probe_processes"]()
+    assert probe["fields"]["processes"]["value"] == [KERNEL_PROCESS, EXEC_INIT]
+    assert reads > 1  # it was given the time to go
+    measured = gvisor_probe()
+    measured["fields"]["processes"] = probe["fields"]["processes"]
+    assert [finding.check for finding in report(measured).findings] == ["processes"]
 
 
 @pytest.mark.integration

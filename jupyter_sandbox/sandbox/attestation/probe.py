@@ -37,6 +37,11 @@ if TYPE_CHECKING:  # defined in the same script when it runs (probe_boundaries.p
 PROBE_VERSION = 1
 # Seconds to wait for the kernel's process, which the sandbox's supervisor starts at boot.
 KERNEL_WAIT = 5.0
+# Seconds a privileged process seen is given to go or become unprivileged before it is
+# reported: an exec the engine is starting shows as uid 0 with every capability until it
+# becomes its program (runc's init), and the server's own short execs as uid 0 (gVisor's
+# placing of a command's supervisor) come and go.
+SETTLE_WAIT = 1.0
 PR_GET_SECCOMP = 21
 PR_GET_NO_NEW_PRIVS = 39
 
@@ -123,11 +128,17 @@ def visible_processes() -> list[dict[str, Any]]:
     return seen
 
 
+def privileged(process: dict[str, Any]) -> bool:
+    return 0 in process["uids"] or int(process["cap_eff"] or "0", 16) != 0
+
+
 def probe_processes() -> None:
     """Every process the sandbox can see, with its uid and privileges, the kernel's included.
 
     At boot the sandbox's supervisor runs this probe just after starting the kernel, so it
-    waits up to KERNEL_WAIT seconds for the kernel's process to appear before measuring.
+    waits up to KERNEL_WAIT seconds for the kernel's process to appear before measuring. A
+    list with a privileged process in it is read again for up to SETTLE_WAIT seconds, until
+    none is: what is reported is the last list, so that only one that stays is found.
     """
     deadline = time.monotonic() + KERNEL_WAIT
     while True:
@@ -136,6 +147,10 @@ def probe_processes() -> None:
         if kernel_seen or time.monotonic() > deadline:
             break
         time.sleep(0.02)
+    settled = time.monotonic() + SETTLE_WAIT
+    while any(privileged(p) for p in seen) and time.monotonic() < settled:
+        time.sleep(0.05)
+        seen = visible_processes()
     source = "/proc/<pid>/status and cmdline of every visible process"
     if not kernel_seen:
         source += f" (no ipykernel process appeared within {KERNEL_WAIT:g}s)"

@@ -8,7 +8,7 @@ where it is sent, and what that takes is this module's alone. The crossing is a 
 pipe fills and the command waits, and the server's memory stays bounded with no cap on the
 output. A reader that goes away (the consumer of :func:`stream_command` closes it) stops the
 command with everything it started: the exec's wait is cancelled, which kills its marked
-processes (docker_exec.ExecWatch). The events are plain values; the REST handler
+processes (backends/docker/exec.py's ExecWatch). The events are plain values; the REST handler
 (server_extension/command_handlers.py) sends them as Server-Sent Events.
 """
 
@@ -131,7 +131,7 @@ class Channel:
 
     async def close_and_stop(self, run: asyncio.Future[Any]) -> None:
         """Close, and stop ``run`` (the exec that sends) if it still runs: the exec's wait
-        kills its process when cancelled (docker_exec.ExecWatch.wait). For a stream's
+        kills its process when cancelled (backends/docker/exec.py's ExecWatch.wait). For a stream's
         ``finally``, however the stream ended."""
         self.close()
         if not run.done():

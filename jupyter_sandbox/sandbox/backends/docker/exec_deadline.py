@@ -57,7 +57,7 @@ async def kill_marked(
 ) -> None:
     """Kill every process in ``container`` marked with ``mark``, and every descendant of the
     supervisor with its token (kill_program.py), as ``user`` (who started them, so may signal
-    them): at the command's time limit, or when its wait was given up (docker_exec.ExecWatch).
+    them): at the command's time limit, or when its wait was given up (exec.py's ExecWatch).
     Failures are logged: the caller has given up on the command already, and the engine's own
     time limit on it still ends the wait. ``environment``: variables of the killer's exec."""
     ((name, token),) = mark.items()

@@ -2,7 +2,7 @@
 with everything it started, once the CLI process is gone without having seen it end (SIGKILL
 included).
 
-A CLI that is interrupted or fails while its command runs kills it itself (docker_exec.ExecWatch
+A CLI that is interrupted or fails while its command runs kills it itself (exec.py's ExecWatch
 gives up on the wait and kills what the exec's mark reaches). A process killed with SIGKILL
 (an agent's script killed, a terminal closed under ``kill -9``) can do nothing, and the engine
 lets an exec run on when its attach connection drops: the command would run to its time limit,

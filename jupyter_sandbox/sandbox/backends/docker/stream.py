@@ -1,7 +1,7 @@
 """Commands inside a Docker sandbox whose input and output are streams, not bytes in memory.
 
 Snapshots move workspaces of a gigabyte in and out of sandboxes: holding them in memory (as
-:func:`~.docker_exec.run_exec` does with its ``stdin`` and output) would cost the server that
+:func:`~.exec.run_exec` does with its ``stdin`` and output) would cost the server that
 much memory per snapshot. Here the caller's ``feed`` writes the command's standard input in
 pieces and ``sink`` receives its standard output frame by frame, so memory stays bounded.
 
