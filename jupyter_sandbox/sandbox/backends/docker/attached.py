@@ -37,9 +37,14 @@ PIECE = 64 * 1024
 
 class AttachedExec:
     """The connection of one attached exec: read through ``reader``, the buffered reader that
-    parsed the engine's answer, written (standard input) and shut on ``sock``, its socket."""
+    parsed the engine's answer, written (standard input) and shut on ``sock``, its socket.
+
+    The socket loses the HTTP timeout of the client that started the exec: a command may be
+    silent for longer (a search through every file), and what bounds the wait is the exec's
+    watch (exec.py), which kills the command at its time limit and shuts this connection."""
 
     def __init__(self, reader: io.BufferedReader, sock: socket.socket) -> None:
+        sock.settimeout(None)
         self._reader = reader
         self.socket = sock
 

@@ -17,6 +17,7 @@ import http.client
 import io
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,8 +25,11 @@ from dataclasses import replace
 import pytest
 
 from jupyter_sandbox.protocol.errors import EngineUnavailableError
+from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.backends.docker.attached import PIECE, AttachedExec
+from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
+from jupyter_sandbox.sandbox.backends.docker.exec import run_exec
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox
 
@@ -96,6 +100,27 @@ async def test_a_terminals_first_output_that_came_with_the_answer_is_shown(
         await terminal.close()
 
 
+@pytest.mark.integration
+async def test_a_command_silent_for_longer_than_the_clients_timeout_is_waited_for(
+    manager: SandboxManager, purpose: str
+) -> None:
+    # The exec is started by the client for short calls, whose HTTP timeout is the engine's
+    # (here 1 s); the command's time limit is what bounds its wait.
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    engine = DockerEngine(timeout=1)
+    try:
+        result = await run_exec(
+            engine,
+            labels.container_name(sandbox.sandbox_id),
+            ["sh", "-c", "sleep 3; echo done"],
+            ExecOptions(timeout=30, supervised=False),
+            inspect=lambda: manager.backend.inspect(sandbox.sandbox_id),
+        )
+    finally:
+        engine.close()
+    assert (result.exit_code, result.stdout) == (0, b"done\n")
+
+
 # The frames themselves, on a socket pair: the engine's framing as Docker documents it.
 
 
@@ -144,6 +169,18 @@ def test_an_announced_length_is_not_a_buffer_size(
     engine.sendall(struct.pack(">BxxxL", 1, 2**32 - 1) + b"abc")
     engine.shutdown(socket.SHUT_WR)
     assert list(attached.frames()) == [("stdout", b"abc")]
+
+
+def test_a_connection_started_with_a_timeout_waits_without_one() -> None:
+    ours, engine = socket.socketpair()
+    with ours, engine:
+        ours.settimeout(0.05)  # docker-py's socket comes with its client's HTTP timeout
+        attached = AttachedExec(ours.makefile("rb"), ours)
+        later = threading.Timer(0.5, engine.sendall, [frame(1, b"late")])
+        later.start()
+        frames = attached.frames()
+        assert next(frames) == ("stdout", b"late")
+        later.join()
 
 
 def test_what_came_with_the_answer_is_handed_over_before_the_socket() -> None:
