@@ -145,14 +145,19 @@ class DockerEngine:
         ``what`` names the operation in errors and logs ("start sandbox 1a2b…"). docker-py's
         ``NotFound`` passes through untouched so that callers can decide what was not found.
         """
-        call = functools.partial(fn, *args, **kwargs)
+        call = functools.partial(_connection_timeout_marked, fn, *args, **kwargs)
         limit = self.timeout if timeout is None else timeout
         try:
             return await self._on_thread(call, long, limit)
-        except (asyncio.TimeoutError, requests.exceptions.Timeout):
+        except asyncio.TimeoutError:
             raise EngineTimeoutError(
                 f"the container engine did not finish '{what}' within {limit:g}s; it may be "
                 "overloaded or stuck: see 'jupyter sandbox doctor'"
+            ) from None
+        except _ConnectionTimeoutError:
+            raise EngineTimeoutError(
+                f"the container engine stopped answering during '{what}' (its connection "
+                "timed out); it may be overloaded or stuck: see 'jupyter sandbox doctor'"
             ) from None
         except docker.errors.NotFound:
             raise
@@ -205,6 +210,19 @@ class DockerEngine:
             self._client = self._streaming_client = None
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._long_executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _ConnectionTimeoutError(Exception):
+    """A call's connection to the engine timed out (its client's HTTP timeout, a socket's):
+    told apart from the call's own limit, since both are TimeoutError by the time they reach
+    the event loop."""
+
+
+def _connection_timeout_marked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return fn(*args, **kwargs)
+    except (TimeoutError, requests.exceptions.Timeout) as exc:
+        raise _ConnectionTimeoutError from exc
 
 
 def _short(exc: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 
@@ -82,4 +83,19 @@ async def test_a_calls_time_limit_counts_from_its_start_not_its_wait_for_a_threa
         with pytest.raises(EngineTimeoutError, match=r"did not finish 'stuck' within 0\.1s"):
             await engine.run("stuck", time.sleep, 0.5, timeout=0.1)
     finally:
+        engine.close()
+
+
+async def test_a_connection_that_times_out_is_not_told_as_the_calls_limit() -> None:
+    """A socket's own timeout (a client's HTTP timeout) ends a call long before its limit;
+    the error says which ended it (CI once read "within 610s" of a call that took 30 s)."""
+    engine = DockerEngine(timeout=5)
+    ours, theirs = socket.socketpair()
+    try:
+        ours.settimeout(0.05)
+        with pytest.raises(EngineTimeoutError, match="stopped answering during 'a silent read'"):
+            await engine.run("a silent read", ours.recv, 1, timeout=600)
+    finally:
+        ours.close()
+        theirs.close()
         engine.close()
