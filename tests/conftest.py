@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -50,10 +51,17 @@ def state_dir() -> Iterator[Path]:
 
 
 def remove_state_dir(path: Path) -> None:
-    """Remove a state directory the tests made, the size caps mounted in it first."""
+    """Remove a state directory the tests made, the size caps mounted in it first. A process
+    of the test may still be finishing in it (a kernel's lifeline removing its sandbox and
+    letting its context's lock go): what it wrote while the removal was under way kept the
+    directory from going, so the removal is tried again for a few seconds."""
     for directory in sandbox_directories(path):
         directory.remove()
-    shutil.rmtree(path, ignore_errors=True)
+    for _ in range(50):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.1)
 
 
 def left_in_state_dir(state_dir: Path) -> list[str]:

@@ -194,14 +194,8 @@ KERNEL_PROCESS = {
     "no_new_privs": 1,
 }
 # What an exec the engine is starting shows until it becomes its program.
-EXEC_INIT = {
-    "pid": 12,
-    "name": "runc:[2:INIT]",
-    "command": "runc init",
-    "uids": [0] * 4,
-    "cap_eff": "000001ffffffffff",
-    "no_new_privs": 1,
-}
+EXEC_INIT = KERNEL_PROCESS | {"pid": 12, "name": "runc:[2:INIT]", "command": "runc init"}
+EXEC_INIT |= {"uids": [0] * 4, "cap_eff": "000001ffffffffff"}  # root, every capability
 
 
 def test_a_privileged_process_that_goes_at_once_is_not_a_finding() -> None:

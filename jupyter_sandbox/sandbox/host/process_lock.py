@@ -29,8 +29,10 @@ class ProcessLock:
         """Whether this object holds the lock."""
         return self._fd is not None
 
-    def try_acquire(self, note: str = "") -> bool:
+    def try_acquire(self, note: str = "", *, make_directory: bool = True) -> bool:
         """Take the lock and write ``note`` into its file; False if another process holds it.
+        Its directory (and the missing ones above it) is made first, unless ``make_directory``
+        is False: then a lock whose directory is gone is not taken either (False).
 
         Asked again while held, it checks that the file it holds is still the one at ``path``:
         once that file is removed (its directory deleted, /tmp cleaned), another process can
@@ -42,8 +44,14 @@ class ProcessLock:
                 return True
             self.release()
         for _ in range(OPEN_ATTEMPTS):
-            make_private_dir(self.path.parent)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            if make_directory:
+                make_private_dir(self.path.parent)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except FileNotFoundError:
+                if make_directory:
+                    raise
+                return False
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -161,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("kernel process %d closed its lifeline and still runs", args.kernel_pid)
     if taken_over(context_lock, args.connection_file, GRACE_SECONDS):
         return 0
-    if not args.state_dir.is_dir():
-        return 0  # removed with all it held; taking the lock would make it again
     hold = ProcessLock(context_lock)
-    if not hold.try_acquire(note=f"lifeline {os.getpid()}"):
-        return 0  # a new kernel process took it this very moment
+    # Never made here: a state directory removed with all it held (a test's clean-up, even
+    # while it is under way) stays removed.
+    if not hold.try_acquire(note=f"lifeline {os.getpid()}", make_directory=False):
+        return 0  # a new kernel process took it this very moment, or the directory is gone
     log.info("kernel of context %s ended and nothing took the context over", args.context)
     import asyncio  # only now: the waiting process stays small
 

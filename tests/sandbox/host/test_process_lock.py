@@ -57,6 +57,18 @@ def test_release_can_remove_the_file(tmp_path: Path) -> None:
     assert path.exists()  # without remove, the file stays
 
 
+def test_a_lock_asked_not_to_make_its_directory_is_not_taken_without_it(tmp_path: Path) -> None:
+    """A kernel's lifeline takes its context's lock to remove the sandbox: the state directory
+    removed meanwhile (CI: a test's clean-up under way) must not be made again by it."""
+    path = tmp_path / "state" / "locks" / "c1.lock"
+    lock = ProcessLock(path)
+    assert not lock.try_acquire(make_directory=False)
+    assert not (tmp_path / "state").exists()
+    path.parent.mkdir(parents=True)
+    assert lock.try_acquire(make_directory=False)  # where the directory is, as usual
+    lock.release(remove=True)
+
+
 def test_a_file_removed_between_open_and_flock_is_not_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
