@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.python_ast import parse
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jupyter_sandbox"
 # None left. Broken: the server extension's app and handlers with the E2B API's routes
@@ -45,7 +47,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
-        for imported in imported_names(ast.parse(path.read_text(encoding="utf-8"))):
+        for imported in imported_names(parse(path.read_text(encoding="utf-8"))):
             while imported and imported not in modules:  # a class or function: its module
                 imported = imported.rpartition(".")[0]
             # A module importing its own package (or a parent) is not a cycle of design.

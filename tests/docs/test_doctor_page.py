@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.python_ast import parse
+
 REPO = Path(__file__).resolve().parents[2]
 DOCTOR = REPO / "jupyter_sandbox" / "sandbox" / "doctor.py"
 GUIDE = REPO / "docs" / "how-to" / "doctor.md"
@@ -18,7 +20,7 @@ GUIDE = REPO / "docs" / "how-to" / "doctor.md"
 
 def check_names(source: str) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if not (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)

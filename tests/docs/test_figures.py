@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from tests.docs.test_links import REPO
+from tests.python_ast import parse
 
 UNIT = re.compile(
     r"(?<![\w.])\d[\d,.]*(?:-\d[\d.]*)?\s?"
@@ -28,7 +29,7 @@ MEASURE = re.compile(
 def texts(source: str) -> list[tuple[int, str]]:
     """(line, text) of every docstring and ``help=`` text of ``source``."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=False)
             if doc:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.test_links import REPO, anchors
+from tests.python_ast import parse
 
 # File names written in the code and the docs that are not the repository's own files, each
 # for a reason: the user's configuration files, the examples' and the tests' made-up programs,
@@ -93,7 +94,7 @@ def modules() -> dict[str, Path]:
 
 @cache
 def names_defined(path: Path) -> frozenset[str]:
-    return frozenset(names_defined_in(ast.parse(path.read_text(encoding="utf-8"))))
+    return frozenset(names_defined_in(parse(path.read_text(encoding="utf-8"))))
 
 
 def names_defined_in(tree: ast.AST) -> set[str]:
@@ -121,7 +122,7 @@ def class_members() -> dict[str, frozenset[str]]:
     own: dict[str, set[str]] = {}
     bases: dict[str, set[str]] = {}
     for path in modules().values():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef):
                 own.setdefault(node.name, set()).update(names_defined_in(node))
                 bases.setdefault(node.name, set()).update(
@@ -148,7 +149,7 @@ def python_text(source: str) -> str:
         for token in tokenize.generate_tokens(io.StringIO(source).readline)
         if token.type == tokenize.COMMENT
     ]
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             kept.append(str(node.value.value))
         elif isinstance(node, ast.keyword) and node.arg == "help":

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.python_ast import parse
+
 REPO = Path(__file__).resolve().parents[2]
 SPHINX_BUILD = REPO / ".venv-docs" / "bin" / "sphinx-build"
 OPENAPI = REPO / "jupyter_sandbox" / "server_extension" / "openapi.yaml"
@@ -58,7 +60,7 @@ def config_traits_in_source() -> dict[tuple[str, str], set[str]]:
     bases: dict[str, set[str]] = {}
     defined: list[tuple[str, str]] = []
     for path in sorted((REPO / "jupyter_sandbox").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path.read_text(encoding="utf-8"))
         for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
             bases.setdefault(cls.name, set()).update(
                 base.id if isinstance(base, ast.Name) else base.attr

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import jupyter_sandbox.sandbox
+from tests.python_ast import parse
 
 FORBIDDEN = ("tornado", "jupyter_server")
 CORE = Path(jupyter_sandbox.sandbox.__file__).parent
@@ -16,7 +17,7 @@ CORE = Path(jupyter_sandbox.sandbox.__file__).parent
 def test_no_core_module_imports_the_web_stack() -> None:
     offenders = []
     for path in sorted(CORE.rglob("*.py")):  # the wings too
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -43,7 +44,7 @@ PROTOCOL = Path(jupyter_sandbox.sandbox.__file__).parents[1] / "protocol"
 def test_the_protocol_package_imports_the_standard_library_and_itself_only() -> None:
     offenders = []
     for path in sorted(PROTOCOL.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]

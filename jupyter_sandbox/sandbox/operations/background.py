@@ -195,17 +195,25 @@ class BackgroundCommands(LoggingConfigurable):
             raise SandboxConflictError(
                 f"sandbox {sandbox_id} is paused: resume it before removing a command"
             )
-        if info.running:  # a stopped sandbox's processes are gone already
-            mark = f"{EXEC_MARK}={record['mark']}"
-            await self.manager.backend.exec(
-                sandbox_id, kill_argv(mark), ExecOptions(timeout=30, supervised=False)
-            )
-            forget = image_programs.shell('rm -f "$1" "$1.status"', "sh", _log(command_id))
-            await self.manager.backend.exec(
-                sandbox_id, forget, ExecOptions(timeout=30, supervised=False)
-            )
-
-        self._directory(sandbox_id).modify_state(lambda state: _without(state, command_id))
+        # Removed from here on: every read finds it gone (a follower hears that it was removed,
+        # not that it ended, killed), and so does a second removal. It comes back only if it
+        # could not be stopped.
+        directory = self._directory(sandbox_id)
+        directory.modify_state(lambda state: _with_fields(state, command_id, removing=True))
+        try:
+            if info.running:  # a stopped sandbox's processes are gone already
+                mark = f"{EXEC_MARK}={record['mark']}"
+                await self.manager.backend.exec(
+                    sandbox_id, kill_argv(mark), ExecOptions(timeout=30, supervised=False)
+                )
+                forget = image_programs.shell('rm -f "$1" "$1.status"', "sh", _log(command_id))
+                await self.manager.backend.exec(
+                    sandbox_id, forget, ExecOptions(timeout=30, supervised=False)
+                )
+        except BaseException:
+            directory.modify_state(lambda state: _with_fields(state, command_id, removing=False))
+            raise
+        directory.modify_state(lambda state: _without(state, command_id))
         self.manager.usage.record(sandbox_id)
         self.log.info("background command %s of sandbox %s removed", command_id, sandbox_id)
 
@@ -227,7 +235,9 @@ class BackgroundCommands(LoggingConfigurable):
         return SandboxDirectory(self.manager.settings.state_path, sandbox_id)
 
     def _records(self, sandbox_id: str) -> dict[str, dict[str, Any]]:
-        return dict(self.manager.read_state(sandbox_id).get(STATE_KEY, {}))
+        """The records of the sandbox's commands, but those being removed."""
+        records = self.manager.read_state(sandbox_id).get(STATE_KEY, {})
+        return {c: record for c, record in records.items() if not record.get("removing")}
 
     def _record(self, sandbox_id: str, command_id: str) -> dict[str, Any]:
         record = (

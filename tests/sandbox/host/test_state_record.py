@@ -23,6 +23,7 @@ from jupyter_sandbox.sandbox.host.state_record import (
     SandboxState,
     read_state,
 )
+from tests.python_ast import parse
 
 # A state file a runc sandbox on main wrote (kernel attached, one cell run), its network token
 # replaced: written before the version existed, so it has none.
@@ -159,7 +160,7 @@ def test_every_key_the_code_reads_by_name_is_in_the_record() -> None:
         where = str(path.relative_to(root))
         if where in OTHER_STATES:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), where)):
+        for node in ast.walk(parse(path.read_text(), where)):
             key = _key_read(node)
             if key is not None:
                 read.setdefault(key, []).append(f"{where}:{getattr(node, 'lineno', '?')}")

@@ -6,6 +6,7 @@ tests/server_extension/test_background_commands.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 from jupyter_sandbox.protocol.errors import CommandNotFoundError, InvalidRequestError
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
+from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.manager import Sandbox, SandboxManager
 from jupyter_sandbox.sandbox.operations import background_follow
 from tests.sandbox.operations.test_background import ended, start
@@ -110,6 +113,34 @@ async def test_a_command_removed_while_followed_ends_it_with_an_error(
     await manager.background.remove("alice", runc_sandbox.sandbox_id, command_id)
     [(name, error)] = await rest(events)
     assert (name, error["code"]) == ("error", "command_not_found"), error
+
+
+async def test_a_follower_that_reads_while_the_removal_is_under_way_hears_it_removed(
+    manager: SandboxManager, runc_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the kill and the record's end the follower reads on (at least every 0.5 s):
+    it must hear that the command was removed, not that it ended, killed (CI: the Python
+    client's follower ended as if the command had exited)."""
+    command_id = await start(manager, runc_sandbox, "echo started; sleep 600")
+    events = follow(manager, runc_sandbox, command_id)
+    assert (await anext(events))[1]["text"] == "started\n"
+    backend_exec = manager.backend.exec
+
+    async def exec_after_a_pause_before_the_log_goes(
+        sandbox_id: str, argv: list[str], options: ExecOptions
+    ) -> ExecResult:
+        if any('rm -f "$1"' in arg for arg in argv):  # killed: its log and record go next
+            await asyncio.sleep(1.5)
+        return await backend_exec(sandbox_id, argv, options)
+
+    monkeypatch.setattr(manager.backend, "exec", exec_after_a_pause_before_the_log_goes)
+    removal = asyncio.ensure_future(
+        manager.background.remove("alice", runc_sandbox.sandbox_id, command_id)
+    )
+    [(name, error)] = await rest(events)
+    await removal
+    assert name == "error", error
+    assert error["code"] == "command_not_found", error
 
 
 async def test_a_sandbox_removed_while_followed_ends_it_with_an_error(
