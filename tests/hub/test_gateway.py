@@ -231,28 +231,35 @@ def report_logs(request: pytest.FixtureRequest, gateway_hub: GatewayHub) -> None
 
 
 def owner_labels(names: list[str]) -> dict[str, str]:
-    """container name -> its owner label, for those owners' containers, unclaimed warm-pool
-    members left out (the gateway keeps them per user until it stops: pools.py)."""
-    return {name: owner for name, owner in all_owner_labels(names).items() if not pool_member(name)}
+    """container name -> its owner label, for those owners' containers; unclaimed warm-pool
+    members are left out (the gateway keeps them per user until it stops: pools.py), and so
+    are containers removed while they were looked at (a stopped gateway's members go on their
+    own, the container first, then its directory)."""
+    client = docker.from_env(version="auto")
+    kept = {}
+    for container, container_labels in listed(names).items():
+        host_dir = Path(container_labels[labels.HOST_DIR])
+        state = SandboxDirectory(host_dir.parent, host_dir.name).read_state()
+        if unclaimed_member(state):
+            continue
+        if not state and not client.api.containers(all=True, filters={"name": container}):
+            continue  # its directory is gone: removed since it was listed
+        kept[container] = container_labels[labels.OWNER]
+    return kept
 
 
 def all_owner_labels(names: list[str]) -> dict[str, str]:
+    return {container: found[labels.OWNER] for container, found in listed(names).items()}
+
+
+def listed(names: list[str]) -> dict[str, dict[str, str]]:
+    """container name -> its labels, for the containers of the owners ``names``."""
     client = docker.from_env(version="auto")
     return {
-        row["Names"][0].lstrip("/"): row["Labels"][labels.OWNER]
+        row["Names"][0].lstrip("/"): row["Labels"]
         for name in names
         for row in client.api.containers(all=True, filters=labels.owner_filter(name))
     }
-
-
-def pool_member(container: str) -> bool:
-    """Whether the gateway's state says the sandbox of ``container`` is an unclaimed member."""
-    host_dir = Path(
-        docker.from_env(version="auto").api.inspect_container(container)["Config"]["Labels"][
-            labels.HOST_DIR
-        ]
-    )
-    return unclaimed_member(SandboxDirectory(host_dir.parent, host_dir.name).read_state())
 
 
 def wait_until_no_sandboxes(names: list[str]) -> dict[str, str]:
