@@ -29,7 +29,8 @@ Timed, interleaved (local, jupyter-server, proxied, kernel-gateway, local, ...):
 ``execute_request`` of ``pass`` until its ``execute_reply`` over the user server's WebSocket,
 ``--executes`` of each after 10 not counted (gateway.time_executes). Prints p50, p95 and p99
 in milliseconds and, for each hop, what it adds to the local p50 with a 95% interval from
-resampling both kinds' samples (``--draws``, a fixed seed). Everything it started is stopped at the end, also on error or Ctrl-C. From the checkout:
+resampling both kinds' samples (``--draws``, a fixed seed). Everything it started is stopped
+at the end, also on error or Ctrl-C. From the checkout:
 
     .venv/bin/python benchmarks/gateway_floor.py --executes 1000 [--json-dir DIR] \\
         [--kernel-gateway-path .bench-kernel-gateway]

@@ -16,7 +16,8 @@ reported), then a ``change`` each, a ``ping`` after HEARTBEAT seconds without on
 a client's read timeout nor a proxy's cuts a quiet watch), and, if the watch ends on its own
 (the directory removed, the sandbox stopped, SandboxFiles.watch_timeout reached), ``error``.
 A watch has no result: it lasts until its consumer closes it, which kills the program in the
-sandbox (the exec's wait is cancelled: backends/docker/exec.py's ExecWatch kills its marked processes).
+sandbox (the exec's wait is cancelled: backends/docker/exec.py's ExecWatch kills its marked
+processes).
 
 Each watch holds one of the engine's long-call threads while it lasts (the exec's output is
 read there), so a server follows at most SandboxFiles.max_watches at once, and one owner at most

@@ -63,10 +63,6 @@ class AttachedExec:
             )
         return cls(reader, raw)
 
-    def read(self, size: int = PIECE) -> bytes:
-        """Blocking: up to ``size`` bytes (at least one), or b"" at the end."""
-        return self._reader.read1(size)
-
     def read_ahead(self) -> bytes:
         """What the engine sent that was already read with its answer, for a reader that takes
         the socket itself from here on. Leaves the socket non-blocking (as asyncio wants it)."""

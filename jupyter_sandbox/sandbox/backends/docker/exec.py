@@ -134,9 +134,9 @@ class ExecWatch:
         self, argv: list[str], environment: dict[str, str] | None, **create: Any
     ) -> tuple[str, AttachedExec]:
         """Blocking: start the watched exec of ``argv`` as the watch's user, attached (its
-        connection is shut when the wait ends); its id and that connection. ``environment`` is added to
-        the container's, and the mark after it: a caller's variable of the same name must not
-        unmark the command, which would then outlive its time limit
+        connection is shut when the wait ends); its id and that connection. ``environment`` is
+        added to the container's, and the mark after it: a caller's variable of the same name
+        must not unmark the command, which would then outlive its time limit
         (sandbox/operations/commands.py refuses such a request before it gets here).
         ``create``: more of ``exec_create``'s arguments (stdin, workdir, privileged)."""
         exec_id, attached = start_attached(
