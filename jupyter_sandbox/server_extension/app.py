@@ -45,6 +45,10 @@ from jupyter_sandbox.server_extension.credential_handlers import credential_hand
 from jupyter_sandbox.server_extension.fast_start import Zygote
 from jupyter_sandbox.server_extension.file_handlers import file_handlers
 from jupyter_sandbox.server_extension.gateway_forwarding import forwarding_handlers
+from jupyter_sandbox.server_extension.gateway_websocket import (
+    gateway_websocket_handlers,
+    relay_kernels_as_they_are,
+)
 from jupyter_sandbox.server_extension.handlers import sandbox_handlers, server_features
 from jupyter_sandbox.server_extension.kernel_websocket import send_kernel_messages_at_once
 from jupyter_sandbox.server_extension.network_handlers import network_handlers
@@ -193,6 +197,16 @@ class SandboxExtension(ExtensionApp):
         of its own. False: answer them here.""",
     )
 
+    relay_gateway_kernels = Bool(
+        True,
+        config=True,
+        help="""When this server's kernels are a gateway's (GatewayClient.url set), relay their
+        WebSockets with this extension's connection (server_extension/gateway_websocket.py):
+        messages with binary buffers pass, and the client and the gateway speak the same
+        protocol, JupyterLab's binary one where both can. False: Jupyter Server's own gateway
+        connection, which ends a kernel's relay at its first message with binary buffers.""",
+    )
+
     kernel_websocket_nodelay = Bool(
         True,
         config=True,
@@ -228,7 +242,9 @@ class SandboxExtension(ExtensionApp):
         self.zygote: Zygote | None = None
         # Links to sandboxes' ports stay good across restarts: their key is in the state dir.
         self.port_links = PortLinks.in_state_directory(self.manager.settings.state_path)
-        if self.kernel_websocket_nodelay:  # self.settings: the web app's, copied back after this
+        if self.relay_gateway_kernels:  # self.settings: the web app's, copied back after this
+            relay_kernels_as_they_are(self.settings)
+        if self.kernel_websocket_nodelay:  # and wrapped in its turn
             send_kernel_messages_at_once(self.settings)
         services: ExtensionServices = self  # what the handlers take it for (base.py)
         self.settings["sandbox_extension"] = services
@@ -237,10 +253,16 @@ class SandboxExtension(ExtensionApp):
                 self.serverapp.contents_manager, self.serverapp.kernel_spec_manager
             )
 
+    def _forwarding_to_gateway(self) -> bool:
+        """Whether this server sends its sandbox requests on to its kernels' gateway."""
+        return self.forward_to_gateway and _kernels_at_gateway(self.serverapp)
+
     def initialize_handlers(self) -> None:
-        gateway = getattr(self.serverapp, "gateway_config", None)
-        if self.forward_to_gateway and gateway is not None and gateway.gateway_enabled:
-            self.handlers.extend(forwarding_handlers)  # the gateway holds this user's sandboxes
+        if self._forwarding_to_gateway():
+            # The gateway holds this user's sandboxes. Its terminal WebSockets first: the
+            # forwarding route takes every other path under /api/sandboxes.
+            self.handlers.extend(gateway_websocket_handlers)
+            self.handlers.extend(forwarding_handlers)
             return
         self.handlers.extend(default_handlers)
         # The E2B-compatible API (issue 34), on the same core calls as the routes above.
@@ -249,14 +271,23 @@ class SandboxExtension(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tune_kernel_connections(serverapp)
         self._stop_on_sigint(serverapp)
-        if self.fast_kernel_start and self.zygote is None:
-            zygote = Zygote(self.manager.settings.state_path, self.log)
-            if zygote.start():
-                self.zygote = zygote
+        if _kernels_at_gateway(serverapp):
+            # Its kernels start at the gateway, from the gateway's pool: a zygote or a warm pool
+            # here would only hold sandboxes of an engine no kernel of this server uses.
+            self.log.info("warm pool and fast kernel start: at the gateway (GatewayClient.url)")
+        else:
+            if self.fast_kernel_start and self.zygote is None:
+                zygote = Zygote(self.manager.settings.state_path, self.log)
+                if zygote.start():
+                    self.zygote = zygote
+            if not await self.pool.start():
+                self.log.info(
+                    "warm pool: off (size 0) or kept warm by another process of this owner"
+                )
+        if self._forwarding_to_gateway():
+            return  # the gateway holds this user's sandboxes, and culls them
         self._tasks.append(asyncio.ensure_future(self.culler.run()))
         self._tasks.append(asyncio.ensure_future(self._warn_about_outdated_runtimes()))
-        if not await self.pool.start():
-            self.log.info("warm pool: off (size 0) or kept warm by another process of this owner")
 
     async def _warn_about_outdated_runtimes(self) -> None:
         """Say at start, in the server's log, what 'jupyter sandbox doctor' would warn about
@@ -276,8 +307,7 @@ class SandboxExtension(ExtensionApp):
         Server without a terminal takes for an interrupt that skips its clean-up: the
         kernels it started at the gateway would run on there, their unnamed sandboxes with
         them. A stop shuts them down at the gateway first (GatewayMappingKernelManager)."""
-        gateway = getattr(serverapp, "gateway_config", None)
-        if gateway is None or not gateway.gateway_enabled:
+        if not _kernels_at_gateway(serverapp):
             return
         if sys.stdin is not None and sys.stdin.isatty():
             return  # Jupyter Server's own handler asks the person at the terminal
@@ -316,6 +346,12 @@ class SandboxExtension(ExtensionApp):
             hub = _is_hub_single_user_server(self.serverapp)
             source = "server" if anonymous or hub else "identity"
         return default_owner() if source == "server" else user.username
+
+
+def _kernels_at_gateway(serverapp: Any) -> bool:
+    """Whether the server's kernels are a gateway's (GatewayClient.url set)."""
+    gateway = getattr(serverapp, "gateway_config", None)
+    return gateway is not None and bool(gateway.gateway_enabled)
 
 
 def _is_hub_single_user_server(serverapp: Any) -> bool:

@@ -6,7 +6,7 @@ user's sandboxes (and the credentials their proxies add). Each ``/api/sandboxes�
 ``/api/snapshots…``, ``/api/credentials…`` and ``/api/sandbox-features`` request is sent on to the gateway with the server's own gateway token (the user's, so the
 gateway answers for that user only), and the answer is relayed as it arrives: its status, a
 few headers, and its body chunk by chunk, so that event streams (SSE) and streamed commands
-keep flowing. Sandbox terminals (WebSockets) are not forwarded yet.
+keep flowing. Sandbox terminals are WebSockets: gateway_websocket.py relays them.
 """
 
 from __future__ import annotations

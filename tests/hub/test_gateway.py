@@ -36,7 +36,7 @@ from typing import Any
 import docker
 import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
-from tornado.websocket import websocket_connect
+from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, sandbox_directories
@@ -73,8 +73,10 @@ from tests.hub.hub_process import (
     wait_until_up,
 )
 from tests.kernel.sandbox_env import remove_containers_under
-from tests.kernel_websocket import run_cell
+from tests.kernel_websocket import KERNEL_V1, cell_messages, run_cell
 from tests.labextension.conftest import open_panel, sandbox_card, shot
+from tests.server_extension.test_gateway_websocket import BINARY, COMM_CELL
+from tests.server_extension.test_terminals import receive, run
 
 pytestmark = [
     pytest.mark.integration,
@@ -287,13 +289,20 @@ def assert_nothing_left(hub: GatewayHub) -> None:
     assert not left, f"containers left after the hub stopped the gateway: {left}"
 
 
+async def websocket(
+    hub: Hub, path: str, token: str, subprotocols: list[str] | None = None
+) -> WebSocketClientConnection:
+    """The WebSocket at ``path`` (behind the proxy), opened with ``token``."""
+    url = f"{hub.url.replace('http', 'ws', 1)}/{path}"
+    request = HTTPRequest(url, headers={"Authorization": f"token {token}"})
+    return await asyncio.wait_for(
+        websocket_connect(request, subprotocols=subprotocols), timeout=REQUEST_TIMEOUT
+    )
+
+
 async def cell(hub: Hub, path: str, token: str, code: str) -> tuple[str, dict[str, Any]]:
     """Run ``code`` over the kernel WebSocket at ``path`` (behind the proxy) with ``token``."""
-    url = f"{hub.url.replace('http', 'ws', 1)}/{path}"
-    connection = await asyncio.wait_for(
-        websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {token}"})),
-        timeout=REQUEST_TIMEOUT,
-    )
+    connection = await websocket(hub, path, token)
     try:
         return await run_cell(connection, code, KERNEL_TIMEOUT)
     finally:
@@ -684,6 +693,64 @@ def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: Gat
         status, answer = gateway_hub.server("bob", "GET", f"api/sandboxes/{sandbox['id']}")
         assert status == 404, answer
         assert answer["code"] == "sandbox_not_found", answer  # the gateway's own answer
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
+    assert status == 204, answer
+    assert wait_until_no_sandboxes([alice]) == {}
+
+
+async def test_a_kernel_message_with_binary_buffers_through_the_users_own_server(
+    gateway_hub: GatewayHub,
+) -> None:
+    """JupyterLab's protocol from the browser to the gateway, and a comm's bytes through it
+    (tests/server_extension/test_gateway_websocket.py tests the relay against a plain gateway)."""
+    alice = gateway_hub.users["alice"]
+    status, kernel = gateway_hub.server(
+        "alice", "POST", "api/kernels", {"name": "sandboxed-python"}
+    )
+    assert status == 201, kernel
+    try:
+        connection = await websocket(
+            gateway_hub,
+            f"user/{alice}/api/kernels/{kernel['id']}/channels",
+            gateway_hub.tokens[alice],
+            [KERNEL_V1],
+        )
+        try:
+            assert connection.selected_subprotocol == KERNEL_V1
+            messages = await cell_messages(connection, COMM_CELL, KERNEL_TIMEOUT)
+        finally:
+            connection.close()
+        (opened,) = (m for m in messages if m["header"]["msg_type"] == "comm_open")
+        assert opened["buffers"] == [BINARY]
+        printed = [m["content"]["text"] for m in messages if m["header"]["msg_type"] == "stream"]
+        assert printed == ["after the comm\n"]
+    finally:
+        status, answer = gateway_hub.server("alice", "DELETE", f"api/kernels/{kernel['id']}")
+    assert status == 204, answer
+    assert wait_until_no_sandboxes([alice]) == {}
+
+
+async def test_a_sandboxs_terminal_through_the_users_own_server(gateway_hub: GatewayHub) -> None:
+    alice, bob = gateway_hub.users["alice"], gateway_hub.users["bob"]
+    status, sandbox = gateway_hub.server("alice", "POST", "api/sandboxes", {"runtime": "runc"})
+    assert status == 201, sandbox
+    terminal = f"api/sandboxes/{sandbox['id']}/terminal?rows=24&cols=80"
+    try:
+        connection = await websocket(
+            gateway_hub, f"user/{alice}/{terminal}", gateway_hub.tokens[alice]
+        )
+        try:
+            assert await receive(connection) == ["setup", {}]
+            assert await run(connection, "pwd") == "/workspace\r\n"
+        finally:
+            connection.close()
+        # Bob's server asks the gateway as Bob, who is told there is no such sandbox.
+        with pytest.raises(HTTPClientError) as refused:
+            await websocket(gateway_hub, f"user/{bob}/{terminal}", gateway_hub.tokens[bob])
+        assert refused.value.code == 404
+        assert refused.value.response is not None
+        assert json.loads(refused.value.response.body)["code"] == "sandbox_not_found"
     finally:
         status, answer = gateway_hub.server("alice", "DELETE", f"api/sandboxes/{sandbox['id']}")
     assert status == 204, answer

@@ -98,13 +98,14 @@ def sandbox_env(request: pytest.FixtureRequest, runtime: str) -> Iterator[Path]:
         yield state_dir
 
 
-def start_server(root: Path, tmp_path: Path) -> Server:
-    """Start ``jupyter server`` on 127.0.0.1 with a fresh token, its log in ``tmp_path``."""
-    runtime_dir = tmp_path / "runtime"
+def start_server(root: Path, tmp_path: Path, *options: str, name: str = "server") -> Server:
+    """Start ``jupyter server`` on 127.0.0.1 with a fresh token and ``options``, its runtime
+    directory and log in ``tmp_path`` under ``name``."""
+    runtime_dir = tmp_path / f"{name}-runtime"
     runtime_dir.mkdir()
     port = free_port()
     token = secrets.token_hex(24)
-    log = tmp_path / "server.log"
+    log = tmp_path / f"{name}.log"
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             [
@@ -117,6 +118,7 @@ def start_server(root: Path, tmp_path: Path) -> Server:
                 f"--ServerApp.root_dir={root}",
                 f"--IdentityProvider.token={token}",
                 *(["--allow-root"] if os.geteuid() == 0 else []),
+                *options,
             ],
             cwd=root,
             env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime_dir)},
