@@ -68,15 +68,20 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pool
 from jupyter_client.session import Session
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_msg_from_ws_v1,
+    serialize_msg_to_ws_v1,
+)
 from pool import percentile
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from jupyter_sandbox.sandbox.lifecycle.pool_directory import PoolDirectory
+from jupyter_sandbox.server_extension.gateway_websocket import KERNEL_V1
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(sys.prefix)
@@ -117,10 +122,15 @@ class Server(pool.Server):
                 await asyncio.sleep(0.1)
         raise RuntimeError(f"{self.url} did not answer within 60 s")
 
+    # The kernel WebSocket protocols a client offers: JupyterLab's binary one by default
+    # (--protocol v1); none for the legacy JSON one (--protocol legacy).
+    subprotocols: ClassVar[list[str]] = [KERNEL_V1]
+
     async def connect(self, kernel_id: str) -> WebSocketClientConnection:
         ws_url = self.url.replace("http", "ws", 1)
         return await websocket_connect(
-            f"{ws_url}/api/kernels/{kernel_id}/channels?token={self.token}"
+            f"{ws_url}/api/kernels/{kernel_id}/channels?token={self.token}",
+            subprotocols=self.subprotocols,
         )
 
     async def start_kernel(
@@ -193,21 +203,50 @@ async def settle(fills: list[PoolFill], gap: float) -> None:
 async def request_reply(ws: WebSocketClientConnection, msg_type: str, content: Any) -> None:
     """Send a shell request and read the websocket until its reply."""
     request = Session().msg(msg_type, content)
-    request["channel"] = "shell"
-    ws.write_message(json.dumps(request, default=str))
+    binary = ws.selected_subprotocol == KERNEL_V1
+    if binary:
+        parts = [
+            json.dumps(request[part], default=str).encode()
+            for part in ("header", "parent_header", "metadata", "content")
+        ]
+        ws.write_message(serialize_msg_to_ws_v1(parts, "shell"), binary=True)
+    else:
+        ws.write_message(json.dumps({**request, "channel": "shell"}, default=str))
     reply_type = msg_type.replace("_request", "_reply")
     while True:
         raw = await ws.read_message()
         if raw is None:
             raise RuntimeError(f"the kernel's websocket closed before its {reply_type}")
-        if not isinstance(raw, str):
-            continue  # binary frames carry buffers; no reply comes as one
-        msg = json.loads(raw)
-        parent = msg.get("parent_header", {}).get("msg_id")
-        if parent == request["header"]["msg_id"] and msg["msg_type"] == reply_type:
+        if binary:
+            _, parts = deserialize_msg_from_ws_v1(raw)
+            msg = {
+                "header": json.loads(parts[0]),
+                "parent_header": json.loads(parts[1]),
+                "content": json.loads(parts[3]),
+            }
+        elif isinstance(raw, str):
+            msg = json.loads(raw)
+        else:
+            continue  # the legacy protocol's binary frames carry buffers; no reply comes as one
+        parent = msg["parent_header"].get("msg_id")
+        if parent == request["header"]["msg_id"] and msg["header"]["msg_type"] == reply_type:
             if msg_type == "execute_request" and msg["content"]["status"] != "ok":
                 raise RuntimeError(f"execute failed: {msg['content']}")
             return
+
+
+def add_protocol_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--protocol",
+        choices=["v1", "legacy"],
+        default="v1",
+        help="the kernel WebSocket protocol the client offers: JupyterLab's binary one (v1, "
+        "its default) or the legacy JSON one",
+    )
+
+
+def use_protocol(protocol: str) -> None:
+    Server.subprotocols = [KERNEL_V1] if protocol == "v1" else []
 
 
 @contextmanager
@@ -596,7 +635,9 @@ def main() -> int:
         "--json-dir", type=Path, help="write gateway-<runtime>.json (raw numbers) here"
     )
     parser.add_argument("--keep-logs", type=Path, help="copy the servers' logs here")
+    add_protocol_argument(parser)
     args = parser.parse_args()
+    use_protocol(args.protocol)
     if args.starts < 1 or args.executes < 1:
         parser.error("--starts and --executes must be at least 1")
     if args.pool < 0 or args.gap < 0:
@@ -617,6 +658,7 @@ def main() -> int:
                 "unit": "seconds",
                 "pool": args.pool,
                 "gap": args.gap,
+                "protocol": args.protocol,
                 "samples": measured.samples,
                 "pool_hits": measured.hits,
                 "summary": summary,

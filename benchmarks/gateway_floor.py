@@ -57,12 +57,14 @@ from gateway import (
     REPO,
     VENV,
     Server,
+    add_protocol_argument,
     free_port,
     gateway_client_argv,
     process,
     sandbox_config,
     server_argv,
     time_executes,
+    use_protocol,
 )
 from pool import percentile
 
@@ -168,7 +170,9 @@ def main() -> int:
     )
     parser.add_argument("--json-dir", type=Path, help="write gateway-floor.json (raw numbers) here")
     parser.add_argument("--keep-logs", type=Path, help="copy the servers' logs here")
+    add_protocol_argument(parser)
     args = parser.parse_args()
+    use_protocol(args.protocol)
     if args.executes < 1 or args.draws < 40:
         parser.error("--executes must be at least 1 and --draws at least 40")
     if args.kernel_gateway_path is None and KERNEL_GATEWAY_DIR.is_dir():
@@ -187,7 +191,7 @@ def main() -> int:
         return 130
     rng = random.Random(SEED)
     summary: dict[str, Any] = {}
-    print(f"\n{args.executes} executes of each, interleaved")
+    print(f"\n{args.executes} executes of each, interleaved, protocol {args.protocol}")
     print(f"{'':16}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}   added to local's p50 (95% interval)")
     for kind, values in samples.items():
         row: dict[str, Any] = {
@@ -204,7 +208,13 @@ def main() -> int:
         print(f"{kind:16}{row['p50_ms']:9.2f}{row['p95_ms']:9.2f}{row['p99_ms']:9.2f}{added}")
     if args.json_dir:
         args.json_dir.mkdir(parents=True, exist_ok=True)
-        result = {"unit": "seconds", "samples": samples, "summary": summary, "seed": SEED}
+        result = {
+            "unit": "seconds",
+            "protocol": args.protocol,
+            "samples": samples,
+            "summary": summary,
+            "seed": SEED,
+        }
         (args.json_dir / "gateway-floor.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0
 

@@ -18,12 +18,15 @@ its hook, re-signed and sent on in one synchronous step, with no await in betwee
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from jupyter_sandbox.kernel.frontend_iopub import FrontendIopub
 from jupyter_sandbox.kernel.log_level import TRACE
@@ -144,6 +147,7 @@ class Relay:
         self.sandbox_pins: PinnedSockets | None = None
         self.iopub: FrontendIopub | None = None  # the frontend's, once bound
         self._pumps: list[Pump] = []
+        self._monitors: list[Socket] = []  # one per sandbox socket (watch_sandbox_connections)
         self._requests_open = False
         self._held_control: list[WireMessage] = []
 
@@ -201,9 +205,11 @@ class Relay:
 
     # -- sandbox side -------------------------------------------------------------------------
 
-    def connect_sandbox(self, info: dict[str, Any]) -> None:
+    def connect_sandbox(self, info: dict[str, Any], max_part_bytes: int = -1) -> None:
         """Connect to the sandbox's kernel, whose sockets must be bound (the manager waited for
         it to answer); through pinned paths, which the sandbox cannot redirect (socket_pin.py).
+        ``max_part_bytes``: ZMQ drops the connection of a sandbox that sends a larger message
+        part, before it is held (memory_bound.py); -1 for no limit.
 
         Raises SocketReplacedError, or SandboxStartError if the kernel has gone."""
         pins = pin_sockets(info, (*REQUEST_CHANNELS, "iopub"))
@@ -222,10 +228,12 @@ class Relay:
         for channel in REQUEST_CHANNELS:
             sock = self.context.socket(zmq.DEALER)
             sock.linger = 1000
+            sock.setsockopt(zmq.MAXMSGSIZE, max_part_bytes)
             sock.identity = identity if channel != "control" else identity + b"-control"
             sock.connect(pins.endpoint(channel))
             self.sandbox[channel] = sock
         sub = self.context.socket(zmq.SUB)
+        sub.setsockopt(zmq.MAXMSGSIZE, max_part_bytes)
         sub.setsockopt(zmq.SUBSCRIBE, b"")
         sub.connect(pins.endpoint("iopub"))
         self.sandbox["iopub"] = sub
@@ -272,6 +280,29 @@ class Relay:
         source = (self.sandbox["iopub"], back)
         self._watch(Pump(self.reactor, "iopub", source, (None, front), iopub, "frontend"))
 
+    def watch_sandbox_connections(self, dropped: Callable[[str], None]) -> None:
+        """Connect again at once each sandbox socket whose connection dropped, then call
+        ``dropped`` with its channel.
+
+        ZMQ connects again by itself after a connection loss (the sandbox's interpreter
+        restarted), but not after a protocol error: a message part past ``max_part_bytes``
+        or one that could not be allocated (memory_bound.py) ends that connection for good,
+        and the channel would stay silent. Connecting again in both cases keeps one
+        connection per socket (the one ZMQ would have made is dropped first)."""
+        for channel, sock in self.sandbox.items():
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._monitors.append(monitor)
+            self.reactor.watch(monitor, functools.partial(self._dropped, channel, dropped))
+
+    def _dropped(self, channel: str, dropped: Callable[[str], None], monitor: Socket) -> None:
+        recv_monitor_message(monitor, zmq.NOBLOCK)  # which endpoint: this socket has one
+        assert self.sandbox_pins is not None
+        sock, endpoint = self.sandbox[channel], self.sandbox_pins.endpoint(channel)
+        with contextlib.suppress(zmq.ZMQError):  # ENOENT: ZMQ ended it (a protocol error)
+            sock.disconnect(endpoint)
+        sock.connect(endpoint)
+        dropped(channel)
+
     def serve(self, answer: Hook) -> None:
         """Without a sandbox: hand every request to ``answer`` (which replies by itself)."""
         for channel in ("shell", "control"):
@@ -300,6 +331,11 @@ class Relay:
         self.reactor.close()
         for pump in self._pumps:
             pump.cancel()
+        for sock in self.sandbox.values():
+            if self._monitors:
+                sock.disable_monitor()
+        for monitor in self._monitors:
+            monitor.close(linger=0)
         for sock in [*self.sandbox.values(), *self.frontend.values()]:
             sock.close(linger=1000)
         # Blocks until what was sent last (a shutdown_reply, say) has left, or linger expires.

@@ -30,6 +30,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from traitlets.config import Config
 
@@ -41,6 +42,7 @@ from jupyter_sandbox.kernel.answers import (
     with_isolation_banner,
 )
 from jupyter_sandbox.kernel.kernel_request import KernelRequest
+from jupyter_sandbox.kernel.memory_bound import bound_memory, part_bound
 from jupyter_sandbox.kernel.message_relay import Relay
 from jupyter_sandbox.kernel.obtaining import find_or_create, unnamed_context
 from jupyter_sandbox.kernel.output_cap import OutputCap
@@ -88,6 +90,11 @@ class SandboxKernel:
         self.lifeline: Lifeline | None = None  # removes an unnamed kernel's sandbox if killed
         self.client: int | None = None  # readable once the kernel's client ended (parent_watch)
         self.pending: dict[str, WireMessage] = {}  # execute_requests awaiting their reply
+        # A dropped iopub connection loses the idle status frontends wait for: the proxy sends
+        # one for the cells running then, after their reply, and for the last cell replied to
+        # (_sandbox_connection_dropped). A second idle, if the kernel's came, changes nothing.
+        self.idle_owed: set[str] = set()
+        self.last_replied: WireMessage | None = None  # the execute_request last replied to
         self.done = asyncio.Event()
         self.exit_code = 0
         self.shutdown_held = False  # a shutdown_request came while the sandbox was starting
@@ -112,7 +119,9 @@ class SandboxKernel:
         try:
             self.sandbox = await self._obtain_sandbox()
             log.debug("sandbox obtained in %.0f ms", (time.monotonic() - began) * 1000)
-            self.relay.connect_sandbox(self.sandbox.connection_info)
+            self.relay.connect_sandbox(
+                self.sandbox.connection_info, part_bound(self.manager.settings.proxy_memory_bytes)
+            )
         except SandboxError as exc:
             log.error("no sandbox for this kernel: %s", exc.message)
             self._serve_unavailable(exc.message)
@@ -121,6 +130,7 @@ class SandboxKernel:
                 functools.partial(self.manager.update_state, self.sandbox.sandbox_id)
             )
             self.relay.start(self._to_sandbox, self._to_frontend)
+            self.relay.watch_sandbox_connections(self._sandbox_connection_dropped)
             watcher = asyncio.ensure_future(self._watch(self.sandbox))
             # The start of a kernel removes what killed kernels and servers left (reaper.py).
             sweep = asyncio.ensure_future(sweep_orphans(self.manager))
@@ -145,6 +155,8 @@ class SandboxKernel:
 
     async def _obtain_sandbox(self) -> Sandbox:
         self.output_cap = OutputCap(self.manager.settings.max_cell_output_bytes)
+        # Before anything from the sandbox is read (memory_bound.py).
+        bound_memory(self.manager.settings.proxy_memory_bytes)
         request = KernelRequest.from_environment()
         key = self.context or unnamed_context(self.connection_file)
         self.lock = await self._take_context(key)
@@ -248,6 +260,11 @@ class SandboxKernel:
             if request is not None:
                 message = self.output_cap.admit_reply(message, request)
                 self.output_cap.forget(cell)
+                self.last_replied = request
+                if cell in self.idle_owed:
+                    self.idle_owed.discard(cell)
+                    loop = asyncio.get_running_loop()  # after this reply, as the kernel's would
+                    loop.call_soon(self._publish_idle, request.header_dict)
             self._note_busy()
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
@@ -266,12 +283,49 @@ class SandboxKernel:
             except MalformedMessage:
                 named = {}
             parent = named if isinstance(named, dict) else {}
+        self._tell_frontend(text, parent)
+
+    def _sandbox_connection_dropped(self, channel: str) -> None:
+        """The relay lost one of its connections to the sandbox's kernel and made it again
+        (message_relay.py): say so in the output of the cell running (or the last one), whose
+        messages may be lost, and send the idle status a lost iopub connection took along."""
+        if self.shutting_down or self.done.is_set():
+            return  # the kernel in the sandbox ends or restarts, as asked
+        log.warning("the sandbox kernel's %s connection dropped; connected again", channel)
+        running = next(iter(self.pending), None)
+        cell = self.pending[running] if running is not None else self.last_replied
+        if cell is not None:
+            bound = self.manager.settings.proxy_memory_bytes
+            text = (
+                f"\n[jupyter-sandbox] the connection to this sandbox's kernel ({channel}) "
+                "dropped and was made again: the sandbox sent a message part larger than this "
+                f"kernel takes (a quarter of {bound} bytes, c.SandboxSettings.proxy_memory_limit)"
+                ", or a message too large to hold, or its interpreter restarted. What it sent "
+                "meanwhile is lost."
+            )
+            if channel != "iopub":
+                text += " A request waiting for its reply may get none: interrupt the kernel."
+            self._tell_frontend(text + "\n", cell.header_dict)
+        if channel == "iopub":
+            self.idle_owed.update(self.pending)
+            if self.last_replied is not None:
+                self._publish_idle(self.last_replied.header_dict)
+
+    def _tell_frontend(self, text: str, parent: dict[str, Any]) -> None:
+        """``text`` on the frontend's stderr, under ``parent``."""
+        self._publish("stream", {"name": "stderr", "text": text}, parent)
+
+    def _publish_idle(self, parent: dict[str, Any]) -> None:
+        self._publish("status", {"execution_state": "idle"}, parent)
+
+    def _publish(self, msg_type: str, content: dict[str, Any], parent: dict[str, Any]) -> None:
+        """A message of the proxy's own on the frontend's iopub, under ``parent``."""
         self.relay.send_to_frontend(
             "iopub",
             self.relay.frontend_signer.new_message(
-                "stream",
-                {"name": "stderr", "text": text},
-                idents=[b"kernel.sandbox.stream"],
+                msg_type,
+                content,
+                idents=[f"kernel.sandbox.{msg_type}".encode()],
                 parent_header=parent,
             ),
         )

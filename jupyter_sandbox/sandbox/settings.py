@@ -86,6 +86,16 @@ class SandboxSettings(LoggingConfigurable):
         always allowed; an empty list allows only it. Any local image could otherwise be asked
         for: keep this to images made for sandboxes.""",
     )
+    proxy_memory_limit = Unicode(
+        "1g",
+        config=True,
+        help="""Memory the host process of each Sandboxed Python kernel (the proxy that reads
+        its sandbox's messages) may allocate (bytes, or with a unit: '1g'). A message part from
+        the sandbox larger than a quarter of it drops the sandbox's connection (the message is
+        lost, the kernel runs on); a message that still needs more ends that process, and
+        Jupyter starts the kernel again (kernel/memory_bound.py). Keep it several times
+        max_cell_output. '0' means no limit.""",
+    )
     max_cell_output = Unicode(
         "20m",
         config=True,
@@ -337,6 +347,10 @@ class SandboxSettings(LoggingConfigurable):
         size = parse_size(self.io_size, "io_size")
         check_disk_size("io_size", size)
         return size
+
+    @property
+    def proxy_memory_bytes(self) -> int:
+        return parse_size(self.proxy_memory_limit, "proxy_memory_limit")
 
     @property
     def max_cell_output_bytes(self) -> int:

@@ -147,3 +147,56 @@ def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
         f"{reply_size} bytes; the cells finished and the kernel answered",
         cases=4,
     )
+
+
+# Messages the sandbox makes too large for the host to hold (memory_bound.py): one part past a
+# quarter of the proxy's bound, then one small buffer named in many parts (which costs the
+# sandbox nothing), as the kernel's own session sends them.
+PROXY_BOUND_MB = 256
+HUGE_CELL = """
+import time
+from IPython import get_ipython
+kernel = get_ipython().kernel
+buffer = memoryview(bytearray({part_mb} * 2**20))
+kernel.session.send(kernel.iopub_socket, 'display_data', {{'data': {{}}, 'metadata': {{}}}},
+                    parent=kernel.get_parent(), ident=b'display_data', buffers=[buffer] * {parts})
+del buffer
+time.sleep(1)
+print('sent')
+"""
+HUGE = [(PROXY_BOUND_MB // 2, 1), (1, 2 * PROXY_BOUND_MB)]  # (MB a part, parts)
+
+
+@pytest.mark.checklist(
+    row=10,
+    attack=f"messages too large to hold, under a {PROXY_BOUND_MB} MB bound of the proxy's "
+    f"memory: one part of {HUGE[0][0]} MB, and one 1 MB buffer named in {HUGE[1][1]} parts",
+    expected="the proxy's memory stays within its bound: the sandbox's connection drops and is "
+    "made again; the cell is told, ends, and the kernel runs on",
+)
+def test_row10_a_message_too_large_to_hold_is_never_held(
+    request: pytest.FixtureRequest, runtime: str, observe: Callable[..., None]
+) -> None:
+    purpose = purpose_label(request.node.nodeid)
+    with (
+        sandbox_kernel_env(purpose, proxy_memory_limit=f"{PROXY_BOUND_MB}m") as state_dir,
+        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (km, kc),
+    ):
+        pid = km.provisioner.pid  # type: ignore[union-attr]
+        before = peak_memory_mb(pid)
+        for part_mb, parts in HUGE:
+            out, reply = run(kc, HUGE_CELL.format(part_mb=part_mb, parts=parts), timeout=240)
+            assert reply["status"] == "ok"
+            assert "dropped and was made again" in out, out
+            assert "c.SandboxSettings.proxy_memory_limit" in out
+            assert value_of(kc, "6 * 7") == "42"
+        peak = peak_memory_mb(pid)
+        assert km.is_alive()
+    # The bound holds the process's data; its code and libraries come on top.
+    assert peak < PROXY_BOUND_MB + before, (before, peak)
+    observe(
+        f"parts of {HUGE[0][0]} MB and {HUGE[1][1]} parts of 1 MB: the connection dropped and "
+        f"was made again, the cells were told and ended, the kernel answered; proxy peak "
+        f"memory {peak} MB (at start {before} MB) under a {PROXY_BOUND_MB} MB bound",
+        cases=2,
+    )
