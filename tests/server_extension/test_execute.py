@@ -4,11 +4,15 @@ sandbox's live interpreter. Every answer is checked against openapi.yaml by ``ap
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jupyter_sandbox.sandbox.kernel_link import link
 from jupyter_sandbox.sandbox.operations import code_runs
 from tests.conftest import BOTH_RUNTIMES
 from tests.server_extension.conftest import Fetch, api
@@ -306,3 +310,56 @@ async def test_an_exception_past_the_cap_is_refused_as_a_large_print_is(
         "cap: 413 output_too_large each; a small exception a 200 result; the interpreter answered",
         cases=2,
     )
+
+
+@pytest.mark.checklist(
+    row=10,
+    attack="a code run over REST whose kernel sends one message part of 256 MB to the server, "
+    "past the 8 MB the server's clients take here (kernel_link.link.MAX_PART_BYTES)",
+    expected="the server never holds it (its memory grows by far less): the run ends at its "
+    "timeout, and the next run, on a new connection, works",
+)
+async def test_a_message_part_too_large_is_never_held_by_the_server(
+    jp_fetch: Fetch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link, "MAX_PART_BYTES", 8 * 2**20)  # the server runs in this process
+    sandbox_id = await new_sandbox(jp_fetch)
+    await run(jp_fetch, sandbox_id, "kept = 'still here'")
+    huge = (
+        "from IPython import get_ipython\n"
+        "kernel = get_ipython().kernel\n"
+        "kernel.session.send(kernel.iopub_socket, 'display_data', {'data': {}, 'metadata': {}},"
+        " parent=kernel.get_parent(), buffers=[memoryview(bytearray(256 * 2**20))])\n"
+    )
+    with peak_growth() as grown:
+        result = await run(jp_fetch, sandbox_id, huge, timeout=5)
+    assert result["timed_out"], result  # its idle status never came: the connection dropped
+    assert grown() < 128 * 2**20, grown()
+    after = await run(jp_fetch, sandbox_id, "kept", timeout=20)
+    assert (after["timed_out"], plain(after)) == (False, ["'still here'"]), after
+
+
+@contextlib.contextmanager
+def peak_growth() -> Iterator[Callable[[], int]]:
+    """How much this process's resident memory grew at most while the block ran (bytes),
+    sampled every 10 ms on a thread."""
+
+    def resident() -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS in /proc/self/status")
+
+    start, peak, done = resident(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], resident() - start)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield lambda: peak[0]
+    finally:
+        done.set()
+        sampler.join()

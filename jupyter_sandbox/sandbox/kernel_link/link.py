@@ -47,6 +47,12 @@ PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "
 BRIDGE_PORT_OFFSET = 50000
 # How often a not-yet-connected ipc:// socket retries, and the wait looks for the socket files.
 RECONNECT_MS = 20
+# The largest message part taken from a sandbox's kernel, in bytes: ZMQ drops the connection
+# of a kernel that sends a larger one before it is held (the run then fails as on a kernel
+# that went silent). These clients live in the server, which all owners share; the proxy
+# kernels bound their own processes (kernel/memory_bound.py). No output a run returns comes
+# near it.
+MAX_PART_BYTES = 256 * 1024 * 1024
 POLL_SECONDS = 0.25  # how often the container's state is checked while waiting
 
 
@@ -164,6 +170,7 @@ class HeldClient:
             # The inode each pin reaches, to compare with what the paths name later.
             self._bound = {channel: _pinned_identity(pins, channel) for channel in CHANNELS}
             self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+            self.context.setsockopt(zmq.MAXMSGSIZE, MAX_PART_BYTES)
             self.client = PinnedKernelClient(context=self.context)
             self.client.pins = pins
             self.client.load_connection_info(connection_info)  # type: ignore[arg-type]
