@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import sys
 from typing import Any
 
 import zmq
@@ -45,6 +43,7 @@ from jupyter_sandbox.server_extension.credential_handlers import credential_hand
 from jupyter_sandbox.server_extension.fast_start import Zygote
 from jupyter_sandbox.server_extension.file_handlers import file_handlers
 from jupyter_sandbox.server_extension.gateway_forwarding import forwarding_handlers
+from jupyter_sandbox.server_extension.gateway_stop import stop_on_sigint, stop_without_gateway
 from jupyter_sandbox.server_extension.gateway_websocket import (
     gateway_websocket_handlers,
     relay_kernels_as_they_are,
@@ -270,8 +269,9 @@ class SandboxExtension(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         self._tune_kernel_connections(serverapp)
-        self._stop_on_sigint(serverapp)
         if _kernels_at_gateway(serverapp):
+            stop_on_sigint(serverapp)
+            stop_without_gateway(serverapp)
             # Its kernels start at the gateway, from the gateway's pool: a zygote or a warm pool
             # here would only hold sandboxes of an engine no kernel of this server uses.
             self.log.info("warm pool and fast kernel start: at the gateway (GatewayClient.url)")
@@ -300,18 +300,6 @@ class SandboxExtension(ExtensionApp):
             return
         for check in await asyncio.to_thread(outdated_runtimes, facts.version):
             self.log.warning("sandbox isolation: %s; %s", check.detail, check.fix)
-
-    def _stop_on_sigint(self, serverapp: Any) -> None:
-        """With its kernels at a gateway, SIGINT stops the server cleanly. JupyterHub stops a
-        user's server with SIGINT (then SIGTERM after Spawner.interrupt_timeout), which Jupyter
-        Server without a terminal takes for an interrupt that skips its clean-up: the
-        kernels it started at the gateway would run on there, their unnamed sandboxes with
-        them. A stop shuts them down at the gateway first (GatewayMappingKernelManager)."""
-        if not _kernels_at_gateway(serverapp):
-            return
-        if sys.stdin is not None and sys.stdin.isatty():
-            return  # Jupyter Server's own handler asks the person at the terminal
-        signal.signal(signal.SIGINT, serverapp._signal_stop)
 
     def _tune_kernel_connections(self, serverapp: Any) -> None:
         # The kernel manager shares one context among its kernels (MultiKernelManager

@@ -31,6 +31,7 @@ from tests.kernel_websocket import KERNEL_V1, cell_messages
 
 EXTENSION = "jupyter_sandbox.server_extension"
 TIMEOUT = 60.0  # seconds for a cell of the gateway's python3 kernel, or a closed connection
+STOP_TIMEOUT = 20.0  # seconds for the server to stop on SIGTERM, its gateway gone
 # A comm whose opening carries bytes that are no UTF-8 (and a NUL), then a print after it.
 BINARY = b"\xff\x00\x80binary"
 COMM_CELL = (
@@ -82,10 +83,6 @@ async def gateway_and_server(tmp_path: Path, state_dir: Path) -> AsyncIterator[G
             await wait_for_status(server)
             yield GatewayAndServer(gateway, server)
         finally:
-            if gateway.process.poll() is not None:
-                # Jupyter Server does not stop on SIGTERM once its gateway is gone: its
-                # clean-up's shutdown of the gateway's kernels raises, and the stop with it.
-                os.killpg(server.process.pid, signal.SIGKILL)
             stop_process(server.process)
             # Nothing raised in the relay (a traceback through it names its file).
             assert "gateway_websocket.py" not in server.log_text(), server.log_text()
@@ -142,6 +139,12 @@ async def test_a_gateway_that_goes_closes_the_clients_socket_and_none_opens(
     with pytest.raises(HTTPClientError) as refused:
         await gateway_and_server.connect(kernel_id, [KERNEL_V1])
     assert refused.value.code == 502
+    # And the server still stops on SIGTERM, leaving its kernel to the gateway (which would
+    # cull it): Jupyter Server's stop raised on the unanswered shutdown, and hung.
+    server = gateway_and_server.server
+    os.killpg(server.process.pid, signal.SIGTERM)
+    await asyncio.to_thread(server.process.wait, STOP_TIMEOUT)
+    assert "the gateway did not shut this server's kernels down" in server.log_text()
 
 
 async def test_the_server_keeps_no_sandboxes_of_its_own(
