@@ -56,6 +56,9 @@ MAX_REFUSAL_BYTES = 64 * 1024
 # Largest message taken from the gateway's terminal (bytes): each holds one read of the shell's
 # output (64 KiB at most, backends/docker/terminal.py), JSON-escaped.
 TERMINAL_MESSAGE_BYTES = 1024 * 1024
+# Seconds from the gateway's socket opening to the client's handshake's end, at most: it
+# follows at once, in the same request.
+HANDSHAKE_SECONDS = 10.0
 # Close codes a peer may send (RFC 6455 7.4): others are replaced by 1011 when relayed.
 SENDABLE_CLOSE_CODES = (1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011)
 GATEWAY_CLOSED = "the sandbox gateway closed this connection"
@@ -177,6 +180,19 @@ class GatewayKernelConnection(GatewayWebSocketConnection):
             path += f"?session_id={url_escape(self.session_id)}"
         self.ws = await open_gateway_websocket(path, wanted, self.max_message_size)
         self.kernel_ws_protocol = self.ws.selected_subprotocol or ""
+        # The client's handshake follows at once; one refused after this (a bad key, a client
+        # gone) never calls connect() nor disconnect(): the gateway's socket would stay open.
+        loop = asyncio.get_running_loop()
+        loop.call_later(HANDSHAKE_SECONDS, self._close_if_never_opened)
+
+    def _close_if_never_opened(self) -> None:
+        if self._relaying is None and self.ws is not None:
+            log.warning(
+                "kernel %s: the client's handshake failed after the gateway's WebSocket opened; "
+                "closing that",
+                self.kernel_id,
+            )
+            self.ws.close()
 
     async def connect(self) -> None:
         # The kernel WebSocket handler's open(): the client's socket is up.

@@ -15,15 +15,16 @@ import contextlib
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from jupyter_sandbox.server_extension.gateway_websocket import GATEWAY_CLOSED
+from jupyter_sandbox.server_extension.gateway_websocket import GATEWAY_CLOSED, HANDSHAKE_SECONDS
 from jupyter_sandbox.server_extension.port_links import PortLinks
 from tests.conftest import left_in_state_dir
 from tests.kernel.test_jupyter_server import Server, start_server, stop_process, wait_for_status
@@ -157,3 +158,37 @@ async def test_the_server_keeps_no_sandboxes_of_its_own(
     assert "zygote" not in log.lower(), log
     # Its state directory holds only the key of port links (made with the extension's settings).
     assert left_in_state_dir(state_dir) == [PortLinks.key_file], log
+
+
+async def test_a_handshake_refused_after_the_gateways_socket_opened_closes_it(
+    gateway_and_server: GatewayAndServer, kernel_id: str
+) -> None:
+    """The gateway's socket opens before the client's handshake ends: a handshake that fails
+    after it (here an unknown WebSocket version, 426) must not leave it open."""
+    server = gateway_and_server.server
+    request = HTTPRequest(
+        gateway_and_server.kernel_url(kernel_id).replace("ws://", "http://", 1),
+        headers={
+            "Authorization": f"token {server.token}",
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version": "99",
+        },
+    )
+    answer = await AsyncHTTPClient().fetch(request, raise_error=False)
+    assert answer.code == 426, answer
+    # The gateway counts the WebSockets open to its kernel: ours goes.
+    gateway = gateway_and_server.gateway
+    deadline = time.monotonic() + HANDSHAKE_SECONDS + TIMEOUT
+    while (await connections_at(gateway, kernel_id)) != 0:
+        assert time.monotonic() < deadline, server.log_text()
+        await asyncio.sleep(0.2)
+    assert "the client's handshake failed" in server.log_text()
+
+
+async def connections_at(gateway: Server, kernel_id: str) -> int:
+    """The kernel WebSockets open to ``kernel_id`` at the gateway (Jupyter Server's model)."""
+    model = json.loads((await gateway.request("GET", f"/api/kernels/{kernel_id}")).body)
+    count: int = model["connections"]
+    return count
