@@ -78,7 +78,7 @@ def said(body: bytes) -> str:
     log; the answer is the gateway's, so it is shortened and never trusted to be JSON."""
     try:
         message = json.loads(body).get("message")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, too deep
         message = None
     return message[:200] if isinstance(message, str) else "(no message)"
 
