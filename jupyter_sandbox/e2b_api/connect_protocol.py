@@ -119,7 +119,7 @@ class Message:
         value = self._get(name)
         if value is None:
             return default
-        if isinstance(value, str) and value.isdigit() and len(value) < 20:
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20:
             value = int(value)  # proto JSON may write integers as strings
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidRequestError(

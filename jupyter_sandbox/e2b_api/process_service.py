@@ -320,7 +320,7 @@ def timeout_seconds(timeout_ms: str | None) -> float:
     """Seconds from Connect's Connect-Timeout-Ms header (at most MAX_TIMEOUT; none: that)."""
     if timeout_ms is None:
         return MAX_TIMEOUT
-    if not timeout_ms.isdigit() or len(timeout_ms) > 10:
+    if not (timeout_ms.isascii() and timeout_ms.isdigit()) or len(timeout_ms) > 10:
         raise InvalidRequestError(
             "Connect-Timeout-Ms must be a positive integer of at most 10 digits"
         )

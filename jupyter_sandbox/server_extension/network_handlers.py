@@ -64,7 +64,7 @@ class SandboxNetworkAuditHandler(SandboxAPIHandler):
     @authorized
     async def get(self, sandbox_id: str) -> None:
         text = self.get_argument("limit", "1000")
-        if not text.isdigit() or not 0 < int(text) <= MAX_AUDIT_ENTRIES:
+        if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_AUDIT_ENTRIES:
             raise InvalidRequestError(
                 f"limit must be a whole number from 1 to {MAX_AUDIT_ENTRIES}, not {text!r}"
             )

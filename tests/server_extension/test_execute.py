@@ -4,10 +4,7 @@ sandbox's live interpreter. Every answer is checked against openapi.yaml by ``ap
 from __future__ import annotations
 
 import ast
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +12,7 @@ import pytest
 from jupyter_sandbox.sandbox.kernel_link import link
 from jupyter_sandbox.sandbox.operations import code_runs
 from tests.conftest import BOTH_RUNTIMES
+from tests.memory_growth import peak_growth
 from tests.server_extension.conftest import Fetch, api
 from tests.server_extension.openapi_check import EVENT_STREAM
 from tests.server_extension.test_auth_and_spec import with_named_users
@@ -337,29 +335,3 @@ async def test_a_message_part_too_large_is_never_held_by_the_server(
     assert grown() < 128 * 2**20, grown()
     after = await run(jp_fetch, sandbox_id, "kept", timeout=20)
     assert (after["timed_out"], plain(after)) == (False, ["'still here'"]), after
-
-
-@contextlib.contextmanager
-def peak_growth() -> Iterator[Callable[[], int]]:
-    """How much this process's resident memory grew at most while the block ran (bytes),
-    sampled every 10 ms on a thread."""
-
-    def resident() -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise AssertionError("no VmRSS in /proc/self/status")
-
-    start, peak, done = resident(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.01):
-            peak[0] = max(peak[0], resident() - start)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield lambda: peak[0]
-    finally:
-        done.set()
-        sampler.join()

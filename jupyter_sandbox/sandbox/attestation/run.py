@@ -22,7 +22,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -35,7 +34,7 @@ from jupyter_sandbox.sandbox.attestation.report import AttestationReport
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
 from jupyter_sandbox.sandbox.backends.records import EngineStats, SandboxInfo
 from jupyter_sandbox.sandbox.host import sandbox_json
-from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, read_untrusted
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.programs import image_programs
 
@@ -132,9 +131,7 @@ async def read_boot_probe(directory: SandboxDirectory) -> dict[str, Any] | None:
 
 
 def _read_capped(directory: SandboxDirectory) -> bytes:
-    fd = os.open(directory.io / BOOT_RESULT, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(BOOT_RESULT_MAX_BYTES + 1)
+    return read_untrusted(directory.io / BOOT_RESULT, BOOT_RESULT_MAX_BYTES)
 
 
 def _parse_probe_output(stdout: bytes) -> dict[str, Any]:

@@ -18,9 +18,11 @@ Layout (the whole tree is 0700, owned by the host user)::
         overlay/        a copy-on-write /workspace's upper and work directories (its changes);
                         a tmpfs of the sandbox's workspace size when the host's writes are capped
 
-The container sees only ``io/`` (and ``trust/``, read-only), so it can neither read nor forge the state file. The host reads
-nothing the sandbox can write except the sockets, the exit record and, once at start before
-any request of the user, the boot-time probe's output: code in the sandbox may rewrite its copy
+The container sees only ``io/`` (and ``trust/``, read-only), so it can neither read nor forge
+the state file. The host reads nothing the sandbox can write except the sockets, the exit
+record, the memory-snapshot bridge's answers, the last line of an in-sandbox program's error
+file, and, once at start before any request of the user, the boot-time probe's output, each
+with :func:`read_untrusted` (bounded, no link, no FIFO): code in the sandbox may rewrite its copy
 of the connection file, and the host never looks at it again. It may also replace a socket by
 a link to some host socket; the host connects only to what it checked is a socket there, never
 through a link (socket_pin.py).
@@ -29,12 +31,14 @@ through a link (socket_pin.py).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -58,6 +62,25 @@ KERNEL_SOCKET_PREFIX = "kernel"
 IO_MAX_FILES = 4096
 # A kernel socket: "kernel-<port>" for generation 0, "kernel-g<N>-<port>" after a restart.
 _SOCKET_NAME = re.compile(rf"^{KERNEL_SOCKET_PREFIX}-(?:g(\d+)-)?\d+$")
+
+
+# How the host opens a file the sandbox may have written or replaced: never through a link,
+# never waiting on a FIFO (fstat then refuses anything but a regular file).
+UNTRUSTED_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def read_untrusted(path: Path, max_bytes: int, *, tail: bool = False) -> bytes:
+    """At most ``max_bytes + 1`` bytes (one more than allowed tells the caller it was too
+    large) of a file the sandbox may have written: its start, or with ``tail`` its end. OSError
+    if it is missing, a link, or not a regular file (a FIFO, a socket, a directory)."""
+    fd = os.open(path, UNTRUSTED_READ)
+    with os.fdopen(fd, "rb") as file:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if tail:
+            file.seek(max(0, status.st_size - max_bytes))
+        return file.read(max_bytes + 1)
 
 
 @contextlib.contextmanager

@@ -57,7 +57,7 @@ class HostPattern:
         port: int | None = None
         host, sep, port_text = text.rpartition(":")
         if sep:
-            if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
                 raise InvalidSettingError(
                     f"network pattern {original!r}: the port must be a number from 1 to 65535"
                 )

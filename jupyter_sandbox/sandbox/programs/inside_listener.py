@@ -16,9 +16,11 @@ from pathlib import Path
 
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.base import SandboxBackend
+from jupyter_sandbox.sandbox.host.sandbox_dir import read_untrusted
 
 START_TIMEOUT = 30.0  # seconds a program has to start listening
 EXIT_CHECK_INTERVAL = 0.5  # seconds between two questions to the engine whether it exited
+LAST_LINE_BYTES = 4096  # bytes read from the end of a program's error file
 
 
 async def start_listener(
@@ -70,8 +72,11 @@ async def wait_until_listening(
 
 
 def last_line(path: Path) -> str:
-    """The last line a program wrote to ``path`` (at most 300 characters); '' if none."""
+    """The last line a program wrote to ``path`` (at most 300 characters); '' if none. The
+    sandbox may have replaced the file (it is in io/, the sandbox's to write): only its last
+    bytes are read, and nothing but a regular file, never through a link (read_untrusted)."""
     try:
-        return path.read_text(errors="replace").strip().splitlines()[-1][-300:]
+        written = read_untrusted(path, LAST_LINE_BYTES, tail=True)
+        return written.decode(errors="replace").strip().splitlines()[-1][-300:]
     except (OSError, IndexError):
         return ""

@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import secrets
 import time
 from typing import Any
 
 from jupyter_sandbox.protocol.snapshot_errors import SnapshotFailedError
 from jupyter_sandbox.sandbox.host import sandbox_json
-from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, read_untrusted
 
 # Seconds a request may wait for its answer; the bridge looks every 20 ms.
 ANSWER_TIMEOUT = 10.0
@@ -65,9 +64,8 @@ def _read_answer(directory: SandboxDirectory) -> dict[str, Any]:
     # The sandbox can write anything there: MalformedJSONError (a ValueError) covers JSON nested
     # past the stack, which json.loads raised as RecursionError, and NaN or Infinity.
     with contextlib.suppress(OSError, ValueError):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            answer = sandbox_json.loads(f.read(MAX_ANSWER_BYTES + 1), max_bytes=MAX_ANSWER_BYTES)
+        written = read_untrusted(path, MAX_ANSWER_BYTES)
+        answer = sandbox_json.loads(written, max_bytes=MAX_ANSWER_BYTES)
         if isinstance(answer, dict):
             return answer
     return {}

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
-from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
+from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, read_untrusted
+from jupyter_sandbox.sandbox.programs.inside_listener import last_line
 
 
 def test_tree_is_private_and_io_belongs_to_the_sandbox(state_dir: Path) -> None:
@@ -132,3 +133,29 @@ def _two_writers(target: Callable[[str, str], None], state_dir: Path) -> None:
         writer.start()
     for writer in writers:
         writer.join(60)
+
+
+def test_a_file_the_sandbox_wrote_is_read_bounded_never_through_a_link_nor_a_fifo(
+    tmp_path: Path,
+) -> None:
+    """What the host reads from io/ (read_untrusted): the sandbox may have put a link to a host
+    file there, a FIFO that would block the read (and the server's loop) for good, or a file
+    larger than anything the host wants to hold."""
+    secret = tmp_path / "host-secret"
+    secret.write_text("host-only marker\n")
+    io = tmp_path / "io"
+    io.mkdir()
+    (io / "link.error").symlink_to(secret)
+    os.mkfifo(io / "fifo.error")
+    (io / "big.error").write_bytes(b"x" * 100_000 + b"\nthe last line\n")
+
+    with pytest.raises(OSError, match="symbolic links"):  # ELOOP: O_NOFOLLOW
+        read_untrusted(io / "link.error", 1024)
+    with pytest.raises(OSError, match="not a regular file"):  # opened without waiting
+        read_untrusted(io / "fifo.error", 1024)
+    assert read_untrusted(io / "big.error", 1024) == b"x" * 1025  # one more: too large
+    assert read_untrusted(io / "big.error", 20, tail=True) == b"xxxxx\nthe last line\n"
+    # What a failed in-sandbox program's start reports (inside_listener.py).
+    assert last_line(io / "link.error") == ""
+    assert last_line(io / "fifo.error") == ""
+    assert last_line(io / "big.error") == "the last line"

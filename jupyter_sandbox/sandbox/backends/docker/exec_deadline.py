@@ -39,7 +39,7 @@ import docker.errors
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
-from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied, start_exec
+from jupyter_sandbox.sandbox.backends.docker.exec_start import emptied, run_unread
 from jupyter_sandbox.sandbox.programs.exec_marks import kill_argv, place_argv
 from jupyter_sandbox.sandbox.programs.kill_program import NO_CGROUPS
 
@@ -63,11 +63,11 @@ async def kill_marked(
     ((name, token),) = mark.items()
 
     def kill() -> int:
-        exec_id, _ = start_exec(
-            engine, container, kill_argv(f"{name}={token}"), user=user, environment=environment
+        argv = kill_argv(f"{name}={token}")
+        code = run_unread(
+            engine, container, argv, timeout=KILL_SECONDS, user=user, environment=environment
         )
-        code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
-        return int(code) if code is not None else -1
+        return code if code is not None else -1
 
     try:
         code = await engine.run(f"stop a command in {container}", kill, timeout=KILL_SECONDS)
@@ -105,15 +105,15 @@ def place_supervisor(engine: DockerEngine, container: str, mark: dict[str, str])
     raw = engine.client.api.inspect_container(container)
     if (raw["Config"].get("Labels") or {}).get(labels.RUNTIME) != "runsc":
         return
-    exec_id, _ = start_exec(
+    code = run_unread(
         engine,
         container,
         place_argv(mark),
+        timeout=engine.timeout,
         user="0",
         environment=emptied(raw["Config"].get("Env") or []),
         workdir="/",  # not the sandbox's: one it made unsearchable would stop the start
     )
-    code = engine.client.api.exec_inspect(exec_id).get("ExitCode")
     if code == NO_CGROUPS:
         log.warning(
             "sandbox %s has no gVisor job cgroups (/sys/fs/cgroup/job): a command's process that "

@@ -8,6 +8,7 @@ them so that running an exec and judging how it began can be read, and grow, eac
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import (
@@ -22,6 +23,7 @@ from jupyter_sandbox.sandbox.programs import image_programs
 
 # The engine's exit status for a command it could not start (it then never had a process).
 NOT_STARTED = 126
+UNREAD_POLL_SECONDS = 0.01  # how often run_unread asks whether its exec ended
 
 
 def start_exec(
@@ -40,6 +42,37 @@ def start_exec(
     with engine.exec_gate.starting(container, wait=engine.timeout):
         exec_id = str(api.exec_create(container, argv, **create)["Id"])
         return exec_id, api.exec_start(exec_id, **(start or {}))
+
+
+def run_unread(
+    engine: DockerEngine, container: str, argv: list[str], *, timeout: float, **create: Any
+) -> int | None:
+    """Blocking: run ``argv`` in ``container`` (``create``: ``exec_create``'s arguments) for
+    its exit status alone, or None if it has not ended within ``timeout`` seconds.
+
+    Its output is never read: the exec is started detached, with no stream attached, so
+    whatever the sandbox makes it write (a library its environment preloads, a process of the
+    sandbox's user writing into its descriptors) costs the host nothing. docker-py's own
+    blocking start would read all of it into memory, for as long as the command lasts."""
+    exec_id, _ = start_exec(
+        engine,
+        container,
+        argv,
+        start={"detach": True},
+        stdout=False,
+        stderr=False,
+        **create,
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        inspected = engine.client.api.exec_inspect(exec_id)
+        if not inspected.get("Running"):
+            code = inspected.get("ExitCode")
+            if code is not None or time.monotonic() >= deadline:
+                return int(code) if code is not None else None
+        elif time.monotonic() >= deadline:
+            return None
+        time.sleep(UNREAD_POLL_SECONDS)
 
 
 def emptied(container_env: list[str]) -> dict[str, str]:
@@ -111,10 +144,8 @@ def workdir_error(
     there is still refused to the user, so that gains nothing, and is left to the runtimes;
     nor is such a directory blamed when the start failed, since it is not why.
     """
-    check, _ = start_exec(
-        engine, container, image_programs.shell(_CHECK_WORKDIR, workdir), user=user
-    )
-    status = engine.client.api.exec_inspect(check).get("ExitCode")
+    argv = image_programs.shell(_CHECK_WORKDIR, workdir)
+    status = run_unread(engine, container, argv, timeout=engine.timeout, user=user)
     if status == 3:
         return SandboxFileNotFoundError(
             f"cwd {workdir} does not exist in the sandbox: create it first (e.g. mkdir -p in "

@@ -25,8 +25,11 @@ from jupyter_sandbox.sandbox.backends.docker.exec_start import exec_result
 from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.programs.exec_marks import new_mark
 
-# stderr is for error messages: the first MiB is kept.
+# stderr is for error messages: the first MiB is kept. So is stdout's when no sink takes it
+# (a command whose input is streamed, such as an unpacking tar, says little there): what the
+# sandbox writes past it is read and dropped, never held.
 MAX_STDERR = 1024**2
+MAX_UNSUNK_STDOUT = 1024**2
 
 
 class _SocketWriter:
@@ -57,10 +60,11 @@ async def stream_exec(
     mark: dict[str, str] | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``container``, stopped after ``timeout`` s; ``ExecResult.stdout`` is
-    empty when a ``sink`` took the output. An exception raised by ``feed`` or ``sink`` ends the
-    command and is raised here. ``privileged`` and ``environment`` (added to the container's,
-    as is the killer's at the time limit) and ``mark`` (the exec's mark, which its argv
-    names) are for the sealed archiver only (sealed_archive.py).
+    empty when a ``sink`` took the output, its first MAX_UNSUNK_STDOUT bytes otherwise. An
+    exception raised by ``feed`` or ``sink`` ends the command and is raised here.
+    ``privileged`` and ``environment`` (added to the container's, as is the killer's at the
+    time limit) and ``mark`` (the exec's mark, which its argv names) are for the sealed
+    archiver only (sealed_archive.py).
     """
     mark = mark or new_mark()  # what kills the command when its time is up (exec_deadline.py)
     # The killer is given the sealed archiver's environment too (see ExecWatch.environment).
@@ -110,9 +114,9 @@ def _read_output(
                 if sink is not None:
                     sink(data)
                 else:
-                    out += data
-            elif len(err) < MAX_STDERR:
-                err += data
+                    out += data[: MAX_UNSUNK_STDOUT - len(out)]
+            else:
+                err += data[: MAX_STDERR - len(err)]
     except BaseException as exc:  # handed to the caller's thread
         failures.append(exc)
         attached.shutdown()  # the command's writes now fail: it ends
