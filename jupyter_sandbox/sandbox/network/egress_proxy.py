@@ -208,7 +208,8 @@ class EgressProxy:
         )
 
     def _tls_name_check(self, request: ProxyRequest) -> Callable[[bytes], bool] | None:
-        """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name."""
+        """For a CONNECT to a name: refuse TLS whose server name (SNI) is another name, or
+        cannot be read from the client's first record."""
         if is_address(request.host):
             return None
 
@@ -218,10 +219,17 @@ class EgressProxy:
             try:
                 name = server_name(first)
             except (ValueError, Incomplete):
-                return True  # not a ClientHello we can read: the server will judge it
-            if name is None or name == request.host:
-                return True
-            rule = f"TLS server name {name} is not the CONNECT host {request.host}"
+                # TLS whose first record holds no whole ClientHello (split over records, or
+                # malformed): its name cannot be checked, and a server that reassembles it
+                # would read one. Refused: browsers and TLS libraries send one record.
+                rule = (
+                    "a TLS ClientHello whose server name cannot be read (split over records, "
+                    f"or malformed), to CONNECT host {request.host}"
+                )
+            else:
+                if name is None or name == request.host:
+                    return True
+                rule = f"TLS server name {name} is not the CONNECT host {request.host}"
             self._record(request, allowed=False, rule=rule)
             log.info("closed a tunnel to %s:%s: %s", request.host, request.port, rule)
             return False

@@ -205,7 +205,29 @@ def test_connect_with_another_tls_server_name_is_closed_before_any_byte_passes(
     # Early bytes sent with the CONNECT head are checked too.
     answer = chain.request(connect + client_hello("evil.test").decode("latin-1"))
     assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"
-    observe("another server name: closed after the 200, audited; the same name: passed", 3)
+    # A ClientHello split over two records (which TLS servers reassemble) has no name the
+    # proxy can read in its first record: closed too, not passed unchecked.
+    answer = chain.request(connect, then=split_in_two_records(client_hello("evil.test")))
+    assert answer == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    entry = read_audit(chain.directory.root)[-1]
+    assert entry["allowed"] is False
+    assert entry["rule"].startswith("a TLS ClientHello whose server name cannot be read")
+    observe(
+        "another server name, in one record or split over two: closed after the 200, "
+        "audited; the same name: passed",
+        4,
+    )
+
+
+def split_in_two_records(record: bytes) -> bytes:
+    """``record`` (one TLS handshake record) as two records, its first 10 bytes of payload in
+    the first: what a client that fragments its ClientHello sends."""
+    kind, version, payload = record[:1], record[1:3], record[5:]
+    first, rest = payload[:10], payload[10:]
+    return (
+        kind + version + len(first).to_bytes(2, "big") + first
+        + kind + version + len(rest).to_bytes(2, "big") + rest
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
