@@ -24,6 +24,7 @@ from jupyter_server.auth.decorator import allow_unauthenticated, authorized
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, SandboxNotFoundError
+from jupyter_sandbox.sandbox.host.fair_share import current_owner
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.operations.port_answer import MalformedAnswer
 from jupyter_sandbox.sandbox.operations.ports import check_port
@@ -125,6 +126,9 @@ class PortProxyHandler(web.RequestHandler):
         try:
             number = check_port(port)
             owner = self._owner_if_valid(sandbox_id, number, token)
+            # The link's owner is who this request's engine calls are counted to (fair_share.py),
+            # not the server's own share, which the culler and the pools use.
+            current_owner.set(owner)
             sock = await self.extension.manager.ports.connect(owner, sandbox_id, number)
         except SandboxError as exc:
             self._plain(exc.http_status, exc.message)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPResponse
 
+from jupyter_sandbox.sandbox.host.fair_share import current_owner
 from jupyter_sandbox.sandbox.manager import default_owner
 from jupyter_sandbox.server_extension import SandboxExtension
 from jupyter_sandbox.server_extension.port_links import MASK
@@ -232,3 +233,27 @@ async def test_revoking_ends_every_link_made_before(
     status, error = await api(jp_fetch, "DELETE", "0" * 12, "ports")
     assert (status, error["code"]) == (404, "sandbox_not_found")
     assert (await api(jp_fetch, "GET", sandbox_id))[1]["status"] == "running"
+
+
+async def test_a_links_engine_calls_count_to_the_sandboxs_owner(
+    jp_fetch: Fetch, extension: SandboxExtension, server_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link's requests carry no user, yet what they ask of the engine is its owner's to wait
+    for (fair_share.py): never the server's own share, which the culler and the pools use."""
+    status, created = await api(jp_fetch, "POST", body={"runtime": "runc"})
+    assert status == 201
+    sandbox_id = created["id"]
+    await start_server(extension, sandbox_id)
+    link = (await api(jp_fetch, "GET", sandbox_id, "ports", str(PORT)))[1]["url"]
+    engine = extension.manager.backend.engine  # type: ignore[attr-defined]
+    counted_to: list[str] = []
+    run = engine.run
+
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        counted_to.append(current_owner.get())
+        return await run(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "run", recording)
+    assert (await follow(server_url, link, "headers")).code == 200
+    assert counted_to, "the link's request asked nothing of the engine"
+    assert set(counted_to) == {default_owner()}, counted_to
