@@ -35,6 +35,9 @@ CHUNK = 1024**2
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO swapped in for a file between lstat and open must not hang the walk.
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+# Directories the walk descends at most: it holds a descriptor per level, in the server that
+# every owner shares, and a path's length alone (MAX_PATH) allows two thousand levels.
+MAX_DEPTH = 128
 
 
 def open_directory_beneath(root: int, path: str) -> int:
@@ -86,6 +89,7 @@ class _Walk:
     ) -> None:
         self.write = write
         self.max_members = max_members
+        self.waiting = 0  # names listed by the walk and not archived yet
         self.max_bytes = max_bytes
         self.deadline = deadline
         self.what = what
@@ -132,7 +136,7 @@ class _Walk:
         # Depth first with a stack, not recursion: a workspace may nest directories as deep as
         # a path's length allows (MAX_PATH), past Python's recursion limit. Each level holds
         # one fd; names are sorted, so the same workspace gives the same archive.
-        stack: list[tuple[int, str, list[str]]] = [(top, top_prefix, sorted(os.listdir(top)))]
+        stack: list[tuple[int, str, list[str]]] = [(top, top_prefix, self.names(top))]
         try:
             while stack:
                 fd, prefix, names = stack[-1]
@@ -141,13 +145,37 @@ class _Walk:
                     if fd != top:
                         os.close(fd)
                     continue
-                child = self.entry(fd, prefix, names.pop(0))
+                self.waiting -= 1
+                child = self.entry(fd, prefix, names.pop())  # the first, by name
                 if child is not None:
                     stack.append(child)
+                    if len(stack) > MAX_DEPTH:  # closed below, with the others
+                        raise SnapshotFailedError(
+                            f"{self.what} nests directories deeper than {MAX_DEPTH} levels, "
+                            f"which no archive here takes: {shown(child[1])}"
+                        )
         finally:
             for fd, _prefix, _names in stack:
                 if fd != top:
                     os.close(fd)
+
+    def names(self, fd: int) -> list[str]:
+        """The names in the directory ``fd``, sorted last to first (the walk pops the first
+        from the end; the same workspace gives the same archive). Read one by one, and no more
+        than the entries the archive may still take, counting those listed and not archived
+        yet: a directory of millions is refused before it is held."""
+        left = self.max_members - self.members - self.waiting if self.max_members else None
+        names: list[str] = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if left is not None and len(names) > left:
+                    raise SnapshotTooLargeError(
+                        f"{self.what} holds more than {self.max_members} entries "
+                        "(Snapshots.max_members); nothing was stored"
+                    )
+        self.waiting += len(names)
+        return sorted(names, reverse=True)
 
     def entry(self, fd: int, prefix: str, name: str) -> tuple[int, str, list[str]] | None:
         """Archive ``name`` of the directory ``fd``; a directory's (fd, prefix, names) to walk
@@ -170,7 +198,7 @@ class _Walk:
             child = self._open(name, fd, DIRECTORY_FLAGS, path)
             try:
                 self.member(path + "/", os.fstat(child), tarfile.DIRTYPE)
-                return child, path + "/", sorted(os.listdir(child))
+                return child, path + "/", self.names(child)
             except BaseException:
                 os.close(child)
                 raise

@@ -17,7 +17,11 @@ from jupyter_sandbox.protocol.snapshot_errors import (
     UnsafeArchiveError,
 )
 from jupyter_sandbox.sandbox.snapshots.archive_scan import ArchiveLimits, scan_archive
-from jupyter_sandbox.sandbox.snapshots.nofollow_tar import open_directory_beneath, write_tar
+from jupyter_sandbox.sandbox.snapshots.nofollow_tar import (
+    MAX_DEPTH,
+    open_directory_beneath,
+    write_tar,
+)
 
 
 def tar_of(root: Path, **caps: int | float) -> bytes:
@@ -109,20 +113,27 @@ def test_caps_and_deadline_stop_the_walk(tmp_path: Path) -> None:
         tar_of(root, seconds=-1)
 
 
-def test_a_tree_deeper_than_the_recursion_limit_is_walked(tmp_path: Path) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    depth = 1200  # 2,400 bytes of path: within MAX_PATH, past Python's recursion limit
-    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
-    try:
-        for _ in range(depth):  # relative: no path this long is ever named
-            os.mkdir("d", dir_fd=fds[-1])
-            fds.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
-        assert len(members(tar_of(root))) == depth + 1
-    finally:
-        # Removed bottom up here: shutil.rmtree (pytest's own clean-up) recurses per level.
-        while fds:
-            fd = fds.pop()
-            os.close(fd)
-            if fds:
-                os.rmdir("d", dir_fd=fds[-1])
+def test_a_tree_is_walked_to_its_depth_bound_and_refused_past_it(tmp_path: Path) -> None:
+    """The walk holds a descriptor per level, in the server every owner shares: a chain of
+    directories as deep as a path allows (1,200 levels, 2,400 bytes) is refused, saying why,
+    rather than taking a thousand descriptors; one within MAX_DEPTH is archived whole."""
+    for depth, refused in ((MAX_DEPTH - 1, False), (1200, True)):
+        root = tmp_path / f"ws-{depth}"
+        root.mkdir()
+        fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+        try:
+            for _ in range(depth):  # relative: no path this long is ever named
+                os.mkdir("d", dir_fd=fds[-1])
+                fds.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+            if refused:
+                with pytest.raises(SnapshotFailedError, match=f"deeper than {MAX_DEPTH} levels"):
+                    tar_of(root)
+            else:
+                assert len(members(tar_of(root))) == depth + 1
+        finally:
+            # Removed bottom up here: shutil.rmtree (pytest's own clean-up) recurses per level.
+            while fds:
+                fd = fds.pop()
+                os.close(fd)
+                if fds:
+                    os.rmdir("d", dir_fd=fds[-1])
