@@ -331,8 +331,8 @@ class Relay:
         self.reactor.close()
         for pump in self._pumps:
             pump.cancel()
-        for sock in self.sandbox.values():
-            if self._monitors:
+        if self._monitors:
+            for sock in self.sandbox.values():
                 sock.disable_monitor()
         for monitor in self._monitors:
             monitor.close(linger=0)

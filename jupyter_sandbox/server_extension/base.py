@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from http.client import responses
 from typing import Any, Protocol, TypeVar
 
 from jupyter_server.auth.decorator import authorized
@@ -109,6 +110,15 @@ class SandboxHandlerBase(JupyterHandler):
             self.write_json(exc.to_dict(), exc.http_status)
             return
         super().write_error(status_code, **kwargs)
+
+    def write_error_json(self, status_code: int, exc: BaseException | None) -> None:
+        """An error that is no SandboxError, as JSON like the REST routes' (``{"message"}``,
+        the HTTPError's message or the status's name), rather than Jupyter's HTML error page:
+        for the WebSocket routes, whose refusals come before the upgrade."""
+        message = responses.get(status_code, "error")
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message
+        self.write_json({"message": message}, status_code)
 
     def allowed_methods(self) -> list[str]:
         """The HTTP methods this route's handler defines (tornado's base answers 405 to the

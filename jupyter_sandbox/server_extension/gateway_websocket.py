@@ -268,12 +268,7 @@ class GatewayTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandle
             self.set_header("Content-Type", exc.content_type)
             self.finish(exc.body)
             return
-        message = exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else None
-        if message is None:
-            super().write_error(status_code, **kwargs)
-            return
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message}))
+        self.write_error_json(status_code, exc)
 
 
 def relay_kernels_as_they_are(web_app_settings: dict[str, Any]) -> None:

@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from http.client import responses
 from typing import Any
 
 from jupyter_server.auth.decorator import ws_authenticated
@@ -202,11 +201,7 @@ class SandboxTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandle
         if isinstance(exc, SandboxError):
             super().write_error(status_code, **kwargs)
             return
-        # JSON, as from the REST routes, rather than Jupyter's HTML error page.
-        message = responses.get(status_code, "error")
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message
-        self.write_json({"message": message}, status_code)
+        self.write_error_json(status_code, exc)
 
 
 terminal_handlers: list[tuple[str, type[SandboxHandlerBase]]] = [

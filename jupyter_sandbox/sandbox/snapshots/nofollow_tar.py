@@ -28,13 +28,15 @@ from jupyter_sandbox.protocol.snapshot_errors import (
     SnapshotTooLargeError,
     shown,
 )
+from jupyter_sandbox.sandbox.host.sandbox_dir import UNTRUSTED_READ
 from jupyter_sandbox.sandbox.snapshots.archive_rules import MAX_PATH
 
 BLOCK = 512
 CHUNK = 1024**2
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: a FIFO swapped in for a file between lstat and open must not hang the walk.
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+# A file is opened as every file the sandbox may have written (a FIFO swapped in for it between
+# lstat and open must not hang the walk).
+FILE_FLAGS = UNTRUSTED_READ
 # Directories the walk descends at most: it holds a descriptor per level, in the server that
 # every owner shares, and a path's length alone (MAX_PATH) allows two thousand levels.
 MAX_DEPTH = 128
@@ -118,10 +120,7 @@ class _Walk:
         self.check_time()
         self.members += 1
         if self.max_members and self.members > self.max_members:
-            raise SnapshotTooLargeError(
-                f"{self.what} holds more than {self.max_members} entries "
-                "(Snapshots.max_members); nothing was stored"
-            )
+            raise self.too_many()
         info = tarfile.TarInfo(name)
         info.type = kind
         info.mode = stat.S_IMODE(st.st_mode)
@@ -133,9 +132,9 @@ class _Walk:
         self.emit(info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
 
     def directory(self, top: int, top_prefix: str) -> None:
-        # Depth first with a stack, not recursion: a workspace may nest directories as deep as
-        # a path's length allows (MAX_PATH), past Python's recursion limit. Each level holds
-        # one fd; names are sorted, so the same workspace gives the same archive.
+        # Depth first with a stack of at most MAX_DEPTH levels, each holding one fd and the
+        # names of its directory left to archive, sorted, so the same workspace gives the same
+        # archive.
         stack: list[tuple[int, str, list[str]]] = [(top, top_prefix, self.names(top))]
         try:
             while stack:
@@ -170,12 +169,15 @@ class _Walk:
             for entry in entries:
                 names.append(entry.name)
                 if left is not None and len(names) > left:
-                    raise SnapshotTooLargeError(
-                        f"{self.what} holds more than {self.max_members} entries "
-                        "(Snapshots.max_members); nothing was stored"
-                    )
+                    raise self.too_many()
         self.waiting += len(names)
         return sorted(names, reverse=True)
+
+    def too_many(self) -> SnapshotTooLargeError:
+        return SnapshotTooLargeError(
+            f"{self.what} holds more than {self.max_members} entries "
+            "(Snapshots.max_members); nothing was stored"
+        )
 
     def entry(self, fd: int, prefix: str, name: str) -> tuple[int, str, list[str]] | None:
         """Archive ``name`` of the directory ``fd``; a directory's (fd, prefix, names) to walk

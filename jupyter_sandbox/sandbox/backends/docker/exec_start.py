@@ -66,11 +66,10 @@ def run_unread(
     deadline = time.monotonic() + timeout
     while True:
         inspected = engine.client.api.exec_inspect(exec_id)
-        if not inspected.get("Running"):
-            code = inspected.get("ExitCode")
-            if code is not None or time.monotonic() >= deadline:
-                return int(code) if code is not None else None
-        elif time.monotonic() >= deadline:
+        code = inspected.get("ExitCode")
+        if code is not None and not inspected.get("Running"):
+            return int(code)
+        if time.monotonic() >= deadline:
             return None
         time.sleep(UNREAD_POLL_SECONDS)
 
