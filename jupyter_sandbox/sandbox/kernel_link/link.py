@@ -32,6 +32,7 @@ import zmq.asyncio
 
 from jupyter_sandbox.protocol.errors import SandboxStartError, SandboxStartTimeoutError
 from jupyter_sandbox.sandbox.kernel_link.execution import received
+from jupyter_sandbox.sandbox.kernel_link.message_guard import MessageGuard
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import (
     CHANNELS,
     PinnedKernelClient,
@@ -47,12 +48,13 @@ PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "
 BRIDGE_PORT_OFFSET = 50000
 # How often a not-yet-connected ipc:// socket retries, and the wait looks for the socket files.
 RECONNECT_MS = 20
-# The largest message part taken from a sandbox's kernel, in bytes: ZMQ drops the connection
-# of a kernel that sends a larger one before it is held (the run then fails as on a kernel
-# that went silent). These clients live in the server, which all owners share; the proxy
-# kernels bound their own processes (kernel/memory_bound.py). No output a run returns comes
-# near it.
-MAX_PART_BYTES = 256 * 1024 * 1024
+# The most a message from a sandbox's kernel may cost these clients, in bytes (its parts, and
+# PART_COST each: zmtp_frames.py): the guard in front of their sockets cuts the connection of a
+# kernel that sends more before it is held (message_guard.py), and the run then fails as on a
+# kernel that went silent. These clients live in the server, which all owners share; the proxy
+# kernels bound their own processes (kernel/memory_bound.py). Four times the most output a code
+# run's result holds (operations/code_runs.py MAX_OUTPUT).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 POLL_SECONDS = 0.25  # how often the container's state is checked while waiting
 
 
@@ -156,6 +158,10 @@ class HeldClient:
     """A client with its control channel (and iopub and shell, if asked) started on ``pins``,
     and all it holds: its ZMQ context (an I/O thread), its sockets and the pinned descriptors.
 
+    The client's sockets reach the kernel through a :class:`MessageGuard`, which bounds each
+    message the kernel sends, and take one message at most ahead of their reader (RCVHWM): a
+    kernel sending faster than the client reads fills its own buffers.
+
     :meth:`still_bound` says whether the kernel's socket files are still the ones pinned: a
     kernel restarted in place, or a sandbox restored from a snapshot, binds new ones, and a
     client kept from before (clients.py) would talk to no kernel, or to the old one.
@@ -166,19 +172,23 @@ class HeldClient:
     ) -> None:
         self.connection_info, self._pins, self._open = connection_info, pins, True
         self.context = zmq.asyncio.Context()
+        self._guard: MessageGuard | None = None
         try:
             # The inode each pin reaches, to compare with what the paths name later.
             self._bound = {channel: _pinned_identity(pins, channel) for channel in CHANNELS}
+            self._guard = MessageGuard(pins, CHANNELS, max_message_bytes=MAX_MESSAGE_BYTES)
             self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
-            self.context.setsockopt(zmq.MAXMSGSIZE, MAX_PART_BYTES)
+            self.context.setsockopt(zmq.RCVHWM, 1)
             self.client = PinnedKernelClient(context=self.context)
-            self.client.pins = pins
+            self.client.endpoints = self._guard
             self.client.load_connection_info(connection_info)  # type: ignore[arg-type]
             self.client.start_channels(
                 shell=shell, iopub=iopub, stdin=False, hb=False, control=True
             )
         except BaseException:
             self.context.destroy(linger=0)
+            if self._guard is not None:
+                self._guard.close()
             pins.close()
             self._open = False
             raise
@@ -201,6 +211,8 @@ class HeldClient:
             try:
                 self.context.destroy(linger=0)
             finally:
+                if self._guard is not None:
+                    self._guard.close()
                 self._pins.close()
 
 
@@ -215,7 +227,7 @@ def _identity(path: str) -> tuple[int, int] | None:
 
 def _pinned_identity(pins: PinnedSockets, channel: str) -> tuple[int, int]:
     """The device and inode of the socket ``channel``'s pin reaches (its /proc/self/fd link)."""
-    found = os.stat(pins.endpoint(channel).removeprefix("ipc://"))
+    found = os.stat(pins.path(channel))
     return found.st_dev, found.st_ino
 
 

@@ -27,7 +27,7 @@ import os
 import socket
 import stat
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
@@ -99,8 +99,12 @@ class PinnedSockets:
     def add(self, channel: str, fd: int) -> None:
         self._fds[channel] = fd
 
+    def path(self, channel: str) -> str:
+        """The path that reaches exactly ``channel``'s socket, in this process."""
+        return pinned_path(self._fds[channel])
+
     def endpoint(self, channel: str) -> str:
-        return f"ipc://{pinned_path(self._fds[channel])}"
+        return f"ipc://{self.path(channel)}"
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -136,15 +140,22 @@ def pin_sockets(info: dict[str, Any], channels: Iterable[str] = CHANNELS) -> Pin
     return pins
 
 
+class Endpoints(Protocol):
+    """Where a client's ZMQ socket of each channel connects: the pins themselves
+    (:class:`PinnedSockets`), or a guard in front of them (message_guard.py)."""
+
+    def endpoint(self, channel: str) -> str: ...
+
+
 class PinnedKernelClient(AsyncKernelClient):
     """jupyter_client's client, connecting its channels to pinned sockets.
 
     ``_make_url`` is where every ``KernelClient`` turns its connection info into an endpoint
-    (jupyter_client 7 and 8); the pins replace the paths the sandbox could have redirected.
+    (jupyter_client 7 and 8); ``endpoints`` replace the paths the sandbox could have redirected.
     """
 
-    pins: PinnedSockets | None = None
+    endpoints: Endpoints | None = None
 
     def _make_url(self, channel: str) -> str:
-        assert self.pins is not None, "set pins before starting channels"
-        return self.pins.endpoint(channel)
+        assert self.endpoints is not None, "set endpoints before starting channels"
+        return self.endpoints.endpoint(channel)

@@ -123,6 +123,6 @@ def test_the_kernel_client_connects_to_the_pins(
     with pins:
         client = PinnedKernelClient()
         client.load_connection_info(info)  # type: ignore[arg-type]
-        client.pins = pins
+        client.endpoints = pins
         assert client._make_url("shell") == pins.endpoint("shell")
         assert pins.endpoint("shell").startswith("ipc:///proc/self/fd/")
