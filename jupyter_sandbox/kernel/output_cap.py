@@ -59,8 +59,9 @@ class OutputCap:
     """Per-execution output budgets, keyed by the msg_id of the execute_request the proxy knows
     is running (BETWEEN_EXECUTIONS when none is).
 
-    The proxy calls :meth:`admit` for every iopub message bound for frontends, and
-    :meth:`admit_reply` then :meth:`forget` for the execute_reply to a request it relayed.
+    The proxy calls :meth:`admit` for every iopub message bound for frontends,
+    :meth:`admit_reply` then :meth:`forget` for the execute_reply to a request it relayed, and
+    :meth:`admits_other` for every other message bound for frontends.
     """
 
     def __init__(self, limit_bytes: int) -> None:
@@ -125,6 +126,16 @@ class OutputCap:
         signed = [fresh, request.header_dict, {}, small]
         reply.frames[reply.delim + 2 :] = [json.dumps(part).encode() for part in signed]
         return reply
+
+    def admits_other(self, message: WireMessage) -> bool:
+        """Whether a message bound for frontends on shell, control or stdin, other than an
+        execute_reply, passes: one larger than the whole cap does not. Jupyter's replies to a
+        frontend's requests (completions, inspections, history, the debugger's) are far smaller;
+        the sandbox writes them, whether asked or not, and nothing else bounds them on their way
+        to the server and the browser."""
+        if self.limit_bytes <= 0:
+            return True
+        return sum(len(frame) for frame in message.frames) <= self.limit_bytes
 
     def forget(self, cell: str) -> None:
         """The execution ``cell`` ended: drop its budget, and renew the one between executions."""

@@ -266,6 +266,13 @@ class SandboxKernel:
                     loop = asyncio.get_running_loop()  # after this reply, as the kernel's would
                     loop.call_soon(self._publish_idle, request.header_dict)
             self._note_busy()
+        elif not self.output_cap.admits_other(message):
+            log.warning(
+                "dropped a %s message of the sandbox's kernel (%r) larger than the output cap",
+                channel,
+                message.msg_type,
+            )
+            return None
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
             return self._with_banner(message)
         elif channel == "control" and message.msg_type == "shutdown_reply" and self.shutting_down:

@@ -21,6 +21,12 @@ DELIM = b"<IDS|MSG>"
 # The most a header or parent header frame may hold to be decoded (ipykernel's are under 1 KiB);
 # the sandbox writes them, and a frame is decoded whole.
 HEADER_BYTES = 64 * 1024
+# The routing identities before the delimiter: ZMQ's own are at most 255 bytes and a frontend's
+# request carries one; the sandbox writes them on its messages (iopub topics, a reply's route),
+# and they reach frontends uncounted by any cap, so a message with more, or a larger one, is
+# malformed.
+MAX_IDENTS = 16
+IDENT_BYTES = 1024
 # The most a content frame may hold to be decoded here (the relay decodes only small replies'
 # content: kernel_info, shutdown); anything larger is passed on, never parsed.
 CONTENT_BYTES = 1024 * 1024
@@ -126,10 +132,17 @@ def loads(raw: bytes, max_bytes: int) -> Any:
 
 def parse(frames: list[Part]) -> WireMessage:
     """The message in received frames (raises MalformedMessage)."""
-    # The delimiter follows the routing identities, which are few.
-    delim = next((i for i, frame in enumerate(frames) if as_bytes(frame) == DELIM), -1)
+    # The delimiter follows the routing identities, which are few and small: a frame is only
+    # copied to be compared once its length says it may be one of them.
+    delim = -1
+    for i, frame in enumerate(frames[: MAX_IDENTS + 1]):
+        if len(frame) == len(DELIM) and as_bytes(frame) == DELIM:
+            delim = i
+            break
+        if len(frame) > IDENT_BYTES:
+            raise MalformedMessage(f"a routing identity of {len(frame)} bytes")
     if delim < 0:
-        raise MalformedMessage("no <IDS|MSG> delimiter")
+        raise MalformedMessage(f"no <IDS|MSG> delimiter among the first {MAX_IDENTS + 1} frames")
     if len(frames) - delim - 1 < 5:
         raise MalformedMessage(f"{len(frames) - delim - 1} frames after the delimiter, 5 needed")
     return WireMessage(frames, delim)

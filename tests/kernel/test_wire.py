@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +11,8 @@ from jupyter_sandbox.kernel.wire import (
     CONTENT_BYTES,
     DELIM,
     HEADER_BYTES,
+    IDENT_BYTES,
+    MAX_IDENTS,
     MalformedMessage,
     Signer,
     WireMessage,
@@ -73,3 +76,18 @@ def test_a_frame_past_its_size_or_not_strict_json_is_malformed(
     read = {2: lambda: message.msg_type, 3: message.parent_msg_id, 5: message.content_dict}
     with pytest.raises(MalformedMessage, match=why):
         read[frame]()
+
+
+def test_routing_identities_are_few_and_small() -> None:
+    signer = Signer(b"key")
+    frames = signer.new_message("stream", {"name": "stdout", "text": "hi"})
+    assert parse([b"i"] * MAX_IDENTS + frames).delim == MAX_IDENTS
+    with pytest.raises(
+        MalformedMessage, match=re.escape("no <IDS|MSG> delimiter among the first 17")
+    ):
+        parse([b"i"] * (MAX_IDENTS + 1) + frames)
+    assert parse([b"i" * IDENT_BYTES, *frames]).ident_bytes() == [b"i" * IDENT_BYTES]
+    with pytest.raises(MalformedMessage, match="a routing identity of 1025 bytes"):
+        parse([b"i" * (IDENT_BYTES + 1), *frames])
+    with pytest.raises(MalformedMessage, match=re.escape("no <IDS|MSG> delimiter")):
+        parse([b"i", DELIM + b"x", b"sig"])

@@ -102,6 +102,21 @@ def iopub_until_idle(kc: Any, msg_id: str, timeout: float) -> tuple[int, list[di
             return size, received
 
 
+def run_to_reply(
+    kc: Any, code: str, timeout: float
+) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run ``code``: the iopub bytes and messages until its idle (iopub_until_idle), and every
+    shell message until its execute_reply, which comes last (kernel_info's may come first)."""
+    msg_id = kc.execute(code)
+    size, received = iopub_until_idle(kc, msg_id, timeout)
+    replies = [kc.get_shell_msg(timeout=60)]
+    while replies[-1]["parent_header"].get("msg_id") != msg_id or (
+        replies[-1]["msg_type"] != "execute_reply"
+    ):
+        replies.append(kc.get_shell_msg(timeout=60))
+    return size, received, replies
+
+
 @pytest.mark.checklist(
     row=47,
     attack=f"output the cap did not count: {HOLE_MB} tracebacks, {HOLE_MB} comm messages and "
@@ -118,23 +133,18 @@ def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
         sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
         running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
     ):
-        msg_id = kc.execute(HOLES_CELL)
-        size, received = iopub_until_idle(kc, msg_id, timeout=240)
-        reply = kc.get_shell_msg(timeout=60)
-        while reply["parent_header"].get("msg_id") != msg_id:  # kernel_info's, from the start
-            reply = kc.get_shell_msg(timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
+        size, received, replies = run_to_reply(kc, HOLES_CELL, timeout=240)
+        assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
         texts = "".join(m["content"].get("text", "") for m in received if m["msg_type"] == "stream")
         assert "this cell's output passed 1m" in texts
         assert "cell ended" not in texts  # past the cap: not shown, yet the cell finished
         assert size < 2**20 + 64 * 1024, size
         assert value_of(kc, "6 * 7") == "42"  # the next cell has a budget of its own
         # One exception of HOLE_MB MB: ipykernel sends it on iopub and again in the reply.
-        msg_id = kc.execute(f"raise ValueError('e' * {HOLE_MB << 20})")
-        error_size, _ = iopub_until_idle(kc, msg_id, timeout=240)
-        reply = kc.get_shell_msg(timeout=60)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = kc.get_shell_msg(timeout=60)
+        error_size, _, replies = run_to_reply(
+            kc, f"raise ValueError('e' * {HOLE_MB << 20})", timeout=240
+        )
+        reply = replies[-1]
         reply_size = len(json.dumps(reply["content"]))
         assert (reply["content"]["status"], reply["content"]["ename"]) == ("error", "ValueError")
         assert error_size + reply_size < 2**20 + 64 * 1024, (error_size, reply_size)
@@ -146,6 +156,57 @@ def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
         f"exception of {HOLE_MB} MB: {error_size} bytes on iopub and a reply of "
         f"{reply_size} bytes; the cells finished and the kernel answered",
         cases=4,
+    )
+
+
+# A cell that sends what no cap counted: a reply the frontend did not ask for, on shell (a
+# completion of ROUTE_MB MB), and output whose routing identity (its iopub topic) holds ROUTE_MB
+# MB, as the kernel's own session sends them.
+ROUTE_MB = 4
+ROUTES_CELL = f"""
+from IPython import get_ipython
+kernel = get_ipython().kernel
+parent, big = kernel.get_parent(), 'x' * ({ROUTE_MB} << 20)
+if getattr(kernel, '_supports_kernel_subshells', False):
+    shell = kernel.shell_channel_thread.manager.get_subshell_to_shell_channel_socket(None)
+else:
+    shell = kernel.shell_stream
+kernel.session.send(shell, 'complete_reply', {{'matches': [big], 'cursor_start': 0,
+                    'cursor_end': 0, 'metadata': {{}}, 'status': 'ok'}}, parent,
+                    ident=kernel._parent_ident['shell'])
+kernel.session.send(kernel.iopub_socket, 'stream', {{'name': 'stdout', 'text': 'routed'}},
+                    parent=parent, ident=[big.encode()])
+print('sent')
+"""
+
+
+@pytest.mark.checklist(
+    row=47,
+    attack=f"what no cap counted, under a 1 MiB cap: an unasked completion reply of {ROUTE_MB} "
+    f"MB on shell, and a stream message whose routing identity (iopub topic) holds {ROUTE_MB} MB",
+    expected="neither reaches the frontend; the cell's own output and reply do, and the kernel "
+    "runs on",
+)
+def test_row47_replies_and_routing_identities_count_too(
+    request: pytest.FixtureRequest, runtime: str, observe: Callable[..., None]
+) -> None:
+    purpose = purpose_label(request.node.nodeid)
+    with (
+        sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
+        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
+    ):
+        size, received, replies = run_to_reply(kc, ROUTES_CELL, timeout=120)
+        assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
+        assert "complete_reply" not in [reply["msg_type"] for reply in replies]
+        texts = [m["content"].get("text") for m in received if m["msg_type"] == "stream"]
+        assert texts == ["sent\n"], texts
+        assert size < 64 * 1024, size
+        assert value_of(kc, "6 * 7") == "42"
+    observe(
+        f"the {ROUTE_MB} MB completion reply and the stream under a {ROUTE_MB} MB topic were "
+        f"dropped; the frontend got {size} bytes of iopub (the cell's own output) and its "
+        "execute_reply; the kernel answered",
+        cases=2,
     )
 
 
