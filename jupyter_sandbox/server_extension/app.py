@@ -54,6 +54,7 @@ from jupyter_sandbox.server_extension.network_handlers import network_handlers
 from jupyter_sandbox.server_extension.notebook_trust import distrust_sandboxed_notebooks
 from jupyter_sandbox.server_extension.port_handlers import port_handlers
 from jupyter_sandbox.server_extension.port_links import PortLinks
+from jupyter_sandbox.server_extension.server_log import join_server_log
 from jupyter_sandbox.server_extension.snapshot_handlers import snapshot_handlers
 from jupyter_sandbox.server_extension.terminal_handlers import terminal_handlers
 
@@ -216,6 +217,7 @@ class SandboxExtension(ExtensionApp):
     )
 
     def initialize_settings(self) -> None:
+        join_server_log(self.serverapp.log if self.serverapp else self.log)
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
         # Turns of the snapshot requests that move or scan archives (snapshot_handlers.py).

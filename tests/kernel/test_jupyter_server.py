@@ -226,11 +226,16 @@ async def test_server_session_runs_a_cell_in_a_sandbox(
 
 
 async def test_a_stopped_server_leaves_no_warm_sandboxes(server: Server, sandbox_env: Path) -> None:
-    """The server's warm pool fills in the background and drains when the server stops."""
+    """The server's warm pool fills in the background and drains when the server stops; the
+    core's own log lines (module loggers, at INFO) are in the server's log."""
     deadline = time.monotonic() + KERNEL_TIMEOUT
-    while not containers_under(sandbox_env):
-        assert time.monotonic() < deadline, "the warm pool never started a sandbox"
+    while "for the warm pool" not in server.log_text():
+        assert time.monotonic() < deadline, f"no warm pool sandbox started: {server.log_text()}"
         await asyncio.sleep(0.5)
+    assert containers_under(sandbox_env)
     await server.request("POST", "/api/shutdown", body={})
     await asyncio.to_thread(server.process.wait, SERVER_STOP_TIMEOUT)
     assert containers_under(sandbox_env) == []
+    started = [line for line in server.log_text().splitlines() if "for the warm pool" in line]
+    assert "[I " in started[0], started
+    assert "jupyter_sandbox.sandbox.starting]" in started[0], started
