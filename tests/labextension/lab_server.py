@@ -8,6 +8,7 @@ into a private data directory, which Lab is told to search before the installed 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -33,6 +34,7 @@ REPO = Path(__file__).parents[2]
 BUILT_EXTENSION = REPO / "jupyter_sandbox" / "labextension"
 KERNELSPEC = REPO / "kernelspec" / "sandboxed-python"
 START_TIMEOUT = 90.0  # seconds for the server to answer (a loaded 2-core CI machine)
+PORT_ATTEMPTS = 3  # ports tried for one server
 
 
 @dataclass
@@ -137,7 +139,6 @@ def lab_server(
         shutil.copytree(KERNELSPEC, data_dir / "kernels" / KERNELSPEC.name)
 
         token = secrets.token_hex(16)
-        port = _free_port()
         env = dict(os.environ)
         env.update(
             JUPYTER_CONFIG_DIR=str(config_dir),
@@ -161,7 +162,7 @@ def lab_server(
             "jupyterlab",
             "--no-browser",
             "--ip=127.0.0.1",
-            f"--port={port}",
+            "--ServerApp.port_retries=0",  # another port would not be the one polled
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root_dir}",
             "--LabApp.expose_app_in_browser=True",
@@ -169,19 +170,16 @@ def lab_server(
         ]
         if os.getuid() == 0:
             command.append("--allow-root")
-        server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, state_dir, log_path)
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
     except BaseException:
         shutil.rmtree(base, ignore_errors=True)
         raise
+    process = None
     try:
-        _wait_until_up(server, process)
+        server, process = _start(command, env, token, root_dir, state_dir, log_path)
         yield server
     finally:
-        _stop(process)
+        if process is not None:
+            _stop(process)
         if keep_log is not None:
             keep_log.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(log_path, keep_log)
@@ -190,16 +188,54 @@ def lab_server(
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _start(
+    command: list[str],
+    env: dict[str, str],
+    token: str,
+    root_dir: Path,
+    state_dir: Path,
+    log_path: Path,
+) -> tuple[LabServer, subprocess.Popen[bytes]]:
+    """Start Lab on a free port and wait until it answers. A port taken between its choice and
+    the server's bind (a kernel's ZMQ socket, on another test's worker) is chosen again."""
+    for _ in range(PORT_ATTEMPTS):
+        port = _free_port()
+        server = LabServer(f"http://127.0.0.1:{port}", token, root_dir, state_dir, log_path)
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [*command, f"--port={port}"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            _wait_until_up(server, process)
+        except PortTakenError:
+            continue
+        except BaseException:
+            _stop(process)
+            raise
+        return server, process
+    raise RuntimeError(f"no free port for jupyter lab in {PORT_ATTEMPTS} tries")
+
+
+class PortTakenError(RuntimeError):
+    """The port chosen for Lab was taken before Lab bound it; Lab exited."""
+
+
 def _wait_until_up(server: LabServer, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if "is already in use" in server.log_tail():
+                raise PortTakenError(server.log_tail())
             raise RuntimeError(f"jupyter lab exited ({process.returncode}):\n{server.log_tail()}")
         try:
             status, _ = server.api("GET", "api/sandboxes")
             if status in (200, 503):  # 503: up, without an engine (a test of that case)
                 return
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not up yet; the port's other holder
             pass
         time.sleep(0.2)  # polling for readiness, not waiting a fixed time
     raise RuntimeError(f"jupyter lab did not answer in {START_TIMEOUT:g}s:\n{server.log_tail()}")
