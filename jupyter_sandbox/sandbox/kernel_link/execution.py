@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jupyter_sandbox.protocol.statuses import RunStatus, run_status
+from jupyter_sandbox.sandbox.kernel_link.message_guard import MessageGuard
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedKernelClient
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ async def execute(
     """
     if observer is not None:
         await observer.before_send()
+    guard = client.endpoints if isinstance(client.endpoints, MessageGuard) else None
+    cut_before = guard.cut_messages if guard is not None else 0
     sent = time.monotonic()
     msg_id = client.execute(
         code, silent=False, store_history=True, allow_stdin=False, stop_on_error=False
@@ -184,6 +187,8 @@ async def execute(
                 hand_over(stop)  # queued: stopped once it starts, the caller not kept
             else:
                 await stop  # running: interrupted now, within INTERRUPT_GRACE
+    if guard is not None and guard.cut_messages > cut_before and not abandoned:
+        output("stderr", {"text": guard.cut_notice()})  # what it sent is lost: say so
     if outcome.still_running:
         outcome.status = "error"
         outcome.error = {

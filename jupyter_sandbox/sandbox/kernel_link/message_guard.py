@@ -35,6 +35,7 @@ from typing import cast
 
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedSockets
 from jupyter_sandbox.sandbox.kernel_link.zmtp_frames import ZmtpError, ZmtpReader
+from jupyter_sandbox.sandbox.limits import format_size
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class MessageGuard:
         self._listeners: dict[str, tuple[socket.socket, str]] = {}
         self._joins: set[_Join] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._refused = 0  # connections from other processes
+        self.cut_messages = 0  # messages refused (their connections cut), for runs to tell
         try:
             for channel in channels:
                 name = f"jupyter-sandbox-{secrets.token_hex(16)}"
@@ -66,6 +69,14 @@ class MessageGuard:
         except BaseException:
             self.close()
             raise
+
+    def cut_notice(self) -> str:
+        """What a run whose kernel sent a message past the bound is told."""
+        return (
+            f"\n[jupyter-sandbox] the kernel sent this run a message of more than "
+            f"{format_size(self.max_message_bytes)}; it was dropped. Write large results to a "
+            "file in the sandbox and read it through the files API instead.\n"
+        )
 
     def endpoint(self, channel: str) -> str:
         """The ZMQ endpoint (``ipc://@…``, Linux's abstract addresses) of ``channel``."""
@@ -95,7 +106,13 @@ class MessageGuard:
                 conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size)
             )
             if pid != os.getpid():  # the address is abstract: any process on the host may call
-                log.warning("refused a connection to a kernel's guard from process %s", pid)
+                self._refused += 1  # said once: whoever calls again could fill the log
+                log.log(
+                    logging.WARNING if self._refused == 1 else logging.DEBUG,
+                    "refused a connection to a kernel's guard from process %s (%d so far)",
+                    pid,
+                    self._refused,
+                )
                 conn.close()
                 continue
             conn.setblocking(False)
@@ -158,6 +175,7 @@ class _Join:
 
     def refuse(self, error: ZmtpError) -> None:
         log.warning("cut a sandbox kernel's %s connection: %s", self.channel, error)
+        self.guard.cut_messages += 1
         self.cut()
 
     def cut(self) -> None:

@@ -9,8 +9,9 @@ import to pay under gVisor), and the threads are reused (``Workers``).
 It listens on ``127.0.0.1:<port>`` (what ``HTTP_PROXY`` names; the sandbox has no other
 interface) and on the Unix socket ``/run/sandbox/egress.sock``, where the host proxy connects
 its idle tunnels (the sandbox cannot connect out to a host socket). Each tunnel is greeted with
-the per-sandbox token. Each client connection is joined to one idle tunnel, byte for byte; with
-no tunnel at all (the policy is none, so no host proxy runs) the client is at once given a 403
+the per-sandbox token. Each client connection is joined to one idle tunnel, byte for byte (the
+proxy sends a new tunnel for each it hands out; a client waits up to TUNNEL_WAIT for one); with
+no tunnel ever (the policy is none, so no host proxy runs) the client is at once given a 403
 whose reason phrase names the policy and the target (``refusal_text``), which is what urllib,
 requests and pip put in the error they raise. It is started in every sandbox, the policy none
 included (control.py), so that nobody meets a bare "connection refused".
@@ -128,10 +129,12 @@ class Tunnels:
                         self.busy += 1
                         return sock
                     sock.close()
-                # No tunnel, not even a busy one: no host proxy is attached (the policy is
-                # none), and waiting would only delay the refusal.
+                # No tunnel, and none ever came: no host proxy is attached (the policy is
+                # none), and waiting would only delay the refusal. Once one has attached, it
+                # sends a tunnel for each it handed out; under load the next may come after
+                # the last was given back, and the client waits for it.
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.busy == 0:
+                if remaining <= 0 or not self.attached_before:
                     return None
                 self.cond.wait(remaining)
 

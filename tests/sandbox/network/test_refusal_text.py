@@ -4,6 +4,7 @@ target for it (no engine: pure functions, and the forwarder's tunnel list on the
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import pytest
@@ -81,6 +82,26 @@ def test_with_every_tunnel_busy_a_client_waits_for_the_next() -> None:
         assert tunnels.take(timeout=0.3) is None  # one is busy: the proxy may send another
         assert time.monotonic() - started >= 0.3
         tunnels.done(ours)
-        assert tunnels.take(timeout=5.0) is None
     finally:
         theirs.close()
+
+
+def test_after_a_host_proxy_attached_a_client_waits_for_its_next_tunnel() -> None:
+    """Every tunnel handed out was given back and the proxy's next has not come yet (it sends
+    one for each it handed out, later under load): the client waits for it, up to its limit."""
+    tunnels = Tunnels()
+    first, first_peer = socket.socketpair()
+    second, second_peer = socket.socketpair()
+    try:
+        tunnels.add(first)
+        assert tunnels.take(timeout=1.0) is first
+        tunnels.done(first)
+        threading.Timer(0.3, tunnels.add, (second,)).start()
+        assert tunnels.take(timeout=5.0) is second
+        tunnels.done(second)
+        started = time.monotonic()
+        assert tunnels.take(timeout=0.3) is None  # none came: refused at the limit
+        assert time.monotonic() - started >= 0.3
+    finally:
+        first_peer.close()
+        second_peer.close()
