@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +51,25 @@ Socket = zmq.Socket[bytes]
 # Most seconds requests wait for the sandbox's iopub welcome (a kernel without JEP 65 sends none).
 WELCOME_SECONDS = 1.0
 STALL_RETRY_SECONDS = 0.01  # how soon a message the sandbox could not take is offered again
+# How long a frontend port found in use is tried again: a restarted kernel keeps its ports
+# (jupyter_client's connection file), and another program's connection may hold one briefly.
+BIND_RETRY_SECONDS = 10.0
+BIND_RETRY_INTERVAL = 0.1
+
+
+def bind_retrying(sock: zmq.Socket[Any], address: str, seconds: float = BIND_RETRY_SECONDS) -> None:
+    """``sock.bind(address)``, tried again while the address is in use, for up to ``seconds``
+    (blocking: the proxy binds before it serves anything)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            sock.bind(address)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                raise
+            log.warning("%s is in use; trying again", address)
+            time.sleep(BIND_RETRY_INTERVAL)
 
 
 def endpoint(info: dict[str, Any], channel: str) -> str:
@@ -167,8 +188,8 @@ class Relay:
             sock.linger = 1000
             if channel in REQUEST_CHANNELS:
                 sock.router_handover = True  # a reconnecting frontend takes over its identity
-            sock.bind(endpoint(self.frontend_info, channel))
             self.frontend[channel] = sock
+            bind_retrying(sock, endpoint(self.frontend_info, channel))
         self.reactor.watch(self.frontend["hb"], self._echo_heartbeat)
         self.iopub = FrontendIopub(self.frontend["iopub"], self.reactor, self.frontend_signer)
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from jupyter_client.session import Session
 
 from jupyter_sandbox.kernel import frontend_iopub
 from jupyter_sandbox.kernel.log_level import TRACE
-from jupyter_sandbox.kernel.message_relay import Relay, endpoint
+from jupyter_sandbox.kernel.message_relay import Relay, bind_retrying, endpoint
 from jupyter_sandbox.kernel.wire import WireMessage
 
 CHANNELS = ("shell", "iopub", "stdin", "control", "hb")
@@ -253,3 +256,23 @@ async def test_iopub_published_before_the_frontend_subscribes_waits_for_it(
     finally:
         p.close()
         await relay.close()
+
+
+def test_a_frontend_port_held_for_a_moment_is_bound_once_free() -> None:
+    """A restarted kernel keeps its ports; another program may hold one for a moment."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    context = zmq.Context()
+    try:
+        with pytest.raises(zmq.ZMQError) as refused:  # held past the limit: the error stands
+            bind_retrying(context.socket(zmq.ROUTER), f"tcp://127.0.0.1:{port}", seconds=0.3)
+        assert refused.value.errno == errno.EADDRINUSE
+        threading.Timer(0.3, holder.close).start()
+        started = time.monotonic()
+        bind_retrying(context.socket(zmq.ROUTER), f"tcp://127.0.0.1:{port}", seconds=10)
+        assert time.monotonic() - started >= 0.3
+    finally:
+        holder.close()
+        context.destroy(linger=0)
