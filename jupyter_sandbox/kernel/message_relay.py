@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import itertools
 import logging
 import time
 import uuid
@@ -61,14 +62,15 @@ def bind_retrying(sock: zmq.Socket[Any], address: str, seconds: float = BIND_RET
     """``sock.bind(address)``, tried again while the address is in use, for up to ``seconds``
     (blocking: the proxy binds before it serves anything)."""
     deadline = time.monotonic() + seconds
-    while True:
+    for attempt in itertools.count():
         try:
             sock.bind(address)
             return
         except zmq.ZMQError as exc:
             if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
                 raise
-            log.warning("%s is in use; trying again", address)
+            if attempt == 0:  # once, not every tenth of a second
+                log.warning("%s is in use; trying again for up to %g s", address, seconds)
             time.sleep(BIND_RETRY_INTERVAL)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
 
 from tests.conftest import purpose_label
 from tests.kernel.kernels import run, running_kernel, value_of
@@ -102,6 +103,17 @@ def iopub_until_idle(kc: Any, msg_id: str, timeout: float) -> tuple[int, list[di
             return size, received
 
 
+@pytest.fixture
+def capped_kernel(request: pytest.FixtureRequest, runtime: str) -> Iterator[BlockingKernelClient]:
+    """A sandboxed kernel of ``runtime`` whose cells' output to frontends is capped at 1 MiB."""
+    purpose = purpose_label(request.node.nodeid)
+    with (
+        sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
+        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
+    ):
+        yield kc
+
+
 def run_to_reply(
     kc: Any, code: str, timeout: float
 ) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -126,29 +138,25 @@ def run_to_reply(
     "what reaches the frontend stays near the cap, with the notice; the cell and kernel run on",
 )
 def test_row47_errors_comms_and_forged_parents_count_against_the_cap(
-    request: pytest.FixtureRequest, runtime: str, observe: Callable[..., None]
+    capped_kernel: BlockingKernelClient, observe: Callable[..., None]
 ) -> None:
-    purpose = purpose_label(request.node.nodeid)
-    with (
-        sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
-        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
-    ):
-        size, received, replies = run_to_reply(kc, HOLES_CELL, timeout=240)
-        assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
-        texts = "".join(m["content"].get("text", "") for m in received if m["msg_type"] == "stream")
-        assert "this cell's output passed 1m" in texts
-        assert "cell ended" not in texts  # past the cap: not shown, yet the cell finished
-        assert size < 2**20 + 64 * 1024, size
-        assert value_of(kc, "6 * 7") == "42"  # the next cell has a budget of its own
-        # One exception of HOLE_MB MB: ipykernel sends it on iopub and again in the reply.
-        error_size, _, replies = run_to_reply(
-            kc, f"raise ValueError('e' * {HOLE_MB << 20})", timeout=240
-        )
-        reply = replies[-1]
-        reply_size = len(json.dumps(reply["content"]))
-        assert (reply["content"]["status"], reply["content"]["ename"]) == ("error", "ValueError")
-        assert error_size + reply_size < 2**20 + 64 * 1024, (error_size, reply_size)
-        assert value_of(kc, "6 * 7") == "42"
+    kc = capped_kernel
+    size, received, replies = run_to_reply(kc, HOLES_CELL, timeout=240)
+    assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
+    texts = "".join(m["content"].get("text", "") for m in received if m["msg_type"] == "stream")
+    assert "this cell's output passed 1m" in texts
+    assert "cell ended" not in texts  # past the cap: not shown, yet the cell finished
+    assert size < 2**20 + 64 * 1024, size
+    assert value_of(kc, "6 * 7") == "42"  # the next cell has a budget of its own
+    # One exception of HOLE_MB MB: ipykernel sends it on iopub and again in the reply.
+    error_size, _, replies = run_to_reply(
+        kc, f"raise ValueError('e' * {HOLE_MB << 20})", timeout=240
+    )
+    reply = replies[-1]
+    reply_size = len(json.dumps(reply["content"]))
+    assert (reply["content"]["status"], reply["content"]["ename"]) == ("error", "ValueError")
+    assert error_size + reply_size < 2**20 + 64 * 1024, (error_size, reply_size)
+    assert value_of(kc, "6 * 7") == "42"
     kinds = sorted({m["msg_type"] for m in received})
     observe(
         f"{3 * HOLE_MB} MB sent as tracebacks, comm messages and stream under forged parents; "
@@ -188,20 +196,16 @@ print('sent')
     "runs on",
 )
 def test_row47_replies_and_routing_identities_count_too(
-    request: pytest.FixtureRequest, runtime: str, observe: Callable[..., None]
+    capped_kernel: BlockingKernelClient, observe: Callable[..., None]
 ) -> None:
-    purpose = purpose_label(request.node.nodeid)
-    with (
-        sandbox_kernel_env(purpose, max_cell_output="1m") as state_dir,
-        running_kernel(notebook_dir(state_dir), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc),
-    ):
-        size, received, replies = run_to_reply(kc, ROUTES_CELL, timeout=120)
-        assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
-        assert "complete_reply" not in [reply["msg_type"] for reply in replies]
-        texts = [m["content"].get("text") for m in received if m["msg_type"] == "stream"]
-        assert texts == ["sent\n"], texts
-        assert size < 64 * 1024, size
-        assert value_of(kc, "6 * 7") == "42"
+    kc = capped_kernel
+    size, received, replies = run_to_reply(kc, ROUTES_CELL, timeout=120)
+    assert replies[-1]["content"]["status"] == "ok", replies[-1]["content"]
+    assert "complete_reply" not in [reply["msg_type"] for reply in replies]
+    texts = [m["content"].get("text") for m in received if m["msg_type"] == "stream"]
+    assert texts == ["sent\n"], texts
+    assert size < 64 * 1024, size
+    assert value_of(kc, "6 * 7") == "42"
     observe(
         f"the {ROUTE_MB} MB completion reply and the stream under a {ROUTE_MB} MB topic were "
         f"dropped; the frontend got {size} bytes of iopub (the cell's own output) and its "
