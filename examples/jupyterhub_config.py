@@ -69,8 +69,9 @@ c.Spawner.default_url = "/lab"
 c.Spawner.disable_user_config = True
 c.Spawner.args = [
     # Sandboxed Python is the notebook kernel, and the only one: any other kernel runs code on
-    # the host as the user, who is in the docker group, i.e. as good as root (README, "A server
-    # that is not root"). Drop this line to offer the host's kernels too.
+    # the host as the user, who is in the docker group, i.e. as good as root
+    # (docs/how-to/jupyterhub.md, "A server that is not root"). Drop this line to offer the
+    # host's kernels too.
     "--KernelSpecManager.allowed_kernelspecs=sandboxed-python",
     "--MappingKernelManager.default_kernel_name=sandboxed-python",
     # No terminals on a shared host: a terminal is a shell on the host, and with the docker

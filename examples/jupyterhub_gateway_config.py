@@ -5,8 +5,9 @@ hub as a service, as root (or a user in the docker group). The users' single-use
 their system users, who are NOT in the docker group: their kernels are the gateway's, reached
 through Jupyter Server's gateway client (GatewayClient.url), with the server's own hub token.
 
+    python3 -m pip wheel --no-deps -w dist .  # in a clone; needs Node.js 20 with npm
     python3 -m venv /opt/jupyter
-    /opt/jupyter/bin/pip install jupyterhub jupyterlab './jupyter_sandbox-*.whl[gateway]'
+    /opt/jupyter/bin/pip install jupyterhub jupyterlab "$(ls dist/jupyter_sandbox-*.whl)[gateway]"
     npm install --global --prefix /opt/jupyter configurable-http-proxy  # the hub's proxy
     /opt/jupyter/bin/jupyter sandbox build-image                         # once, as root
     mkdir -m 700 /srv/jupyterhub /srv/sandbox-gateway /srv/sandbox-gateway/config

@@ -104,7 +104,7 @@ def configurable_classes() -> list[type]:
 
 def own_config_traits(cls: Any) -> dict[str, Any]:
     """The ``config=True`` traits ``cls`` defines, or takes from a mixin that is not itself
-    configurable (cli_sandboxes.CommandOptions gives ExecApp ``--ExecApp.env``): those are
+    configurable (cli/sandboxes.py's CommandOptions gives ExecApp ``--ExecApp.env``): those are
     configured under this class's name, so they are listed here."""
     from traitlets.config import Configurable
 

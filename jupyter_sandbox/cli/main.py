@@ -2,13 +2,13 @@
 stop, restart, pause, resume, exec (cli/sandboxes.py); run (cli/code.py); terminal
 (cli/terminal.py); ports, forward (cli/ports.py); snapshot (cli/snapshots.py), files
 (cli/files.py), background (cli/background.py), credentials (cli/credentials.py); mcp
-(cli/mcp.py).
+(cli/mcp.py); gateway (gateway/app.py).
 
-Each verb is a small JupyterApp, so ``jupyter_sandbox_config.py`` and ``--SandboxSettings.x=y``
-work here exactly as they do for the kernel and the server extension. The groups of verbs,
-``jupyter sandbox``, ``jupyter sandbox snapshot``, ``jupyter sandbox files``, ``jupyter sandbox
-background`` and ``jupyter sandbox credentials``, are here; the verbs of the last four are in
-their own modules.
+Each verb is a small JupyterApp, so it reads ``jupyter_sandbox_config.py`` as the kernel does
+and takes ``--SandboxSettings.x=y`` as the server extension does (a kernel has no command line
+for settings: it reads that file only). The groups of verbs, ``jupyter sandbox``, ``jupyter
+sandbox snapshot``, ``jupyter sandbox files``, ``jupyter sandbox background`` and ``jupyter
+sandbox credentials``, are here; the verbs of the last four are in their own modules.
 """
 
 from __future__ import annotations

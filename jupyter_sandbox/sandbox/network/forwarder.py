@@ -159,7 +159,7 @@ def _alive(sock: socket.socket) -> bool:
 def pipe(src: socket.socket, dst: socket.socket) -> None:
     """``src`` -> ``dst`` until end of file (then half-close) or an error (then shut both).
 
-    The host proxy's relay (relay.py) moves its bytes with this too: one byte mover for both
+    The host proxy's relay (splice.py) moves its bytes with this too: one byte mover for both
     ends of a tunnel.
     """
     try:
