@@ -43,7 +43,8 @@ MATPLOTLIB_CACHE = "/opt/sandbox/matplotlib-cache"
 # Where a notebook's own `%pip install` puts packages: the image's venv is read-only, so pip
 # (PIP_PREFIX, set by the image) installs here, in the sandbox's /tmp; the image's PATH and a
 # .pth file in its venv include it, for the kernel and for commands run in the sandbox. They
-# last as long as the sandbox, kernel restarts included, and count against /tmp's size cap.
+# last as long as the sandbox, kernel restarts included; the host mounts a tmpfs of their own
+# here (sandbox/container_spec.py, PACKAGES_DIR), as large as /tmp and not noexec.
 # pip reaches an index only where the network policy allows it.
 PIP_PREFIX = "/tmp/.local"
 # Seconds a kernel asked to restart may take to exit (jupyter_client's shutdown_wait_time).

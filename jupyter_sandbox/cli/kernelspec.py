@@ -35,7 +35,6 @@ from jupyter_sandbox.sandbox.backends.docker.backend import missing_image
 from jupyter_sandbox.sandbox.backends.docker.engine import DockerEngine
 from jupyter_sandbox.sandbox.images.build import inspect_image, offers_debugger
 from jupyter_sandbox.sandbox.network import ENV_VAR as NETWORK_ENV_VAR
-from jupyter_sandbox.sandbox.network import NetworkPolicy
 from jupyter_sandbox.sandbox.settings import RUNTIME_NAMES, SandboxSettings
 
 SOURCE = "sandboxed-python"
@@ -117,14 +116,8 @@ class InstallKernelApp(SandboxCommandApp):
                 f"nothing would differ from {SOURCE!r}: give --image, --runtime, --network "
                 "or --limits"
             )
-        request = KernelRequest.from_environment(env)  # the syntax, as its kernels read it
-        settings = SandboxSettings(parent=self)  # what is allowed, as the manager decides it
-        if request.image:
-            settings.check_image(request.image)
-        if request.limits:
-            settings.requested_limits(request.limits)
-        if request.network:
-            NetworkPolicy.from_text(request.network)
+        # The syntax as its kernels read it; what is allowed as the manager decides it.
+        KernelRequest.allowed(env, SandboxSettings(parent=self))
         return env
 
     def title(self) -> str:

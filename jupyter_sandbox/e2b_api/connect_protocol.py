@@ -22,6 +22,7 @@ from typing import Any
 
 from jupyter_sandbox.e2b_api.errors import E2BUnsupportedError
 from jupyter_sandbox.protocol.errors import InvalidRequestError
+from jupyter_sandbox.protocol.requests import json_object
 
 UNARY_TYPE = "application/json"
 STREAM_TYPE = "application/connect+json"
@@ -62,13 +63,7 @@ def request_message(body: bytes, kind: str) -> dict[str, Any]:
                 "the request stream must hold exactly one envelope whose length matches it"
             )
         body = body[HEADER.size :]
-    try:
-        data = json.loads(body) if body.strip() else {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequestError(f"the request message is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequestError("the request message must be a JSON object")
-    return data
+    return json_object(body, allow_empty=True, what="the request message")
 
 
 def envelope(message: dict[str, Any], *, end: bool = False) -> bytes:

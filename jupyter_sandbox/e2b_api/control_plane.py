@@ -37,10 +37,17 @@ from jupyter_sandbox.e2b_api.errors import (
 )
 from jupyter_sandbox.e2b_api.keys import jupyter_token
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
+from jupyter_sandbox.protocol.requests import (
+    ENVIRONMENT,
+    METADATA,
+    StringMapRules,
+    json_object,
+    string_map,
+)
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.use_cases import NewSandbox, create_sandbox, set_deadline
 from jupyter_sandbox.server_extension.base import (
-    SandboxAPIHandler,
+    JsonBodyHandler,
     authorized_to_execute,
 )
 from jupyter_sandbox.server_extension.requests import MAX_TIMEOUT, timeout_seconds
@@ -48,6 +55,9 @@ from jupyter_sandbox.server_extension.requests import MAX_TIMEOUT, timeout_secon
 ENVD_VERSION = "0.6.1"  # envd features the API answers as (docs/how-to/e2b.md)
 DEFAULT_TEMPLATES = ("base", "code-interpreter-v1", "code-interpreter")
 DEFAULT_TIMEOUT = 300  # seconds: E2B's, when a create names none
+# Characters of a templateID: an image's name (Docker's references are shorter), kept in the
+# sandbox's state file.
+MAX_TEMPLATE = 256
 NEW_SANDBOX_FIELDS = {
     "templateID",
     "timeout",
@@ -67,8 +77,9 @@ NEW_SANDBOX_FIELDS = {
 _ID = r"(?P<sandbox_id>[A-Za-z0-9_.-]{1,128})"
 
 
-class E2BControlHandler(SandboxAPIHandler):
-    """What every control-plane route shares: the key, E2B's models and its error form."""
+class E2BControlHandler(JsonBodyHandler):
+    """What every control-plane route shares: the key, E2B's models and its error form; a
+    body read only once the key is checked, and within MAX_JSON_BODY (JsonBodyHandler)."""
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
         token = jupyter_token(self.request.headers.get("X-API-KEY"))
@@ -89,14 +100,7 @@ class E2BControlHandler(SandboxAPIHandler):
         self.finish(json.dumps(body))
 
     def body_object(self, known: set[str], what: str) -> dict[str, Any]:
-        if not self.request.body.strip():
-            return {}
-        try:
-            data = json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise InvalidRequestError(f"{what} must be a JSON object")
+        data = json_object(self.body, allow_empty=True, what=what)
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidRequestError(f"unknown field(s) {', '.join(unknown)} for {what}")
@@ -166,10 +170,15 @@ class E2BSandboxesHandler(E2BControlHandler):
         body = self.body_object(NEW_SANDBOX_FIELDS, "a new sandbox")
         _refuse_unsupported(body)
         template = body.get("templateID", DEFAULT_TEMPLATES[0])
-        if not isinstance(template, str) or not template:
-            raise InvalidRequestError("templateID must be a template's name")
+        if not isinstance(template, str) or not 0 < len(template) <= MAX_TEMPLATE:
+            raise InvalidRequestError(
+                f"templateID must be a template's name of at most {MAX_TEMPLATE} characters "
+                f"(an image the server allows), e.g. {DEFAULT_TEMPLATES[0]!r}"
+            )
         timeout = _seconds(body.get("timeout", DEFAULT_TIMEOUT))
-        metadata = _strings(body.get("metadata"), "metadata")
+        # Both as our REST API's: the metadata is kept in the sandbox's state file, read on
+        # every listing; the environment is in its container's, and every command's.
+        metadata = _string_map(body.get("metadata"), "metadata", METADATA)
         auto_pause = _optional_flag(body.get("autoPause"), "autoPause") or False
         auto_resume = _auto_resume(body.get("autoResume"), auto_pause)
         network = {None: None, True: {"mode": "open"}, False: {"mode": "none"}}[
@@ -181,7 +190,7 @@ class E2BSandboxesHandler(E2BControlHandler):
             record.update(timeout_action="pause", e2b_auto_resume=auto_resume)
         request = NewSandbox(
             image=None if template in DEFAULT_TEMPLATES else template,
-            environment=_strings(body.get("envVars"), "envVars"),
+            environment=_string_map(body.get("envVars"), "envVars", ENVIRONMENT),
             network=network,
             timeout=timeout,
             metadata=metadata,
@@ -294,12 +303,9 @@ def _seconds(value: Any) -> float:
         ) from None
 
 
-def _strings(value: Any, name: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise InvalidRequestError(f"{name} must be an object of string values")
-    return dict(value)
+def _string_map(value: Any, name: str, rules: StringMapRules) -> dict[str, str]:
+    """E2B's SDKs send null for a map left out; anything else is checked as our REST API's."""
+    return {} if value is None else string_map(value, name, rules)
 
 
 def _optional_flag(value: Any, name: str) -> bool | None:

@@ -22,10 +22,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
+from tornado import web
+from tornado.http1connection import HTTP1Connection
 from tornado.iostream import StreamClosedError
 
 from jupyter_sandbox.e2b_api import execute_stream, filesystem_service, process_service, pty_service
 from jupyter_sandbox.e2b_api.connect_protocol import (
+    HEADER,
+    MAX_MESSAGE,
     STREAM_TYPE,
     Message,
     content_kind,
@@ -41,21 +45,29 @@ from jupyter_sandbox.e2b_api.errors import (
     connect_error,
     data_plane_error,
 )
-from jupyter_sandbox.e2b_api.file_transfer import uploads, write_info
+from jupyter_sandbox.e2b_api.file_transfer import (
+    check_upload_size,
+    max_upload_bytes,
+    uploads,
+    write_info,
+)
 from jupyter_sandbox.e2b_api.home import check_user, to_sandbox, user_of_authorization
 from jupyter_sandbox.e2b_api.keys import AccessTokens
 from jupyter_sandbox.e2b_api.process_service import Processes
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
+    RequestTooLargeError,
     SandboxError,
     TooManyStreamsError,
 )
+from jupyter_sandbox.protocol.requests import MAX_JSON_BODY, json_object
 from jupyter_sandbox.sandbox.host.fair_share import current_owner
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
-from jupyter_sandbox.sandbox.operations.code_runs import CodeRequest
+from jupyter_sandbox.sandbox.operations.code_runs import MAX_CODE, CodeRequest
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.sandbox.use_cases import resume_sandbox
-from jupyter_sandbox.server_extension.base import SandboxHandlerBase
+from jupyter_sandbox.server_extension.base import SandboxHandlerBase, TurnHoldingHandler, bound_body
+from jupyter_sandbox.server_extension.file_handlers import send_file
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +88,13 @@ def e2b_state(settings: dict[str, Any]) -> tuple[AccessTokens, Processes]:
     return settings["e2b_tokens"], settings["e2b_processes"]
 
 
+@web.stream_request_body
 class E2BSandboxHandler(SandboxHandlerBase):
-    """Every request of the data plane; :meth:`_route` says which service answers it."""
+    """Every request of the data plane; :meth:`_route` says which service answers it.
+
+    A body is read only once the access token is checked, and within its route's bound
+    (:meth:`_body_bound`): tornado would read up to the server's max_body_size first, before
+    the token was looked at."""
 
     _sandbox_id = ""
     _owner_of_token = ""
@@ -94,6 +111,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         return self._owner_of_token
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        self._received = bytearray()
         await super().prepare(*args, **kwargs)
         route = self.path_kwargs.get("route", "")
         self._connect = "/" in route
@@ -107,7 +125,28 @@ class E2BSandboxHandler(SandboxHandlerBase):
         self._owner_of_token = tokens.owner(self.request.headers.get("X-Access-Token"), sandbox_id)
         current_owner.set(self._owner_of_token)
         check_user(user_of_authorization(self.request.headers.get("Authorization")))
+        bound = self._body_bound()
+        if bound is not None and self.request.method == "POST":
+            try:
+                bound_body(self, bound)
+            except RequestTooLargeError as exc:
+                if not self._connect:
+                    raise
+                # Connect's answer to a message past its bound: invalid_argument, as
+                # request_message's own refusal of one
+                raise InvalidRequestError(exc.message) from None
         await self._resume_if_paused_at_timeout()
+
+    def _body_bound(self) -> int | None:
+        """Bytes this request's body may hold: a run's code at its most as JSON, or one Connect
+        message in its envelope; None where the handler bounds its own (uploads)."""
+        if self.path_kwargs.get("route", "") == "execute":
+            return MAX_JSON_BODY + 4 * MAX_CODE
+        return MAX_MESSAGE + HEADER.size
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._owner_of_token:  # a body is kept only once its token was checked
+            self._received += chunk
 
     async def _resume_if_paused_at_timeout(self) -> None:
         """E2B's autoResume: a sandbox that the culler paused at its timeout, made with
@@ -208,22 +247,22 @@ class E2BSandboxHandler(SandboxHandlerBase):
     async def _download(self) -> None:
         check_user(self.get_query_argument("username", None))
         path = to_sandbox(self._path_argument())
-        data = await self.manager.files.read(self.owner, self._sandbox_id, path)
-        self.set_header("Content-Type", "application/octet-stream")
-        self.finish(data)
+        files = self.manager.files
+        # Streamed, in the owner's turn, as the REST API's download (file_handlers.py).
+        async with self.extension.downloads.slot(self.owner):
+            if self._client_left:
+                return  # left while waiting for the turn: nothing to read for it
+            pieces = files.read_stream(self.owner, self._sandbox_id, path)
+            try:
+                first = await anext(pieces, b"")  # an error found before any byte: an answer
+                self.set_header("Content-Type", "application/octet-stream")
+                await send_file(self, first, pieces, files.timeout)
+            finally:
+                await pieces.aclose()  # stops the read in the sandbox if it still runs
 
     async def _upload(self) -> None:
-        check_user(self.get_query_argument("username", None))
-        given = self.request.query_arguments.get("path")
-        path = self._path_argument() if given else None
-        content_type = self.request.headers.get("Content-Type", "")
-        files = uploads(content_type, self.request.body, self.request.files, path)
-        written = []
-        async with self.extension.uploads.slot(self.owner):
-            for name, data in files:
-                entry = await self.manager.files.write(self.owner, self._sandbox_id, name, data)
-                written.append(write_info(entry))
-        self._write(written)
+        """Served by :class:`E2BFilesHandler`, which reads an upload's body in its turn."""
+        raise E2BUnsupportedError("POST /files is served by its own route")
 
     def _path_argument(self) -> str:
         given = self.request.query_arguments.get("path", [])
@@ -241,7 +280,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         if kind != "unary":
             raise InvalidRequestError("this call is unary: send Content-Type application/json")
         route = self.path_kwargs.get("route", "")
-        return Message(request_message(self.request.body, kind), route)
+        return Message(request_message(bytes(self._received), kind), route)
 
     async def _process(self, method: str) -> None:
         _, processes = e2b_state(self.settings)
@@ -269,7 +308,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         kind = content_kind(self.request.headers.get("Content-Type"))
         if kind != "stream":
             raise InvalidRequestError(f"{method} is a stream: send Content-Type {STREAM_TYPE}")
-        data = request_message(self.request.body, kind)
+        data = request_message(bytes(self._received), kind)
         timeout_ms = self.request.headers.get("Connect-Timeout-Ms")
         if method == "Connect":
             process_service.timeout_seconds(timeout_ms)  # checked; the process has its own
@@ -346,13 +385,15 @@ class E2BSandboxHandler(SandboxHandlerBase):
     # -- the code interpreter -------------------------------------------------------------------
 
     async def _run_code(self) -> None:
-        try:
-            body = json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidRequestError(f"the request body is not valid JSON: {exc}") from None
-        request = execute_stream.code_request(body)
-        with self._stream_turn():
-            await self._send_lines(request)
+        body, self._received = bytes(self._received), bytearray()
+        with self._stream_turn():  # at most the owner's share of runs parse at once
+            if len(body) <= MAX_JSON_BODY:
+                data = json_object(body)
+            else:  # code of megabytes: parsed off the loop (protocol/strict_json.py)
+                data = await asyncio.to_thread(
+                    json_object, body, max_bytes=len(body), in_steps=True
+                )
+            await self._send_lines(execute_stream.code_request(data))
 
     async def _send_lines(self, request: CodeRequest) -> None:
         lines = execute_stream.execute_lines(self.manager, self.owner, self._sandbox_id, request)
@@ -390,4 +431,60 @@ def _json_line(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=False) + "\n"
 
 
-data_plane_handlers = [(r"/api/e2b/sandbox/(?P<route>.*)", E2BSandboxHandler)]
+@web.stream_request_body
+class E2BFilesHandler(TurnHoldingHandler, E2BSandboxHandler):
+    """envd's ``/files`` (file_transfer.py), whose uploads' bodies are read only once checked
+    and in their owner's turn (``SandboxExtension.uploads``), as the REST API's uploads are
+    (server_extension/file_handlers.py). Read first, as tornado does by default, a body of up
+    to the server's max_body_size was held whole, and parsed into a second copy, before even
+    the access token was looked at, and while it waited for its turn. Here :meth:`prepare`
+    checks the token, refuses a Content-Length past the cap (file_transfer.max_upload_bytes)
+    and waits for the turn while the body stays unread in its connection; what comes past
+    the cap without a Content-Length is refused as it passes it."""
+
+    def _body_bound(self) -> int | None:
+        return None  # an upload's: checked in prepare, as it passes in data_received
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)  # the token, before any byte of the body
+        if self.request.method != "POST":
+            return
+        check_user(self.get_query_argument("username", None))
+        max_file_bytes = self.manager.files.max_bytes
+        declared = self.request.headers.get("Content-Length", "")
+        if declared.isascii() and declared.isdigit():
+            check_upload_size(int(declared), max_file_bytes)
+        if not await self.take_turn(self.extension.uploads):
+            return  # the client left while it waited for the turn
+        cap = max_upload_bytes(max_file_bytes)
+        if cap and isinstance(self.request.connection, HTTP1Connection):
+            # One past it, so that data_received sees it passed and says so.
+            self.request.connection.set_max_body_size(cap + 1)
+
+    def data_received(self, chunk: bytes) -> None:
+        if not self.holding_turn:
+            return  # no upload with a turn: its bytes are not kept
+        self._received += chunk
+        check_upload_size(len(self._received), self.manager.files.max_bytes)
+
+    async def _upload(self) -> None:
+        given = self.request.query_arguments.get("path")
+        path = self._path_argument() if given else None
+        content_type = self.request.headers.get("Content-Type", "")
+        body, self._received = bytes(self._received), bytearray()
+        try:
+            files = uploads(content_type, body, path)
+            del body  # its files are in ``files`` now
+            written = []
+            for name, data in files:
+                entry = await self.manager.files.write(self.owner, self._sandbox_id, name, data)
+                written.append(write_info(entry))
+        finally:
+            self.give_back_turn()
+        self._write(written)
+
+
+data_plane_handlers = [
+    (r"/api/e2b/sandbox/(?P<route>files)", E2BFilesHandler),
+    (r"/api/e2b/sandbox/(?P<route>.*)", E2BSandboxHandler),
+]

@@ -8,12 +8,12 @@ A process is named by a pid this server gives it (the sandbox's own pids are not
 hand out): the running Start streams of each sandbox, kept in :class:`Processes` while they
 run, found only under the sandbox the request's access token names. Connect follows a running
 process: each follower gets every event the Start stream sends from then on, through a bounded
-queue (one that falls FOLLOWER_QUEUE events behind is ended with an error rather than holding
-the process back). SendSignal (SIGKILL or SIGTERM) stops the Start stream, which kills the
-process with everything it started. What cannot be honoured is refused: standard input of a
-command (only a PTY takes input), a program named without its absolute path (the sandbox's PATH
-would pick it). One command is rewritten, the OpenAI Agents SDK's helper scripts
-(agents_helpers.py).
+queue (one that falls FOLLOWER_QUEUE events or FOLLOWER_BYTES behind is ended with an error
+rather than holding the process back, or the server's memory). SendSignal (SIGKILL or SIGTERM)
+stops the Start stream, which kills the process with everything it started. What cannot be
+honoured is refused: standard input of a command (only a PTY takes input), a program named
+without its absolute path (the sandbox's PATH would pick it). One command is rewritten, the
+OpenAI Agents SDK's helper scripts (agents_helpers.py).
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ SIGNALS = ("SIGNAL_SIGKILL", "SIGNAL_SIGTERM", 9, 15)  # envd's enum, by name or
 MAX_FOLLOWERS = 8  # Connect streams following one process at once
 MAX_INPUT = 64 * 1024  # bytes one SendInput may type into a PTY
 FOLLOWER_QUEUE = 1024  # events a Connect follower may be behind before it is ended
+# Bytes of events (their base64 text) a Connect follower may be behind before it is ended: an
+# event carries up to a MiB of output, so the count alone would let one stalled follower hold
+# a GiB of the server's memory.
+FOLLOWER_BYTES = 4 * 1024**2
+EVENT_OVERHEAD = 64  # bytes counted for an event besides its text: its keys, its framing
 
 
 @dataclass
@@ -58,25 +63,48 @@ class Running:
     tag: str | None
     task: asyncio.Task[Any] | None = None
     terminal: Terminal | None = None
-    followers: set[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=set)
+    followers: set[Follower] = field(default_factory=set)
     failure: SandboxError | None = None  # how the Start stream ended, if with an error
 
     def publish(self, message: dict[str, Any]) -> None:
-        """Hand ``message`` (one StartResponse) to every follower; one whose queue is full
-        is let go (its stream ends with an error), never waited for."""
-        for queue in list(self.followers):
-            if queue.qsize() >= FOLLOWER_QUEUE - 1:
-                self.followers.discard(queue)
-                queue.put_nowait(_FELL_BEHIND)
+        """Hand ``message`` (one StartResponse) to every follower; one that would be more than
+        FOLLOWER_QUEUE events or FOLLOWER_BYTES behind is let go (its stream ends with an
+        error), never waited for."""
+        if not self.followers:
+            return
+        size = _size(message)
+        for follower in list(self.followers):
+            queue = follower.queue
+            if queue.qsize() >= FOLLOWER_QUEUE - 1 or follower.held + size > FOLLOWER_BYTES:
+                self.followers.discard(follower)
+                queue.put_nowait((_FELL_BEHIND, 0))
             else:
-                queue.put_nowait(message)
+                follower.held += size
+                queue.put_nowait((message, size))
 
     def ended(self, failure: SandboxError | None) -> None:
         """The Start stream ended (``failure``: with that error): so do its followers'."""
         self.failure = failure
-        for queue in self.followers:
-            queue.put_nowait(None)
+        for follower in self.followers:
+            follower.queue.put_nowait((None, 0))
         self.followers.clear()
+
+
+@dataclass(eq=False)  # each follower is itself, in a set
+class Follower:
+    """A Connect stream following a process: the events handed to it and not yet sent (each
+    with its size), and how many bytes they hold."""
+
+    queue: asyncio.Queue[tuple[dict[str, Any] | None, int]] = field(
+        default_factory=lambda: asyncio.Queue(FOLLOWER_QUEUE)
+    )
+    held: int = 0
+
+
+def _size(message: dict[str, Any]) -> int:
+    """What ``message`` holds in memory, near enough: its output's base64 text, and a little."""
+    data = message.get("event", {}).get("data") or {}
+    return EVENT_OVERHEAD + sum(len(text) for text in data.values() if isinstance(text, str))
 
 
 _FELL_BEHIND: dict[str, Any] = {"fell_behind": True}
@@ -177,21 +205,26 @@ async def connect_events(
         raise TooManyStreamsError(
             f"process {running.pid} already has {MAX_FOLLOWERS} followers: disconnect one"
         )
-    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(FOLLOWER_QUEUE)
-    running.followers.add(queue)
+    follower = Follower()
+    running.followers.add(follower)
     try:
         yield {"event": {"start": {"pid": running.pid}}}
-        while (message := await queue.get()) is not None:
+        while True:
+            message, size = await follower.queue.get()
+            if message is None:
+                break
             if message is _FELL_BEHIND:
                 raise _FellBehind(
-                    f"this follower of process {running.pid} fell {FOLLOWER_QUEUE} events "
-                    "behind and was let go: connect again"
+                    f"this follower of process {running.pid} fell {FOLLOWER_QUEUE} events or "
+                    f"{FOLLOWER_BYTES // 1024**2} MiB behind and was let go: connect again "
+                    "(and read its events as they come)"
                 )
+            follower.held -= size
             yield message
         if running.failure is not None:
             raise running.failure
     finally:
-        running.followers.discard(queue)
+        running.followers.discard(follower)
 
 
 async def published(

@@ -24,7 +24,7 @@ from jupyter_server.kernelspecs.handlers import KernelSpecResourceHandler
 from jupyter_server.serverapp import ServerApp
 from jupyter_server.services.api.handlers import APISpecHandler, APIStatusHandler, IdentityHandler
 from jupyter_server.services.kernelspecs.handlers import KernelSpecHandler, MainKernelSpecHandler
-from traitlets import Unicode, default
+from traitlets import Integer, Unicode, default
 
 from jupyter_sandbox.gateway.auth import HubTokenIdentityProvider
 from jupyter_sandbox.gateway.kernels import SANDBOXED_PYTHON, OwnedKernelManager
@@ -34,6 +34,11 @@ from jupyter_sandbox.protocol.errors import InvalidSettingError
 # The server extension (the sandbox REST API and its manager), and nothing else the host's
 # Jupyter configuration enables (Lab, terminals, language servers).
 EXTENSIONS = {"jupyter_sandbox.server_extension": True}
+
+# Kernels, when not configured: each is a process on the gateway's host, whose memory these
+# bound (docs/how-to/jupyterhub-gateway.md).
+DEFAULT_KERNELS = 100
+DEFAULT_KERNELS_PER_USER = 10  # as SandboxQuotas.max_sandboxes's default
 
 # Of jupyter_server's own routes, those a gateway serves. Its "api" and the contents manager
 # bring others (/api/resolvePath, /files/…, /metrics) that would show the gateway host's files
@@ -66,7 +71,34 @@ class SandboxGateway(ServerApp):
         or the start is refused. Without KERNEL_WORKING_DIR, the kernel starts in it.""",
     )
 
+    max_kernels_per_user = Integer(
+        None,
+        allow_none=True,
+        min=1,
+        config=True,
+        help="""Most kernels (a number) one hub user may have on the gateway at once, those
+        whose sandbox failed to start included: each is a process on the gateway's host. A
+        start beyond it is refused (429) until the user shuts one down. Unset: the owner's
+        SandboxQuotas.max_sandboxes (each kernel holds one sandbox), or that setting's
+        default when it is 0 (no limit).""",
+    )
+    max_kernels = Integer(
+        DEFAULT_KERNELS,
+        min=1,
+        config=True,
+        help="""Most kernels (a number) the gateway runs at once for all hub users together:
+        each is a process on its host. A start beyond it is refused (429).""",
+    )
+
     _user_pools: UserPools | None = None
+
+    def kernel_caps(self) -> tuple[int, int]:
+        """The most kernels one user may have, and all users together."""
+        per_user = self.max_kernels_per_user
+        if per_user is None:
+            quotas = self.web_app.settings["sandbox_extension"].manager.quotas
+            per_user = quotas.max_sandboxes or DEFAULT_KERNELS_PER_USER
+        return per_user, self.max_kernels
 
     @property
     def user_pools(self) -> UserPools:

@@ -9,8 +9,8 @@ a query) can name another. Tokens of services, not users, own nothing here and a
 
 Admin access is explicit: a token holding the custom scope ``custom:sandbox-gateway:admin``
 (declared in ``c.JupyterHub.custom_scopes`` and granted by a role, to an admin or a service)
-may act as a named user by sending ``Sandbox-Act-As: <hub user>``; each such request is logged
-with who acted as whom. The header from any other token is refused (403), never ignored.
+may act as a named user by sending ``Sandbox-Act-As: <hub user>`` (one such header, one name:
+anything else is a 400); each such request is logged with who acted as whom. The header from any other token is refused (403), never ignored.
 
 Only the ``Authorization: token …`` (or ``bearer``) header is read, and ``?token=`` on a
 WebSocket (as HubAuth does, since browsers cannot set headers there); cookies are not, so no
@@ -29,6 +29,21 @@ from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 ADMIN_SCOPE = "custom:sandbox-gateway:admin"
 ACT_AS_HEADER = "Sandbox-Act-As"
+
+
+MAX_NAME_LENGTH = 200
+
+
+def _hub_user_name(name: str) -> bool:
+    """Could ``name`` be a hub user's? Not a list ('alice,bob' is what a repeated header
+    reads as), nor a path (it names the user's directory: kernel_env.py)."""
+    return (
+        0 < len(name) <= MAX_NAME_LENGTH
+        and name.isprintable()
+        and name == name.strip()
+        and not any(c in name for c in ",/")
+        and name not in (".", "..")
+    )
 
 
 class HubTokenIdentityProvider(IdentityProvider):
@@ -66,8 +81,9 @@ class HubTokenIdentityProvider(IdentityProvider):
         model: dict[str, Any] | None = await self.hub_auth.user_for_token(token, sync=False)
         if not model:
             return None
-        acting_as = handler.request.headers.get(ACT_AS_HEADER)
-        if acting_as is not None:
+        # Each header apart: get() joins repeated ones with commas ('alice,bob').
+        acting_as = handler.request.headers.get_list(ACT_AS_HEADER)
+        if acting_as:
             return self._admin_acting_as(handler, model, acting_as)
         if model.get("kind") != "user":
             self.log.info("refused a %s's token: only hub users own kernels", model.get("kind"))
@@ -84,18 +100,32 @@ class HubTokenIdentityProvider(IdentityProvider):
         return User(username=name, name=name)
 
     def _admin_acting_as(
-        self, handler: web.RequestHandler, model: dict[str, Any], owner: str
+        self, handler: web.RequestHandler, model: dict[str, Any], names: list[str]
     ) -> User | None:
         who = f"{model.get('kind')} {model.get('name')}"
         request = f"{handler.request.method} {handler.request.path}"
         if not self.hub_auth.check_scopes({ADMIN_SCOPE}, model):
             self.log.warning(
-                "refused %s acting as %r without %s: %s", who, owner, ADMIN_SCOPE, request
+                "refused %s acting as %s without %s: %s",
+                who,
+                ", ".join(map(repr, names[:2])),
+                ADMIN_SCOPE,
+                request,
             )
             return None
-        if not owner or len(owner) > 200 or not owner.isprintable():
+        if len(names) != 1:
+            self.log.warning("refused %s acting as %d names: %s", who, len(names), request)
+            raise web.HTTPError(
+                400, f"send one {ACT_AS_HEADER} header, naming one hub user, not {len(names)}"
+            )
+        (owner,) = names
+        if not _hub_user_name(owner):
             self.log.warning("refused %s acting as a malformed name: %s", who, request)
-            return None
+            raise web.HTTPError(
+                400,
+                f"{ACT_AS_HEADER} must name one hub user: printable, at most "
+                f"{MAX_NAME_LENGTH} characters, no commas, slashes or surrounding spaces",
+            )
         self.log.warning("admin access: %s acts as %s: %s", who, owner, request)
         handler._token_authenticated = True  # type: ignore[attr-defined]
         return User(username=owner, name=f"{model.get('name')} as {owner}")

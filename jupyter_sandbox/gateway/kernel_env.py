@@ -21,14 +21,23 @@ KERNEL_WORKING_DIR          the kernel's working directory, shown as /workspace:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import os
+from collections import Counter
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jupyter_sandbox.kernel.kernel_request import WORKSPACE_ROOT_ENV_VAR
-from jupyter_sandbox.protocol.errors import InvalidSettingError
+from jupyter_sandbox.kernel.kernel_request import WORKSPACE_ROOT_ENV_VAR, KernelRequest
+from jupyter_sandbox.protocol.errors import HostFilesTimeoutError, InvalidSettingError
+from jupyter_sandbox.sandbox.host.timeouts import within
+
+if TYPE_CHECKING:
+    from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 CHOICES = {
     "KERNEL_SANDBOX_CONTEXT": "JUPYTER_SANDBOX_CONTEXT",
@@ -106,7 +115,12 @@ def user_root_of(template: str, owner: str) -> Path:
 
 def working_directory(asked: str | None, user_root: Path) -> Path:
     """The real directory ``asked`` names (symlinks followed), which must be ``user_root`` or
-    inside it; none asked: the root itself."""
+    inside it; none asked: the root itself.
+
+    Whatever is not a directory inside the root gets one and the same answer, whether it is
+    outside as written, leaves through a symbolic link, is a file or does not exist: the
+    gateway looks as root, and different answers would tell a user which paths exist in
+    other users' homes. A path outside as written is refused before any look at the host."""
     try:
         root = user_root.resolve(strict=True)
     except OSError:
@@ -119,18 +133,86 @@ def working_directory(asked: str | None, user_root: Path) -> Path:
     path = Path(asked)
     if not path.is_absolute():
         raise InvalidSettingError(f"{WORKING_DIR} must be an absolute path, not {asked!r}")
+    outside = InvalidSettingError(
+        f"{WORKING_DIR} {asked!r} is not a directory within your files ({user_root}), "
+        "symbolic links followed: open the notebook from a directory under it"
+    )
+    # As written (the root as configured, or its real path), without following anything.
+    lexical = Path(os.path.normpath(path))
+    if not any(_within(lexical, top) for top in (Path(os.path.normpath(user_root)), root)):
+        raise outside
     try:
         real = path.resolve(strict=True)
+        is_directory = real.is_dir()
     except OSError:
-        raise InvalidSettingError(
-            f"{WORKING_DIR} {asked!r} does not exist on the gateway's host"
-        ) from None
-    if not real.is_dir():
-        raise InvalidSettingError(f"{WORKING_DIR} {asked!r} is not a directory")
-    if real != root and root not in real.parents:
-        how = " through a symbolic link" if Path(os.path.normpath(path)) != real else ""
-        raise InvalidSettingError(
-            f"{WORKING_DIR} {asked!r} leads outside your files ({root}){how}: open the "
-            "notebook from a directory under it"
-        )
+        raise outside from None
+    if not is_directory or not _within(real, root):
+        raise outside
     return real
+
+
+def _within(path: Path, top: Path) -> bool:
+    return path == top or top in path.parents
+
+
+# The looks at the host's files a kernel start takes (its working directory and the user's
+# root) run on threads of their own, each bounded in time: a mount that hangs (NFS, autofs)
+# must not stall the gateway's event loop, which serves every user, nor the loop's default
+# threads. A user whose looks still hang holds at most MAX_LOOKS_PER_USER of these threads.
+LOOK_SECONDS = 10.0
+LOOK_THREADS = 8
+MAX_LOOKS_PER_USER = 2
+_looks = ThreadPoolExecutor(max_workers=LOOK_THREADS, thread_name_prefix="gateway-files")
+_looking: Counter[str] = Counter()
+
+
+async def checked_launch(
+    sent: Any, owner: str, user_root: Path, base_env: Mapping[str, str] = os.environ
+) -> KernelLaunch:
+    """:func:`kernel_launch` off the event loop, within LOOK_SECONDS; HostFilesTimeoutError
+    when the host's files do not answer in time, or ``owner``'s earlier looks still hang."""
+    if _looking[owner] >= MAX_LOOKS_PER_USER:
+        raise HostFilesTimeoutError(
+            f"the gateway is still waiting for the host to show {user_root}: try again once "
+            "it answers, or ask the administrator to look at that mount"
+        )
+    loop = asyncio.get_running_loop()
+    _looking[owner] += 1
+    look: concurrent.futures.Future[KernelLaunch] = _looks.submit(
+        kernel_launch, sent, owner, user_root, base_env
+    )
+    # Counted until its thread ends (or it is dropped before it starts), not until we stop
+    # waiting: a hung look holds its thread still.
+    look.add_done_callback(lambda _: _call_on(loop, _looked, owner))
+    try:
+        return await within(asyncio.wrap_future(look), LOOK_SECONDS)
+    except asyncio.TimeoutError:
+        raise HostFilesTimeoutError(
+            f"the host did not show {user_root} in time (a mount that does not answer?): try "
+            "again later, or ask the administrator to look at that mount"
+        ) from None
+
+
+def _looked(owner: str) -> None:
+    _looking[owner] -= 1
+    if _looking[owner] <= 0:
+        del _looking[owner]
+
+
+def _call_on(loop: asyncio.AbstractEventLoop, call: Any, *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile: nothing to count
+        loop.call_soon_threadsafe(call, *args)
+
+
+def check_choices(env: Mapping[str, str], settings: SandboxSettings) -> None:
+    """Refuse a kernel's choices (its launch's ``env``) as its kernel would, before the kernel
+    starts: the syntax of each (kernel/kernel_request.py), and the image and limits against
+    what the settings allow, as ``jupyter sandbox install-kernel`` checks a kernelspec's.
+    Quotas are the manager's, when the kernel makes its sandbox."""
+    try:
+        KernelRequest.allowed(env, settings)
+    except InvalidSettingError as exc:
+        # Named as the client sent them: each KERNEL_SANDBOX_X became JUPYTER_SANDBOX_X.
+        raise InvalidSettingError(
+            exc.message.replace("JUPYTER_SANDBOX_", "KERNEL_SANDBOX_")
+        ) from None

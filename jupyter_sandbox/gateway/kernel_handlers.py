@@ -10,6 +10,7 @@ kernel_env.py; the list answers the caller's kernels only.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.jsonutil import json_default
@@ -19,9 +20,12 @@ from jupyter_server.services.kernels.websocket import KernelWebsocketHandler as 
 from jupyter_server.utils import url_escape, url_path_join
 from tornado import web
 
-from jupyter_sandbox.gateway.kernel_env import kernel_launch, user_root_of, working_directory
+from jupyter_sandbox.gateway.kernel_env import check_choices, checked_launch, user_root_of
 from jupyter_sandbox.gateway.kernels import OwnedKernelManager
+from jupyter_sandbox.kernel.kernel_request import WORKSPACE_ROOT_ENV_VAR
 from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.protocol.requests import json_object
+from jupyter_sandbox.server_extension.base import bound_body
 
 MAX_START_BODY = 1 << 20  # bytes: a name and a server's KERNEL_* variables
 
@@ -56,7 +60,22 @@ class OwnedKernelMixin:
         super().write_error(status_code, **kwargs)  # type: ignore[misc]
 
 
+@web.stream_request_body
 class MainKernelHandler(OwnedKernelMixin, kernel_api.MainKernelHandler):
+    """The caller's kernels, and a start: its body is read only once the request is
+    authenticated, and only up to MAX_START_BODY (tornado would read up to the server's
+    max_body_size first, for every hub user at once)."""
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)
+        self._received = bytearray()
+        if self.current_user is not None and self.request.method == "POST":
+            bound_body(self, MAX_START_BODY)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self.current_user is not None:  # an anonymous start is refused, its body unkept
+            self._received += chunk
+
     @web.authenticated
     @authorized
     async def get(self) -> None:
@@ -66,19 +85,22 @@ class MainKernelHandler(OwnedKernelMixin, kernel_api.MainKernelHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        if len(self.request.body) > MAX_START_BODY:
-            raise web.HTTPError(413, f"a kernel start is at most {MAX_START_BODY} bytes")
-        model = self.get_json_body() or {}
-        if not isinstance(model, dict):
-            raise web.HTTPError(400, "a kernel start is a JSON object: {name, env}")
+        body = bytes(self._received)
+        model = json_object(body, allow_empty=True, what="a kernel start {name, env}")
         name = model.get("name") or self.owned_kernels.default_kernel_name
         if not isinstance(name, str):
             raise web.HTTPError(400, "'name' must be a kernelspec's name")
         gateway = self.settings["sandbox_gateway"]
         root = user_root_of(gateway.user_root, self.owner)
-        launch = kernel_launch(model.get("env"), self.owner, root)
-        kernel_id = await self.owned_kernels.start_owned_kernel(self.owner, name, launch)
-        await gateway.user_pools.keep_warm(self.owner, working_directory(None, root))
+        launch = await checked_launch(model.get("env"), self.owner, root)
+        # What the kernel would refuse once started (a 201, then a kernel that dies): here,
+        # as a 400 the user's server shows.
+        check_choices(launch.env, self.settings["sandbox_extension"].manager.settings)
+        per_user, total = gateway.kernel_caps()
+        kernel_id = await self.owned_kernels.start_owned_kernel(
+            self.owner, name, launch, max_per_owner=per_user, max_total=total
+        )
+        await gateway.user_pools.keep_warm(self.owner, Path(launch.env[WORKSPACE_ROOT_ENV_VAR]))
         answer = self.owned_kernels.kernel_model(kernel_id)  # type: ignore[no-untyped-call]
         self.set_header(
             "Location", url_path_join(self.base_url, "api", "kernels", url_escape(kernel_id))

@@ -22,12 +22,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
+from jupyter_sandbox.sandbox.host.fair_share import current_owner
 from jupyter_sandbox.sandbox.lifecycle.periodic import repeat
 from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
 
@@ -37,6 +39,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IDLE_CHECK_SECONDS = 10.0  # how often idle users' pools are looked for
+
+
+@contextlib.contextmanager
+def acting_for(owner: str) -> Iterator[None]:
+    """Work (and the tasks it starts) done meanwhile counts as ``owner``'s."""
+    token = current_owner.set(owner)
+    try:
+        yield
+    finally:
+        current_owner.reset(token)
 
 
 class UserPools(LoggingConfigurable):
@@ -83,14 +95,20 @@ class UserPools(LoggingConfigurable):
             parent=self,
             size=self.size,
         )
-        if not await pool.start():
+        # Its refills (tasks started here inherit the context) are this user's work, in their
+        # share of the engine (host/fair_share.py), not the gateway's own, which every user's
+        # pool and the culler would otherwise wait for in one line.
+        with acting_for(owner):
+            started = await pool.start()
+        if not started:
             return  # another process keeps this owner's pool: the next start asks again
         self._pools[owner] = pool
         log.info("warm pool of %s: kept (%d per request)", owner, self.size)
         if self._task is None:
-            self._task = asyncio.ensure_future(
-                repeat(self.drain_idle, lambda: IDLE_CHECK_SECONDS, "idle users' pools", log)
-            )
+            with acting_for(""):  # the gateway's own, whoever's start began it
+                self._task = asyncio.ensure_future(
+                    repeat(self.drain_idle, lambda: IDLE_CHECK_SECONDS, "idle users' pools", log)
+                )
 
     def owners(self) -> list[str]:
         """The users whose pools are kept now."""
@@ -101,7 +119,8 @@ class UserPools(LoggingConfigurable):
         now = time.monotonic()
         idle = [o for o in self._pools if now - self._last_start[o] >= self.idle_timeout]
         for owner in idle:
-            removed = await self._pools.pop(owner).drain()
+            with acting_for(owner):
+                removed = await self._pools.pop(owner).drain()
             log.info("warm pool of %s: idle, %d sandbox(es) removed", owner, len(removed))
         return idle
 
@@ -114,5 +133,6 @@ class UserPools(LoggingConfigurable):
             self._task = None
         while self._pools:
             owner, pool = self._pools.popitem()
-            removed = await pool.drain()
+            with acting_for(owner):
+                removed = await pool.drain()
             log.info("warm pool of %s: drained, %d sandbox(es) removed", owner, len(removed))

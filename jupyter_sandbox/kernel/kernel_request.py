@@ -24,6 +24,7 @@ request that differs is refused (:meth:`KernelRequest.check_found`), never silen
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +36,16 @@ from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.manager import SandboxManager
 from jupyter_sandbox.sandbox.network import ENV_VAR as NETWORK_ENV_VAR
 from jupyter_sandbox.sandbox.network import NetworkPolicy, policy_of_state
-from jupyter_sandbox.sandbox.settings import RUNTIMES
+from jupyter_sandbox.sandbox.settings import RUNTIMES, SandboxSettings
 
 LIMITS_ENV_VAR = "JUPYTER_SANDBOX_LIMITS"
+# The syntax of JUPYTER_SANDBOX_LIMITS, ASCII only; what each value means is checked by the
+# limits' own parser (sandbox/limits.py), as for REST's.
+MAX_VALUE_LENGTH = 32
+MAX_LIMITS_TEXT = 1024
+_NAME = re.compile(r"[A-Za-z_]{1,32}", re.ASCII)
+_VALUE = re.compile(rf"[A-Za-z0-9. ]{{1,{MAX_VALUE_LENGTH}}}", re.ASCII)
+_WHOLE = re.compile(r"[0-9]+", re.ASCII)
 WORKSPACE_ROOT_ENV_VAR = "JUPYTER_SANDBOX_WORKSPACE_ROOT"
 
 
@@ -77,6 +85,22 @@ class KernelRequest:
             purpose=environ.get("JUPYTER_SANDBOX_PURPOSE", ""),
             workspace_root=environ.get(WORKSPACE_ROOT_ENV_VAR) or None,
         )
+
+    @classmethod
+    def allowed(cls, environ: Mapping[str, str], settings: SandboxSettings) -> KernelRequest:
+        """What ``environ`` asks for, refused (InvalidSettingError) as its kernel would refuse
+        it, before any kernel starts: the syntax of each choice, and the image, limits and
+        network against what ``settings`` allow. ``jupyter sandbox install-kernel`` checks a
+        kernelspec with it, the gateway a kernel's start; quotas are the manager's, when the
+        kernel makes its sandbox."""
+        request = cls.from_environment(environ)
+        if request.image:
+            settings.check_image(request.image)
+        if request.limits:
+            settings.requested_limits(request.limits)
+        if request.network:
+            NetworkPolicy.from_text(request.network)
+        return request
 
     def check_found(
         self, manager: SandboxManager, found: SandboxInfo, context: str, *, named: bool
@@ -125,13 +149,22 @@ def parse_limits(text: str) -> dict[str, Any] | None:
     empty. Names and values are checked when the sandbox is made, as REST's are."""
     if not text.strip():
         return None
+    if len(text) > MAX_LIMITS_TEXT:
+        raise InvalidSettingError(
+            f"{LIMITS_ENV_VAR} is at most {MAX_LIMITS_TEXT} characters, e.g. 'memory=4g,cpus=2'"
+        )
     limits: dict[str, Any] = {}
     for item in text.split(","):
-        name, sep, value = (part.strip() for part in item.partition("="))
-        if not sep or not name or not value:
+        # ' ' only: str.strip() would take Unicode spaces for part of the syntax.
+        name, sep, value = (part.strip(" ") for part in item.partition("="))
+        if not sep or not _NAME.fullmatch(name) or not _VALUE.fullmatch(value):
             raise InvalidSettingError(
-                f"{LIMITS_ENV_VAR} must be name=value pairs separated by commas, e.g. "
-                f"'memory=4g,cpus=2', not {text!r}"
+                f"{LIMITS_ENV_VAR} must be name=value pairs separated by commas, each value "
+                f"at most {MAX_VALUE_LENGTH} letters, digits, '.' or spaces, e.g. "
+                f"'memory=4g,cpus=2', not {text[:80]!r}"
             )
-        limits[name] = int(value) if value.isdigit() else value
+        if name in limits:
+            raise InvalidSettingError(f"{LIMITS_ENV_VAR} names {name} twice: give each limit once")
+        # ASCII digits only: str.isdigit() is true of superscripts and Arabic-Indic digits too.
+        limits[name] = int(value) if _WHOLE.fullmatch(value) else value
     return limits

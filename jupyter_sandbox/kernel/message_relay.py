@@ -36,6 +36,7 @@ from jupyter_sandbox.kernel.log_level import TRACE
 from jupyter_sandbox.kernel.reactor import Reactor, recv_frames
 from jupyter_sandbox.kernel.wire import MalformedMessage, Part, Signer, WireMessage, parse
 from jupyter_sandbox.protocol.errors import SandboxStartError
+from jupyter_sandbox.sandbox.host.log_throttle import ThrottledWarning
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import (
     PinnedSockets,
     pin_sockets,
@@ -91,8 +92,10 @@ class Pump:
         target: tuple[Socket | None, Signer],
         hook: Hook,
         toward: str,
+        dropped: ThrottledWarning,
     ) -> None:
         self.reactor = reactor
+        self.dropped = dropped  # the relay's: the sandbox decides how many messages are dropped
         self.channel = channel
         self.toward = toward  # "sandbox" or "frontend", for the trace
         self.source, self.source_signer = source
@@ -104,10 +107,14 @@ class Pump:
         try:
             message = parse(recv_frames(sock))
         except MalformedMessage as exc:
-            log.warning("dropped a malformed %s message: %s", self.channel, exc)
+            self.dropped.warning(
+                "malformed", "dropped a malformed %s message: %s", self.channel, exc
+            )
             return
         if not self.source_signer.verify(message):
-            log.warning("dropped a %s message with a bad signature", self.channel)
+            self.dropped.warning(
+                "signature", "dropped a %s message with a bad signature", self.channel
+            )
             return
         self.relay(message)
 
@@ -117,7 +124,9 @@ class Pump:
         try:
             passed = self.hook(self.channel, message)
         except (MalformedMessage, ValueError) as exc:
-            log.warning("dropped a %s message with an unreadable header: %s", self.channel, exc)
+            self.dropped.warning(
+                "header", "dropped a %s message with an unreadable header: %s", self.channel, exc
+            )
             return
         if log.isEnabledFor(TRACE):
             self._trace(message, passed is not None)
@@ -164,6 +173,8 @@ class Relay:
         )
         self.context = zmq.Context()
         self.reactor = Reactor()
+        # Messages dropped: the first of each kind is said, then a count (log_throttle.py).
+        self.dropped = ThrottledWarning(log)
         self.frontend: dict[str, Socket] = {}
         self.sandbox: dict[str, Socket] = {}
         self.sandbox_signer: Signer | None = None
@@ -210,7 +221,9 @@ class Relay:
 
         signer = self.frontend_signer
         control = (self.frontend["control"], signer)
-        self._watch(Pump(self.reactor, "control", control, (None, signer), hold, "proxy"))
+        self._watch(
+            Pump(self.reactor, "control", control, (None, signer), hold, "proxy", self.dropped)
+        )
 
     def _echo_heartbeat(self, sock: Socket) -> None:
         self.reactor.send(sock, recv_frames(sock))
@@ -281,7 +294,9 @@ class Relay:
             opening.cancel()
             for channel in REQUEST_CHANNELS:
                 frontend, sandbox = (self.frontend[channel], front), (self.sandbox[channel], back)
-                pump = Pump(self.reactor, channel, frontend, sandbox, to_sandbox, "sandbox")
+                pump = Pump(
+                    self.reactor, channel, frontend, sandbox, to_sandbox, "sandbox", self.dropped
+                )
                 self._watch(pump)
                 if channel == "control":
                     self._release_held_control(pump)
@@ -299,9 +314,15 @@ class Relay:
         opening = asyncio.get_running_loop().call_later(WELCOME_SECONDS, open_requests)
         for channel in REQUEST_CHANNELS:
             sandbox, frontend = (self.sandbox[channel], back), (self.frontend[channel], front)
-            self._watch(Pump(self.reactor, channel, sandbox, frontend, to_frontend, "frontend"))
+            self._watch(
+                Pump(
+                    self.reactor, channel, sandbox, frontend, to_frontend, "frontend", self.dropped
+                )
+            )
         source = (self.sandbox["iopub"], back)
-        self._watch(Pump(self.reactor, "iopub", source, (None, front), iopub, "frontend"))
+        self._watch(
+            Pump(self.reactor, "iopub", source, (None, front), iopub, "frontend", self.dropped)
+        )
 
     def watch_sandbox_connections(self, dropped: Callable[[str], None]) -> None:
         """Connect again at once each sandbox socket whose connection dropped, then call
@@ -331,7 +352,7 @@ class Relay:
         for channel in ("shell", "control"):
             source = (self.frontend[channel], self.frontend_signer)
             target = (None, self.frontend_signer)
-            pump = Pump(self.reactor, channel, source, target, answer, "proxy")
+            pump = Pump(self.reactor, channel, source, target, answer, "proxy", self.dropped)
             self._watch(pump)
             if channel == "control":
                 self._release_held_control(pump)

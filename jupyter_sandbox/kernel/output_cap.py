@@ -20,6 +20,12 @@ renewed as each execution ends: only a frontend's requests can renew a budget.
 Past the cap, only ``status`` messages still pass (a frontend waits for its request's ``idle``),
 small ones and a bounded number per budget, so that a flood of them is capped too.
 
+Whatever the cap, and before it is reached: a message whose header, parent header or metadata
+frame is past HEADER_BYTES, or a ``status`` past STATUS_BYTES, is dropped. ipykernel's come
+nowhere near, and each is decoded whole on its way (Jupyter Server reads every status message's
+content to limit the rate of output, the frontends every header): the sandbox must not make
+that cost what it likes.
+
 An execute_reply must reach the frontend too (it ends the cell), and ipykernel's carries the
 exception's message and traceback again, on shell: one that does not fit in what is left of
 its execution's budget (and is larger than REPLY_BYTES) is rebuilt small: its status, count,
@@ -34,11 +40,11 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from jupyter_sandbox.kernel.wire import MalformedMessage, WireMessage, as_bytes, loads
+from jupyter_sandbox.kernel.wire import HEADER_BYTES, MalformedMessage, WireMessage, as_bytes, loads
 from jupyter_sandbox.sandbox.limits import format_size
 
-# Past the cap, a status message passes if its frames hold at most STATUS_BYTES (ipykernel's
-# are under 1 KiB, parent header included), and at most STATUS_PAST_CAP of them per budget: a
+# A status message passes if its frames hold at most STATUS_BYTES (ipykernel's are under 1 KiB,
+# parent header included); past the cap, at most STATUS_PAST_CAP of them per budget: a
 # frontend's own requests (completions, inspections, debugger steps) each want a busy and an idle.
 STATUS_BYTES = 4096
 STATUS_PAST_CAP = 256
@@ -76,13 +82,15 @@ class OutputCap:
         in its place when the message that crossed the budget had to be dropped whole (a cut
         stream message carries the notice at the end of its text). ``running``: the msg_id
         of the execute_request the kernel runs now, or None between executions."""
+        # Frames past the signature: header, parent header, metadata, content, buffers (a
+        # zmq.Frame's length: no copy on the relay's path).
+        size = sum(len(frame) for frame in message.frames[message.delim + 2 :])
+        if _out_of_shape(message, size):
+            return None, None
         if self.limit_bytes <= 0:
             return message, None
         budget = running or BETWEEN_EXECUTIONS
         used = self._used.get(budget, 0)
-        # Frames past the signature: header, parent header, metadata, content, buffers (a
-        # zmq.Frame's length: no copy on the relay's path).
-        size = sum(len(frame) for frame in message.frames[message.delim + 2 :])
         if used > self.limit_bytes:
             # Already over: the notice went out with the message that crossed.
             return (message if self._status_passes(message, budget, size) else None), None
@@ -153,9 +161,7 @@ class OutputCap:
     def _status_passes(self, message: WireMessage, budget: str, size: int) -> bool:
         """Whether a message past the cap passes: a small status, while this budget has let
         fewer than STATUS_PAST_CAP of them through."""
-        if size > STATUS_BYTES or not message.header_mentions(b'"status"'):
-            return False
-        if message.msg_type != "status":
+        if size > STATUS_BYTES or not _is_status(message):
             return False
         passed = self._status_past_cap.get(budget, 0)
         if passed >= STATUS_PAST_CAP:
@@ -176,6 +182,20 @@ class OutputCap:
         text = str(content.get("text", "")).encode()[: max(room, 0)].decode(errors="ignore")
         message.content = json.dumps({**content, "text": text + notice}).encode()
         return message
+
+
+def _is_status(message: WireMessage) -> bool:
+    # The name's bytes first: most messages are output, and rule themselves out undecoded.
+    return message.header_mentions(b'"status"') and message.msg_type == "status"
+
+
+def _out_of_shape(message: WireMessage, size: int) -> bool:
+    """Whether ``message`` (of ``size`` bytes past its signature) has a header, parent header
+    or metadata frame past HEADER_BYTES, or is a status past STATUS_BYTES: no kernel's is."""
+    header, parent, metadata = message.frames[message.delim + 2 : message.delim + 5]
+    if max(len(header), len(parent), len(metadata)) > HEADER_BYTES:
+        return True
+    return size > STATUS_BYTES and _is_status(message)
 
 
 def _content(message: WireMessage) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from jupyter_sandbox.kernel.parent_watch import open_kernel_client
 from jupyter_sandbox.kernel.wire import HEADER_BYTES, MalformedMessage, WireMessage, as_bytes, loads
 from jupyter_sandbox.protocol.errors import ContextBusyError, SandboxError, SandboxNotFoundError
 from jupyter_sandbox.sandbox.host.clock import now_iso
+from jupyter_sandbox.sandbox.host.log_throttle import ThrottledWarning
 from jupyter_sandbox.sandbox.lifecycle.contexts import ContextLock
 from jupyter_sandbox.sandbox.lifecycle.lifeline import Lifeline
 from jupyter_sandbox.sandbox.lifecycle.pool_keeper import start_keeper
@@ -103,6 +104,9 @@ class SandboxKernel:
         self.remove_on_exit = False
         self.activity: ActivityRecord | None = None  # busy and last_activity in the state file
         self.output_cap = OutputCap(0)  # set from the settings in _obtain_sandbox
+        # The sandbox decides how many messages are dropped and connections cut: the first of
+        # each is said, then a count (log_throttle.py).
+        self.dropped = ThrottledWarning(log)
 
     async def run(self) -> int:
         self.relay.bind_frontend()
@@ -267,10 +271,11 @@ class SandboxKernel:
                     loop.call_soon(self._publish_idle, request.header_dict)
             self._note_busy()
         elif not self.output_cap.admits_other(message):
-            log.warning(
+            self.dropped.warning(
+                "over cap",
                 "dropped a %s message of the sandbox's kernel (%r) larger than the output cap",
                 channel,
-                message.msg_type,
+                message.msg_type[:64],  # the sandbox names it, at up to a header's size
             )
             return None
         elif channel == "shell" and message.msg_type == "kernel_info_reply":
@@ -298,7 +303,9 @@ class SandboxKernel:
         messages may be lost, and send the idle status a lost iopub connection took along."""
         if self.shutting_down or self.done.is_set():
             return  # the kernel in the sandbox ends or restarts, as asked
-        log.warning("the sandbox kernel's %s connection dropped; connected again", channel)
+        self.dropped.warning(
+            "connection", "the sandbox kernel's %s connection dropped; connected again", channel
+        )
         running = next(iter(self.pending), None)
         cell = self.pending[running] if running is not None else self.last_replied
         if cell is not None:

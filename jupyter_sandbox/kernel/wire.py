@@ -15,7 +15,7 @@ from typing import Any
 import zmq
 from jupyter_client.session import Session
 
-from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.protocol import strict_json
 
 DELIM = b"<IDS|MSG>"
 # The most a header or parent header frame may hold to be decoded (ipykernel's are under 1 KiB);
@@ -125,8 +125,8 @@ def loads(raw: bytes, max_bytes: int) -> Any:
     within the stack, finite numbers, no repeated keys); MalformedMessage for anything else,
     which the relay's callers drop (a RecursionError or a gigabyte's decoding they would not)."""
     try:
-        return sandbox_json.loads(raw, max_bytes=max_bytes)
-    except sandbox_json.MalformedJSONError as exc:
+        return strict_json.loads(raw, max_bytes=max_bytes)
+    except strict_json.MalformedJSONError as exc:
         raise MalformedMessage(f"a JSON frame that is not read: {exc.message}") from None
 
 

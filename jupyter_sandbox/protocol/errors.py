@@ -233,6 +233,13 @@ class FileTooLargeError(SandboxFileError):
     http_status = 413
 
 
+class RequestTooLargeError(InvalidRequestError):
+    """A request's body is larger than its route takes; it was refused before it was read."""
+
+    code = "request_too_large"
+    http_status = 413
+
+
 class ContextBusyError(SandboxError):
     """Another kernel process holds this context."""
 
@@ -307,6 +314,22 @@ class TooManyStreamsError(SandboxError):
 
     code = "too_many_streams"
     http_status = 429
+
+
+class TooManyKernelsError(SandboxError):
+    """The hub user has as many kernels on the gateway as SandboxGateway.max_kernels_per_user
+    allows, or the gateway as many as SandboxGateway.max_kernels; none was started."""
+
+    code = "too_many_kernels"
+    http_status = 429
+
+
+class HostFilesTimeoutError(SandboxError):
+    """A look at the host's files (a kernel's working directory on the gateway) did not end in
+    time: a mount that does not answer; nothing was started."""
+
+    code = "host_files_timeout"
+    http_status = 504
 
 
 class ProcessNotFoundError(SandboxError):

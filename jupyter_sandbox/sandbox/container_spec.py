@@ -55,6 +55,12 @@ BASE_ENVIRONMENT = {
 # The image's kernel supervisor (images/python/sandbox-init.py): it runs ipykernel with the
 # connection file in SANDBOX_IO_DIR and restarts it when the host asks.
 KERNEL_COMMAND = ["python", "/opt/sandbox/sandbox-init.py"]
+# Where a notebook's own `pip install` puts packages (the image's PIP_PREFIX): a tmpfs of its own
+# inside /tmp, because /tmp is noexec and Linux (runc) refuses to map a compiled module (.so)
+# from a noexec mount, which is most of what people install. "exec" is spelled out: the engine
+# makes a tmpfs noexec unless told. It allows no more than a workspace from a launch directory
+# already does (a mount the sandbox writes and may run files from), and is as large as /tmp.
+PACKAGES_DIR = "/tmp/.local"
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,10 @@ def build_container_spec(
     if (directory.root / TRUST_DIR).is_dir():  # read-only: what it trusts is the host's choice
         mounts.append(BindMount(str(directory.root / TRUST_DIR), TRUST_MOUNT, read_only=True))
     overlays = []
-    tmpfs = {"/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}"}
+    tmpfs = {
+        "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_bytes}",
+        PACKAGES_DIR: f"rw,exec,nosuid,nodev,size={limits.tmp_bytes},uid={uid},gid={uid},mode=0755",
+    }
     plan = request.workspace
     if plan.source is None:
         tmpfs[WORKSPACE_DIR] = (

@@ -9,6 +9,7 @@ can hold more of the host than the administrator meant one sandbox to have.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Collection
@@ -18,7 +19,16 @@ from typing import Any
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+# ASCII only: Unicode digits and spaces ('٢g', '1\u2003g') and case folds (the Kelvin sign
+# for 'k') are no size people write, and would be read as one. The digit counts bound the
+# number so that it stays finite (a float of hundreds of digits is infinite).
+MAX_SIZE_DIGITS = 15
+_SIZE = re.compile(
+    rf"^ *([0-9]{{1,{MAX_SIZE_DIGITS}}}(?:\.[0-9]{{1,{MAX_SIZE_DIGITS}}})?) *([kmgt]?)(?:i?b)? *$",
+    re.IGNORECASE | re.ASCII,
+)
+# A number of CPUs as people write it: '2', '0.5'.
+_CPUS = re.compile(r"^ *[0-9]{1,6}(?:\.[0-9]{1,6})? *$", re.ASCII)
 
 MIN_MEMORY = 64 * 1024**2
 # A kernel's start takes about 1.5 s of CPU: at 0.01 CPUs it took 59.5 s (runc), a hair under
@@ -38,20 +48,46 @@ LIMIT_FIELDS = {
 }
 
 
-def parse_size(value: str | int, what: str) -> int:
+def parse_size(value: str | int | float, what: str) -> int:
     """Bytes from ``value``: an int, or a string such as ``"512m"``, ``"2g"``, ``"1.5GiB"``."""
     if isinstance(value, bool):
         raise InvalidSettingError(f"{what} must be a size such as '512m' or '2g', not {value!r}")
     if isinstance(value, int):
         number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)  # a JSON body's 1073741824.0
     else:
-        match = _SIZE.match(str(value))
+        match = _SIZE.fullmatch(value) if isinstance(value, str) else None
         if not match:
             raise InvalidSettingError(
-                f"{what} must be a size such as '512m' or '2g' (units k, m, g, t), not {value!r}"
+                f"{what} must be a size such as '512m' or '2g' (units k, m, g, t; at most "
+                f"{MAX_SIZE_DIGITS} digits), not {_shown_value(value)}"
             )
         number = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
     return number
+
+
+def parse_cpus(value: Any) -> float:
+    """CPUs from ``value``: a number, or a string such as ``"2"`` or ``"0.5"``; finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidSettingError(f"cpus must be a number such as 1 or 0.5, not {value!r}")
+    if isinstance(value, str) and not _CPUS.fullmatch(value):
+        raise InvalidSettingError(
+            f"cpus must be a number such as 1 or 0.5, not {_shown_value(value)}"
+        )
+    try:
+        cpus = float(value)
+    except OverflowError:  # an int beyond any float
+        cpus = math.inf
+    if not math.isfinite(cpus):
+        raise InvalidSettingError(f"cpus must be a finite number such as 1 or 0.5, not {cpus}")
+    return cpus
+
+
+def _shown_value(value: Any) -> str:
+    """``value`` in an error message, cut short: a request may send a long one."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:37]}..."
 
 
 def check_disk_size(what: str, num_bytes: int) -> None:
@@ -131,15 +167,12 @@ class SandboxLimits(LimitValues):
         workspace_size: str | int,
     ) -> SandboxLimits:
         """Limits from the human forms used in settings and REST bodies."""
-        try:
-            cpus = float(cpus)
-        except (TypeError, ValueError):
-            raise InvalidSettingError(
-                f"cpus must be a number such as 1 or 0.5, not {cpus!r}"
-            ) from None
+        cpus = parse_cpus(cpus)
         for name, value in (("pids", pids), ("nofile", nofile)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidSettingError(f"{name} must be a whole number, not {value!r}")
+                raise InvalidSettingError(
+                    f"{name} must be a whole number, not {_shown_value(value)}"
+                )
         return cls(
             memory_bytes=parse_size(memory, "memory"),
             cpus=cpus,

@@ -439,6 +439,34 @@ def load_config(extra_paths: list[str] | None = None) -> Config:
     return config
 
 
+# The sections of the configuration a Sandboxed Python kernel reads (from load_config: its
+# sandbox's settings, network, snapshots, quotas, engine, headless pool). A kernel is a process
+# of its own with no command line for them and reads jupyter_sandbox_config.py only.
+KERNEL_SECTIONS = (
+    "SandboxSettings",
+    "NetworkSettings",
+    "SnapshotSettings",
+    "SandboxQuotas",
+    "DockerBackend",
+    "HeadlessPool",
+    "SandboxManager",
+)
+
+
+def settings_kernels_miss(server_config: Config, kernel_config: Config) -> list[str]:
+    """``Class.trait`` of each setting of KERNEL_SECTIONS that a server's configuration
+    (its command line, jupyter_server_config.py, and jupyter_sandbox_config.py) gives a value
+    the kernels' (``kernel_config``, load_config's) does not: the server's own sandboxes would
+    have it and a notebook's kernel would not."""
+    missed = []
+    for section in KERNEL_SECTIONS:
+        kernels = kernel_config.get(section, {})
+        for name, value in server_config.get(section, {}).items():
+            if name not in kernels or kernels[name] != value:
+                missed.append(f"{section}.{name}")
+    return sorted(missed)
+
+
 def user_config_disabled() -> bool:
     """Whether JupyterHub's spawner said to ignore config in the user's home (as jupyterhub's
     singleuser reads ``JUPYTERHUB_DISABLE_USER_CONFIG``: any value but empty, 0 or false)."""

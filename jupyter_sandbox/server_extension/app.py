@@ -35,6 +35,7 @@ from jupyter_sandbox.sandbox.host.fair_share import FairShare, OwnerCap
 from jupyter_sandbox.sandbox.lifecycle.culler import SandboxCuller
 from jupyter_sandbox.sandbox.lifecycle.pool_filler import WarmPool
 from jupyter_sandbox.sandbox.manager import SandboxManager, default_owner
+from jupyter_sandbox.sandbox.settings import load_config, settings_kernels_miss
 from jupyter_sandbox.server_extension.background_handlers import background_handlers
 from jupyter_sandbox.server_extension.base import ExtensionServices
 from jupyter_sandbox.server_extension.code_handlers import code_handlers
@@ -144,8 +145,9 @@ class SandboxExtension(ExtensionApp):
         256,
         min=0,
         config=True,
-        help="""Most event streams (a count: streamed commands and code runs, followed output,
-        directory watches) this server sends at once, all owners together (0: no cap).""",
+        help="""Most event streams (a count: streamed commands, code runs whether streamed or
+        not, followed output, directory watches) this server sends at once, all owners together
+        (0: no cap).""",
     )
     max_event_streams_per_owner = Integer(
         16,
@@ -153,6 +155,31 @@ class SandboxExtension(ExtensionApp):
         config=True,
         help="""Most event streams (a count) one owner has open at once (0: no cap), so that
         one owner cannot take every stream of a shared server; past it a new one answers 429.""",
+    )
+
+    max_port_relays = Integer(
+        512,
+        min=0,
+        config=True,
+        help="""Most connections (a count: HTTP requests and WebSockets) this server relays
+        through port links into sandboxes at once, all owners together (0: no cap). Each holds
+        two of the server's file descriptors while it lasts.""",
+    )
+    max_port_relays_per_owner = Integer(
+        64,
+        min=0,
+        config=True,
+        help="""Most connections (a count) relayed at once through the port links of one
+        owner's sandboxes, whoever holds the links (0: no cap); past it a new one answers 429.""",
+    )
+    port_relay_idle_timeout = Float(
+        300.0,
+        min=0.0,
+        config=True,
+        help="""Seconds an HTTP request relayed through a port link may move nothing, neither
+        its body to the sandbox's server nor the answer to the browser, before the relay is
+        closed and both its connections with it (0: no limit). WebSockets are not timed: a
+        quiet one lasts until a side closes it, and counts against max_port_relays.""",
     )
 
     max_archive_jobs = Integer(
@@ -187,6 +214,22 @@ class SandboxExtension(ExtensionApp):
         goes to the owner writing fewest, so one owner's many uploads do not slow another's
         requests more than a few would.""",
     )
+    max_downloads = Integer(
+        16,
+        min=1,
+        config=True,
+        help="""Most file downloads (a count: GET .../files/content, and E2B's file reads) this
+        server streams out of sandboxes at once, all owners together; more wait their turn.
+        Each holds one of the engine's threads while its client takes the bytes.""",
+    )
+    max_downloads_per_owner = Integer(
+        2,
+        min=1,
+        config=True,
+        help="""Most of max_downloads (a count) one owner's downloads take at once; a free
+        turn goes to the owner reading fewest, so one owner's downloads, however slowly its
+        clients take them, do not slow another's.""",
+    )
 
     forward_to_gateway = Bool(
         True,
@@ -216,19 +259,44 @@ class SandboxExtension(ExtensionApp):
         server's kernels, Sandboxed Python's or not, and a gateway client's relay too.""",
     )
 
+    def _warn_of_settings_kernels_miss(self) -> None:
+        """A setting the kernels read, given only on the server's command line or in
+        jupyter_server_config.py, applies to the server's own sandboxes (REST, the warm pool)
+        and to no notebook's kernel: said at start, rather than found as two limits."""
+        missed = settings_kernels_miss(self.config, load_config())
+        if missed:
+            self.log.warning(
+                "%s set for the server only (its command line or jupyter_server_config.py): "
+                "Sandboxed Python kernels read jupyter_sandbox_config.py alone, so the server's "
+                "own sandboxes have it and notebooks' kernels do not; put it in "
+                "jupyter_sandbox_config.py (docs/reference/config.md)",
+                ", ".join(f"c.{name}" for name in missed),
+            )
+
     def initialize_settings(self) -> None:
         join_server_log(self.serverapp.log if self.serverapp else self.log)
+        self._warn_of_settings_kernels_miss()
         # self.config holds jupyter_sandbox_config.py (config_file_name) and the server's config.
         self.manager = SandboxManager.from_config(self.config)
         # Turns of the snapshot requests that move or scan archives (snapshot_handlers.py).
         self.archive_jobs = FairShare(self.max_archive_jobs, self.max_archive_jobs_per_owner)
+        # The same turns for the core, whatever asks for a restore (a new sandbox from one too).
+        self.manager.snapshots.archive_turns = self.archive_jobs
         # Turns of the file uploads into sandboxes (file_handlers.py).
         self.uploads = FairShare(self.max_uploads, self.max_uploads_per_owner)
+        # Turns of the file downloads out of sandboxes (file_handlers.py, e2b_api/data_plane.py).
+        self.downloads = FairShare(self.max_downloads, self.max_downloads_per_owner)
         # Event streams open now, by owner (event_stream.py).
         self.event_streams = OwnerCap(
-            "event streams",
+            "event streams and code runs",
             "SandboxExtension.max_event_streams_per_owner",
             "SandboxExtension.max_event_streams",
+        )
+        # Connections relayed through port links now, by the sandbox's owner (port_handlers.py).
+        self.port_relays = OwnerCap(
+            "connections through port links",
+            "SandboxExtension.max_port_relays_per_owner",
+            "SandboxExtension.max_port_relays",
         )
         self.culler = SandboxCuller(self.manager, parent=self)
         root_dir = self.serverapp.root_dir if self.serverapp else None

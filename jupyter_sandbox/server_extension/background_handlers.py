@@ -71,7 +71,7 @@ class SandboxCommandOutputHandler(EventStreamHandler):
             "offset", 0, "the byte of the output to read from, 0 or more"
         )
         if self.follow_argument():
-            if self.get_query_argument("limit", None) is not None:
+            if self.query_argument("limit") is not None:
                 raise InvalidRequestError(
                     "limit is for one read and follow=true reads until the command ends: "
                     "leave limit out, e.g. ?follow=true&offset=0"
@@ -90,7 +90,7 @@ class SandboxCommandOutputHandler(EventStreamHandler):
 
     def follow_argument(self) -> bool:
         """The query argument ``follow`` (false without it); a 400 for what is not a yes or no."""
-        value = self.get_query_argument("follow", None)
+        value = self.query_argument("follow")
         if value is None:
             return False
         if value.lower() not in _BOOLEAN:
@@ -104,7 +104,7 @@ class SandboxCommandOutputHandler(EventStreamHandler):
     def integer_argument(self, name: str, default: int, meaning: str) -> int:
         """The query argument ``name`` as an integer (``default`` without it); a 400 naming
         it otherwise. Its range is the core's to check (BackgroundCommands.output)."""
-        value = self.get_query_argument(name, None)
+        value = self.query_argument(name)
         if value is None:
             return default
         if not _INTEGER.fullmatch(value):

@@ -27,20 +27,28 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from jupyter_sandbox.protocol.requests import json_object
+from jupyter_sandbox.protocol.requests import MAX_JSON_BODY
 from jupyter_sandbox.sandbox.operations.command_stream import stream_command
-from jupyter_sandbox.sandbox.operations.commands import CommandRequest, run_command
+from jupyter_sandbox.sandbox.operations.commands import MAX_STDIN, CommandRequest, run_command
 from jupyter_sandbox.server_extension.base import (
     SANDBOX_ID,
+    JsonBodyHandler,
     SandboxAPIHandler,
     authorized_to_execute,
 )
 from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
 
 
-class SandboxCommandsHandler(EventStreamHandler):
+class SandboxCommandsHandler(JsonBodyHandler, EventStreamHandler):
     """``/api/sandboxes/{id}/commands``: run one command to its end, stream it, or start it in
     the background; list the background commands."""
+
+    # stdin at its most, as JSON: text grows little; bytes JSON escapes (controls) six-fold,
+    # which past this bound is better sent as a file.
+    max_body_bytes = MAX_JSON_BODY + 2 * MAX_STDIN
+    too_large_advice = (
+        ": upload large input with PUT /api/sandboxes/{id}/files/content and read it from the file"
+    )
 
     @web.authenticated
     @authorized
@@ -51,7 +59,7 @@ class SandboxCommandsHandler(EventStreamHandler):
     @web.authenticated
     @authorized_to_execute
     async def post(self, sandbox_id: str) -> None:
-        request = CommandRequest.from_json(json_object(self.request.body))
+        request = CommandRequest.from_json(await self.json_body())
         if request.background:
             await self._start(sandbox_id, request)
             return

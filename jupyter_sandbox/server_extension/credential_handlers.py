@@ -17,9 +17,8 @@ from pathlib import Path
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.network.credentials import CredentialStore
-from jupyter_sandbox.server_extension.base import SandboxAPIHandler
+from jupyter_sandbox.server_extension.base import JsonBodyHandler, SandboxAPIHandler
 
 # Any segment: a malformed name is the store's own 400 (or 404 to DELETE), which says the rule.
 _NAME = r"(?P<name>[^/]+)"
@@ -43,13 +42,13 @@ class CredentialsHandler(CredentialsBase):
         self.write_json({"credentials": listed})
 
 
-class CredentialHandler(CredentialsBase):
+class CredentialHandler(JsonBodyHandler, CredentialsBase):
     """``PUT`` / ``DELETE /api/credentials/{name}``: set one (201 new, 200 replaced), remove one."""
 
     @web.authenticated
     @authorized
     async def put(self, name: str) -> None:
-        body = json_object(self.request.body)
+        body = await self.json_body()
         credential, created = await asyncio.to_thread(self.store.put, self.owner, name, body)
         self.write_json(credential.public(), 201 if created else 200)
 

@@ -16,9 +16,10 @@ follower stops reading, and the command runs on), so nothing runs on for nobody.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from tornado.iostream import StreamClosedError
@@ -74,22 +75,26 @@ class EventStreamHandler(SandboxAPIHandler):
         run: Callable[[SandboxManager, str, str, Request], Awaitable[RunResult]],
         stream: Callable[[SandboxManager, str, str, Request], AsyncGenerator[Event, None]],
         what: str,
+        *,
+        counted: bool = False,
     ) -> None:
         """Answer a request that runs something in ``sandbox_id`` (a command, code): with its
         result once ``run`` ended, or, when the request asks to ``stream``, with the events of
-        ``stream`` as they come (``what`` as send_events has it)."""
+        ``stream`` as they come (``what`` as send_events has it). ``counted``: a run answered
+        whole holds one of the owner's event streams too while it lasts (:meth:`stream_turn`),
+        taken before it starts."""
         if not request.stream:
-            result = await run(self.manager, self.owner, sandbox_id, request)
+            with self.stream_turn() if counted else contextlib.nullcontext():
+                result = await run(self.manager, self.owner, sandbox_id, request)
             self.write_json(result.as_dict())
             return
         events = stream(self.manager, self.owner, sandbox_id, request)
         await self.send_events(events, what)
 
-    async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
-        """Send ``events`` to the client as they come, until the last or until the client
-        leaves (``what``, e.g. "its command in SANDBOX", is logged as stopped). An error raised
-        before the first event is raised here, for the usual error answer; so is a stream one
-        more than the owner (or the server) may have open (TooManyStreamsError, 429)."""
+    @contextlib.contextmanager
+    def stream_turn(self) -> Iterator[None]:
+        """Hold one of the owner's event streams while in the block; TooManyStreamsError (429)
+        at once when the owner (or the server) has as many as it may."""
         streams = self.extension.event_streams
         owner = self.owner
         refusal = streams.refusal(
@@ -98,16 +103,28 @@ class EventStreamHandler(SandboxAPIHandler):
             self.extension.max_event_streams,
         )
         if refusal is not None:
-            await events.aclose()  # not begun: nothing was started
             raise TooManyStreamsError(refusal)
         streams.take(owner)
         try:
+            yield
+        finally:
+            streams.give_back(owner)
+
+    async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
+        """Send ``events`` to the client as they come, until the last or until the client
+        leaves (``what``, e.g. "its command in SANDBOX", is logged as stopped). An error raised
+        before the first event is raised here, for the usual error answer; so is a stream one
+        more than the owner (or the server) may have open (TooManyStreamsError, 429)."""
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self.stream_turn())
+            except TooManyStreamsError:
+                await events.aclose()  # not begun: nothing was started
+                raise
             # A task of its own, so that on_connection_close can stop it without cancelling
             # the handler itself (tornado does not expect that of its request's coroutine).
             self._sending = asyncio.ensure_future(self._send(events))
             await asyncio.wait({self._sending})
-        finally:
-            streams.give_back(owner)
         if self._sending.cancelled():
             log.info("the client left %s: %s was stopped", self.request.path, what)
             return

@@ -19,17 +19,28 @@ notebook wrote under ``copy-on-write`` (which never reaches the host's directory
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
+from tornado.http1connection import HTTP1Connection
+from tornado.iostream import StreamClosedError
 
-from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.protocol.requests import json_object
-from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    JsonBodyHandler,
+    SandboxAPIHandler,
+    TurnHoldingHandler,
+)
 from jupyter_sandbox.server_extension.event_stream import EventStreamHandler
+
+log = logging.getLogger(__name__)
 
 MAKE_DIRECTORY = '{"type": "directory"}'
 MOVE = '{"path": "results/final.csv", "overwrite": false}'
@@ -40,27 +51,16 @@ class SandboxFileAPIHandler(SandboxAPIHandler):
         """The query argument path, exactly as sent: tornado's get_query_argument would strip
         its spaces and turn its control characters into spaces, naming another file than the
         one asked for (a name may begin with a space). Given once, as UTF-8."""
-        given = self.request.query_arguments.get("path", [])
-        if len(given) > 1:
+        given = self.query_argument("path", default)
+        if given is None:
             raise InvalidRequestError(
-                f"the query argument path is given {len(given)} times: give it once"
+                "the query argument path is required: a path in the sandbox, relative to "
+                "/workspace or absolute, e.g. ?path=results/out.csv"
             )
-        if not given:
-            if default is None:
-                raise InvalidRequestError(
-                    "the query argument path is required: a path in the sandbox, relative to "
-                    "/workspace or absolute, e.g. ?path=results/out.csv"
-                )
-            return default
-        try:
-            return given[0].decode()
-        except UnicodeDecodeError:
-            raise InvalidRequestError(
-                "the query argument path is not UTF-8: percent-encode the path's UTF-8 bytes"
-            ) from None
+        return given
 
 
-class SandboxFilesHandler(SandboxFileAPIHandler):
+class SandboxFilesHandler(JsonBodyHandler, SandboxFileAPIHandler):
     """``/api/sandboxes/{id}/files?path=P``: list a directory; put makes directory P, patch
     moves P, delete removes it."""
 
@@ -74,7 +74,7 @@ class SandboxFilesHandler(SandboxFileAPIHandler):
     @authorized
     async def put(self, sandbox_id: str) -> None:
         path = self.path_argument()
-        body = json_object(self.request.body)
+        body = await self.json_body()
         if body != {"type": "directory"}:
             raise InvalidRequestError(
                 f"the body must be {MAKE_DIRECTORY}: this route makes directories; a file is "
@@ -87,7 +87,7 @@ class SandboxFilesHandler(SandboxFileAPIHandler):
     @authorized
     async def patch(self, sandbox_id: str) -> None:
         path = self.path_argument()
-        body = json_object(self.request.body)
+        body = await self.json_body()
         unknown = sorted(set(body) - {"path", "overwrite"})
         target, overwrite = body.get("path"), body.get("overwrite", False)
         if unknown or not isinstance(target, str) or not isinstance(overwrite, bool):
@@ -107,7 +107,7 @@ class SandboxFilesHandler(SandboxFileAPIHandler):
 
 
 @web.stream_request_body
-class SandboxFileContentHandler(SandboxFileAPIHandler):
+class SandboxFileContentHandler(TurnHoldingHandler, SandboxFileAPIHandler):
     """``/api/sandboxes/{id}/files/content?path=P``: a file's bytes, read or written whole.
 
     An upload's body is read only once its owner has a turn (``SandboxExtension.uploads``):
@@ -117,9 +117,13 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
     its connection (the client's sends stall) until the turn comes; at most the owner's share
     of bodies is read at once. A body larger than SandboxFiles.max_bytes is refused by its
     Content-Length before it is read, or as soon as it passes the cap.
+
+    A download is streamed (:func:`send_file`) in one of its owner's turns
+    (``SandboxExtension.downloads``): sent whole, every file read was held in the server's
+    memory, twice at its peak, and then for as long as its client took to read it, forever for
+    one that never did.
     """
 
-    _turn: str | None = None  # the owner whose upload turn this request holds, if any
     _path = ""
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
@@ -131,10 +135,10 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
         declared = self.request.headers.get("Content-Length", "")
         if declared.isascii() and declared.isdigit():
             self.manager.files.check_size(self._path, int(declared))
-        self._turn = await self.extension.uploads.acquire(self.owner)
+        await self.take_turn(self.extension.uploads)
 
     def data_received(self, chunk: bytes) -> None:
-        if self._turn is None:
+        if not self.holding_turn:
             return  # not an upload with a turn (refused by put()): its bytes are not kept
         self._body += chunk
         self.manager.files.check_size(self._path, len(self._body))
@@ -143,12 +147,23 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
     @authorized
     async def get(self, sandbox_id: str) -> None:
         path = self.path_argument()
-        data = await self.manager.files.read(self.owner, sandbox_id, path)
         name = os.path.basename(path.rstrip("/")) or "file"
-        self.set_header("Content-Type", "application/octet-stream")
-        # RFC 6266 / 5987: any file name, percent-encoded as UTF-8.
-        self.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}")
-        self.finish(data)
+        # A download streams in one of its owner's turns: a client that reads slowly, or
+        # not at all, holds one of that owner's turns, not another owner's.
+        async with self.extension.downloads.slot(self.owner):
+            if self._client_left:
+                return  # left while waiting for the turn: nothing to read for it
+            pieces = self.manager.files.read_stream(self.owner, sandbox_id, path)
+            try:
+                first = await anext(pieces, b"")  # an error found before any byte: an answer
+                self.set_header("Content-Type", "application/octet-stream")
+                # RFC 6266 / 5987: any file name, percent-encoded as UTF-8.
+                self.set_header(
+                    "Content-Disposition", f"attachment; filename*=UTF-8''{quote(name)}"
+                )
+                await send_file(self, first, pieces, self.manager.files.timeout)
+            finally:
+                await pieces.aclose()  # stops the read in the sandbox if it still runs
 
     @web.authenticated
     @authorized
@@ -157,21 +172,8 @@ class SandboxFileContentHandler(SandboxFileAPIHandler):
         try:
             entry = await self.manager.files.write(self.owner, sandbox_id, self._path, data)
         finally:
-            self._give_back_turn()
+            self.give_back_turn()
         self.write_json(entry)
-
-    def on_finish(self) -> None:
-        self._give_back_turn()  # whatever ended the request: an error, a refusal
-        super().on_finish()
-
-    def on_connection_close(self) -> None:
-        self._give_back_turn()  # the client left, maybe before its whole body came
-        super().on_connection_close()
-
-    def _give_back_turn(self) -> None:
-        if self._turn is not None:
-            self.extension.uploads.release(self._turn)
-            self._turn = None
 
 
 class SandboxFileInfoHandler(SandboxFileAPIHandler):
@@ -193,7 +195,7 @@ class SandboxFileWatchHandler(EventStreamHandler, SandboxFileAPIHandler):
     @authorized
     async def get(self, sandbox_id: str) -> None:
         path = self.path_argument(".")
-        recursive = self.get_query_argument("recursive", "false").lower()
+        recursive = (self.query_argument("recursive", "false") or "").lower()
         if recursive not in RECURSIVE:
             raise InvalidRequestError(
                 f"the query argument recursive must be true or false (1 or 0), not {recursive!r}"
@@ -203,6 +205,53 @@ class SandboxFileWatchHandler(EventStreamHandler, SandboxFileAPIHandler):
 
 
 RECURSIVE = {"true": True, "1": True, "false": False, "0": False}
+
+
+async def send_file(
+    handler: web.RequestHandler, first: bytes, pieces: AsyncGenerator[bytes, None], seconds: float
+) -> None:
+    """Send a file's ``first`` piece and the rest of ``pieces`` (SandboxFiles.read_stream)
+    as they come, each only once the one before went out to the client, so that a client
+    that does not read makes the sandbox wait instead of the server holding the file; then
+    finish. All of it within ``seconds`` (SandboxFiles.timeout, the read's own limit), or a
+    client that never reads would hold its turn and its connection forever.
+
+    An error once the answer has begun cannot be an answer any more: the connection is cut
+    before the chunked body's end, so that the client sees an incomplete download rather
+    than a shorter file.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+
+    async def sent(piece: bytes) -> None:
+        # Only the client is waited for here: the pieces come within the read's own limit.
+        handler.write(piece)
+        await asyncio.wait_for(handler.flush(), max(0.0, deadline - loop.time()))
+
+    try:
+        await sent(first)
+        async for piece in pieces:
+            await sent(piece)
+    except StreamClosedError:
+        log.info("the client left %s before the whole file was sent", handler.request.path)
+        return
+    except (SandboxError, asyncio.TimeoutError) as exc:
+        why = exc.message if isinstance(exc, SandboxError) else f"not sent within {seconds:g}s"
+        log.warning("download %s cut short: %s", handler.request.path, why)
+        _cut(handler)
+        return
+    except BaseException:
+        _cut(handler)  # whatever else ended it, never with an end that makes it look whole
+        raise
+    handler.finish()
+
+
+def _cut(handler: web.RequestHandler) -> None:
+    """Close the connection of an answer begun, before the chunked body's end: the client
+    sees it incomplete."""
+    if isinstance(handler.request.connection, HTTP1Connection):
+        handler.request.connection.close()
+
 
 file_handlers: list[tuple[str, type[SandboxAPIHandler]]] = [
     (rf"/api/sandboxes/{SANDBOX_ID}/files/?", SandboxFilesHandler),

@@ -18,7 +18,7 @@ from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
 from jupyter_sandbox.sandbox.use_cases import create_sandbox, restart_sandbox, set_deadline
-from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, JsonBodyHandler, SandboxAPIHandler
 from jupyter_sandbox.server_extension.requests import (
     CreateRequest,
     metadata_filter,
@@ -26,7 +26,7 @@ from jupyter_sandbox.server_extension.requests import (
 )
 
 
-class SandboxesHandler(SandboxAPIHandler):
+class SandboxesHandler(JsonBodyHandler):
     """``/api/sandboxes``: list the user's sandboxes (``?metadata=KEY=VALUE`` those with that
     entry), create one."""
 
@@ -45,7 +45,7 @@ class SandboxesHandler(SandboxAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        request = CreateRequest.parse(self.request.body)
+        request = CreateRequest.parse(self.body)
         request = dataclasses.replace(request, purpose=self.extension.container_purpose)
         # What the request means (context, snapshot, metadata, deadline) is the use case's.
         sandbox = await create_sandbox(self.manager, self.owner, request, self.extension.culler)
@@ -71,14 +71,14 @@ class SandboxHandler(SandboxAPIHandler):
         self.finish()
 
 
-class SandboxTimeoutHandler(SandboxAPIHandler):
+class SandboxTimeoutHandler(JsonBodyHandler):
     """``/api/sandboxes/{id}/timeout``: the sandbox goes ``timeout`` seconds from now (sooner or
     later than it would have), within the server's time to live."""
 
     @web.authenticated
     @authorized
     async def put(self, sandbox_id: str) -> None:
-        timeout = timeout_request(self.request.body)
+        timeout = timeout_request(self.body)
         info = await self.manager.get(self.owner, sandbox_id)
         set_deadline(self.manager, sandbox_id, timeout, self.extension.culler)
         self.write_json(self.model_of(info))

@@ -21,13 +21,12 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxNotFoundError
-from jupyter_sandbox.protocol.requests import json_object
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.network import NetworkPolicy, proxy_running
 from jupyter_sandbox.sandbox.network.asks import DECISIONS, decide, follow_pending, pending_requests
-from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.server_extension.base import SANDBOX_ID, JsonBodyHandler, SandboxAPIHandler
 from jupyter_sandbox.server_extension.event_stream import Event, EventStreamHandler
 
 MAX_AUDIT_ENTRIES = 10000
@@ -36,7 +35,7 @@ _REQUEST_ID = r"(?P<request_id>[^/]+)"
 _FOLLOW = {"true": True, "1": True, "false": False, "0": False}
 
 
-class SandboxNetworkHandler(SandboxAPIHandler):
+class SandboxNetworkHandler(JsonBodyHandler):
     """``/api/sandboxes/{id}/network``: the egress policy, read and replaced."""
 
     def policy_model(self, sandbox_id: str, policy: NetworkPolicy) -> dict[str, Any]:
@@ -52,7 +51,7 @@ class SandboxNetworkHandler(SandboxAPIHandler):
     @web.authenticated
     @authorized
     async def put(self, sandbox_id: str) -> None:
-        policy = NetworkPolicy.from_dict(json_object(self.request.body))
+        policy = NetworkPolicy.from_dict(await self.json_body())
         policy = await self.manager.set_network_policy(self.owner, sandbox_id, policy)
         self.write_json(self.policy_model(sandbox_id, policy))
 
@@ -63,8 +62,11 @@ class SandboxNetworkAuditHandler(SandboxAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, sandbox_id: str) -> None:
-        text = self.get_argument("limit", "1000")
-        if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_AUDIT_ENTRIES:
+        text = self.query_argument("limit", "1000") or ""
+        if (
+            not (text.isascii() and text.isdigit() and len(text) <= 9)
+            or not 0 < int(text) <= MAX_AUDIT_ENTRIES
+        ):
             raise InvalidRequestError(
                 f"limit must be a whole number from 1 to {MAX_AUDIT_ENTRIES}, not {text!r}"
             )
@@ -121,7 +123,7 @@ class SandboxNetworkRequestsHandler(HeldRequestsBase):
     @web.authenticated
     @authorized
     async def get(self, sandbox_id: str) -> None:
-        value = self.get_query_argument("follow", "false")
+        value = self.query_argument("follow", "false") or ""
         if value.lower() not in _FOLLOW:
             raise InvalidRequestError(
                 f"the query argument follow must be true or false (1 or 0), not {value!r:.40}: "
@@ -151,14 +153,14 @@ class SandboxNetworkRequestsHandler(HeldRequestsBase):
             await events.aclose()
 
 
-class SandboxNetworkRequestHandler(HeldRequestsBase):
+class SandboxNetworkRequestHandler(JsonBodyHandler, HeldRequestsBase):
     """``POST /api/sandboxes/{id}/network/requests/{request_id}`` with ``{"decision": "once" |
     "sandbox" | "deny"}``: decides a held request, as the user who asks."""
 
     @web.authenticated
     @authorized
     async def post(self, sandbox_id: str, request_id: str) -> None:
-        body = json_object(self.request.body)
+        body = await self.json_body()
         unknown = sorted(set(body) - {"decision"})
         if unknown:
             raise InvalidRequestError(

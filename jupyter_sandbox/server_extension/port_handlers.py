@@ -8,6 +8,9 @@
   to the server on that port of the sandbox (port_relay.py), which sees ``/{path}``. The link
   is the credential (port_links.py says why the user's login cannot be): a wrong token, a
   removed sandbox and another owner's all answer the same 404.
+  Each relayed connection holds two of the server's file descriptors while it lasts, so
+  they are counted to the sandbox's owner (SandboxExtension.max_port_relays_per_owner, and
+  max_port_relays for the server): one past either is a 429, nothing connected.
 
 The proxy is not a JupyterHandler on purpose: Jupyter's login, XSRF check and cookies belong to
 the user's session, which the sandbox's pages must never touch.
@@ -16,12 +19,11 @@ the user's session, which the sandbox's pages must never touch.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated, authorized
-from tornado import web
+from tornado import iostream, web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError, SandboxNotFoundError
 from jupyter_sandbox.sandbox.host.fair_share import current_owner
@@ -39,7 +41,12 @@ from jupyter_sandbox.server_extension.port_links import (
     generation_of,
     masked,
 )
-from jupyter_sandbox.server_extension.port_relay import relay_http, relay_websocket
+from jupyter_sandbox.server_extension.port_relay import (
+    CHUNK,
+    RelayIdleError,
+    relay_http,
+    relay_websocket,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +105,11 @@ class PortProxyHandler(web.RequestHandler):
 
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "DELETE", "PATCH", "PUT", "OPTIONS")
 
+    # The stream to the sandbox's server while an HTTP request is relayed (closed when the
+    # browser leaves), and whether it left.
+    _upstream: iostream.IOStream | None = None
+    _client_gone = False
+
     def check_xsrf_cookie(self) -> None:
         """The link's token authenticates the request; Jupyter's XSRF cookie is not ours."""
 
@@ -126,30 +138,72 @@ class PortProxyHandler(web.RequestHandler):
         try:
             number = check_port(port)
             owner = self._owner_if_valid(sandbox_id, number, token)
-            # The link's owner is who this request's engine calls are counted to (fair_share.py),
-            # not the server's own share, which the culler and the pools use.
-            current_owner.set(owner)
-            sock = await self.extension.manager.ports.connect(owner, sandbox_id, number)
         except SandboxError as exc:
             self._plain(exc.http_status, exc.message)
             return
-        target = path + query
-        if self.request.headers.get("Upgrade", "").lower() == "websocket":
-            await relay_websocket(self, sock, target, prefix)
-        else:
-            await self._relay(sock, target, prefix)
-
-    async def _relay(self, sock: socket.socket, target: str, prefix: str) -> None:
+        # Counted before connecting: a refused relay opens nothing in the sandbox.
+        extension = self.extension
+        relays = extension.port_relays
+        refusal = relays.refusal(
+            owner, extension.max_port_relays_per_owner, extension.max_port_relays
+        )
+        if refusal is not None:
+            self._plain(429, refusal)
+            return
+        relays.take(owner)
         try:
-            await relay_http(self, sock, target, prefix, MAX_BODY)
+            await self._connect_and_relay(owner, sandbox_id, number, path + query, prefix)
+        finally:
+            relays.give_back(owner)
+
+    async def _connect_and_relay(
+        self, owner: str, sandbox_id: str, port: int, target: str, prefix: str
+    ) -> None:
+        try:
+            # The link's owner is who this request's engine calls are counted to (fair_share.py),
+            # not the server's own share, which the culler and the pools use.
+            current_owner.set(owner)
+            sock = await self.extension.manager.ports.connect(owner, sandbox_id, port)
+        except SandboxError as exc:
+            self._plain(exc.http_status, exc.message)
+            return
+        upstream = iostream.IOStream(sock, read_chunk_size=CHUNK)
+        if self.request.headers.get("Upgrade", "").lower() == "websocket":
+            await relay_websocket(self, upstream, target, prefix)
+        else:
+            await self._relay(upstream, target, prefix)
+
+    async def _relay(self, upstream: iostream.IOStream, target: str, prefix: str) -> None:
+        self._upstream = upstream
+        if self._client_gone:  # it left while the connection was made
+            upstream.close()
+            return
+        try:
+            await relay_http(
+                self, upstream, target, prefix, MAX_BODY, self.extension.port_relay_idle_timeout
+            )
         except MalformedAnswer as exc:  # nothing of it reached the browser
             log.debug("a sandbox's port answered with a malformed head: %s", exc.message)
             if not self._headers_written:
                 self._plain(exc.http_status, exc.message)
+        except RelayIdleError as exc:
+            log.debug("a relay to a sandbox's port was idle: %s", exc)
+            if not self._headers_written and not self._client_gone:
+                self._plain(504, str(exc))
         except Exception as exc:  # the sandbox's server misbehaved or went away
             log.debug("relay to a sandbox's port failed: %r", exc)
-            if not self._headers_written:
+            if not self._headers_written and not self._client_gone:
                 self._plain(502, "the sandbox's server closed the connection without an answer")
+        finally:
+            self._upstream = None
+
+    def on_connection_close(self) -> None:
+        # The browser left: the stream to the sandbox's server is closed, which ends the relay
+        # wherever it waits (the server's answer, a body it does not read).
+        self._client_gone = True
+        if self._upstream is not None:
+            self._upstream.close()
+        super().on_connection_close()
 
     def _owner_if_valid(self, sandbox_id: str, port: int, token: str) -> str:
         """The sandbox's owner when ``token`` is the link's; SandboxNotFoundError otherwise."""

@@ -8,6 +8,11 @@ once the sandbox's server has answered ``101``. On both ways the answer's head i
 strict parser (sandbox/operations/port_answer.py) and the browser gets a head rebuilt from its parts,
 never the sandbox's bytes.
 
+An HTTP relay that moves nothing for its idle time (the request's body unread by the
+sandbox's server, its answer stalled, or the browser reading none of it) is closed with both its
+connections (:class:`IdleTimer`); so is one whose browser leaves (the handler closes the
+stream to the sandbox): either way nothing waits on for nobody.
+
 Everything the sandbox sends is untrusted, and the page it serves lives on Jupyter's own
 host. So, in both directions, headers are filtered:
 
@@ -25,9 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
@@ -125,13 +128,54 @@ class _StrictConnection(HTTP1Connection):
         return f"HTTP/1.1 {answer.code} {answer.reason}", headers
 
 
-class _AnswerRelay(httputil.HTTPMessageDelegate):
-    """Writes the sandbox's answer into ``handler`` as it arrives."""
+class IdleTimer:
+    """Calls ``expire`` once nothing moved for ``idle`` seconds (0: never): :meth:`restart` at
+    each move. A stalled read or write of an iostream cannot be given a timeout of its own, but
+    closing the stream ends it (StreamClosedError), wherever it waits."""
 
-    def __init__(self, handler: RequestHandler, prefix: str, base: str) -> None:
+    def __init__(self, idle: float, expire: Callable[[], None]) -> None:
+        self.idle = idle
+        self.expired = False
+        self._expire = expire
+        self._handle: asyncio.TimerHandle | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        self.cancel()
+        if self.idle > 0:
+            self._handle = asyncio.get_running_loop().call_later(self.idle, self._fire)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.expired = True
+        self._expire()
+
+
+class RelayIdleError(Exception):
+    """An HTTP relay moved nothing for its idle time and was closed."""
+
+    def __init__(self, idle: float) -> None:
+        super().__init__(
+            f"the sandbox's server neither read the request nor answered for {idle:g} s "
+            "(SandboxExtension.port_relay_idle_timeout), so the relay was closed: make it "
+            "answer sooner, or ask the server's administrator to raise that setting"
+        )
+
+
+class _AnswerRelay(httputil.HTTPMessageDelegate):
+    """Writes the sandbox's answer into ``handler`` as it arrives; each chunk, once the
+    browser took it, restarts ``timer``."""
+
+    def __init__(self, handler: RequestHandler, prefix: str, base: str, timer: IdleTimer) -> None:
         self.handler = handler
         self.prefix = prefix
         self.base = base
+        self.timer = timer
 
     def headers_received(
         self,
@@ -150,19 +194,41 @@ class _AnswerRelay(httputil.HTTPMessageDelegate):
             with contextlib.suppress(ValueError):  # a header tornado refuses to send: left out
                 handler.add_header(name, value)
 
-    def data_received(self, chunk: bytes) -> Any:
+    async def data_received(self, chunk: bytes) -> None:
+        self.timer.restart()
         self.handler.write(chunk)
-        return self.handler.flush()  # waits while the browser reads slowly
+        try:
+            await self.handler.flush()  # waits while the browser reads slowly
+        except iostream.StreamClosedError:
+            # The browser left: its handler closes the stream to the sandbox, which ends the
+            # relay at its next read (raised here, tornado would log it as an uncaught error).
+            return
+        self.timer.restart()
 
 
 async def relay_http(
-    handler: RequestHandler, sock: socket.socket, path: str, prefix: str, body_limit: int
+    handler: RequestHandler,
+    stream: iostream.IOStream,
+    path: str,
+    prefix: str,
+    body_limit: int,
+    idle: float,
 ) -> None:
-    """Send ``handler``'s request to the sandbox's server on ``sock`` (at ``path``) and relay
-    the answer; the handler is finished after. MalformedAnswer when the server's answer head
-    is not one the relay reads."""
+    """Send ``handler``'s request to the sandbox's server on ``stream`` (at ``path``) and relay
+    the answer; the handler is finished after, the stream closed. MalformedAnswer when the
+    server's answer head is not one the relay reads; RelayIdleError when nothing moved for
+    ``idle`` seconds (0: no limit), the browser's connection closed too (part of an answer
+    may have reached it, which it must not take for the whole)."""
     request = handler.request
-    stream = iostream.IOStream(sock, read_chunk_size=CHUNK)
+
+    def expire() -> None:
+        stream.close()
+        if handler._headers_written and isinstance(request.connection, HTTP1Connection):
+            # Part of the answer went out: only a cut connection tells the browser it is not
+            # all (and it ends a flush waiting on a browser that reads nothing).
+            request.connection.close()
+
+    timer = IdleTimer(idle, expire)
     try:
         connection = _StrictConnection(
             stream,
@@ -185,26 +251,33 @@ async def relay_http(
         assert request.method is not None
         start = httputil.RequestStartLine(request.method, path, "HTTP/1.1")
         await connection.write_headers(start, headers)
-        if body:
-            await connection.write(body)
+        # In chunks, each one restarting the timer: a server that takes the body slowly is
+        # waited for, one that reads none of it is not.
+        for offset in range(0, len(body), CHUNK):
+            await connection.write(body[offset : offset + CHUNK])
+            timer.restart()
         connection.finish()
-        relay = _AnswerRelay(handler, prefix, prefix + path)
+        relay = _AnswerRelay(handler, prefix, prefix + path, timer)
         if not await connection.read_response(relay):
             raise connection.malformed or iostream.StreamClosedError()
         if not handler._finished:
             handler.finish()
+    except iostream.StreamClosedError:
+        if timer.expired:
+            raise RelayIdleError(idle) from None
+        raise
     finally:
+        timer.cancel()
         stream.close()
 
 
 async def relay_websocket(
-    handler: RequestHandler, sock: socket.socket, path: str, prefix: str
+    handler: RequestHandler, upstream: iostream.IOStream, path: str, prefix: str
 ) -> None:
-    """Relay a WebSocket upgrade: the request head to the sandbox's server; if it answers 101,
-    its (filtered) head to the browser and then the bytes both ways until either side ends;
-    otherwise a 502 to the browser."""
+    """Relay a WebSocket upgrade: the request head to the sandbox's server on ``upstream``; if
+    it answers 101, its (filtered) head to the browser and then the bytes both ways until
+    either side ends; otherwise a 502 to the browser. Both streams are closed after."""
     request = handler.request
-    upstream = iostream.IOStream(sock, read_chunk_size=CHUNK)
     client = handler.detach()
     try:
         headers = request_headers(

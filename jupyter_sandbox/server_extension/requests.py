@@ -6,12 +6,18 @@ the field and says what it takes, so a client can fix its request without readin
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.protocol.requests import json_object, seconds_of
+from jupyter_sandbox.protocol.requests import (
+    ENVIRONMENT,
+    METADATA,
+    METADATA_KEY,
+    json_object,
+    seconds_of,
+    string_map,
+)
 from jupyter_sandbox.sandbox.lifecycle.contexts import check_context
 from jupyter_sandbox.sandbox.network import NetworkPolicy
 from jupyter_sandbox.sandbox.settings import RUNTIMES
@@ -27,12 +33,6 @@ LIMIT_TYPES: dict[str, tuple[type, ...]] = {
 }
 # A sandbox's own timeout: beyond a year is "never", which is no timeout at all.
 MAX_TIMEOUT = 366 * 86400.0
-# Metadata: the caller's own labels on a sandbox (which agent, task, user of a service made it),
-# shown with it and matched by GET /api/sandboxes?metadata=KEY=VALUE, as E2B and OpenSandbox do.
-METADATA_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
-MAX_METADATA_ENTRIES = 64
-MAX_METADATA_VALUE = 1024  # characters
-METADATA_EXAMPLE = '{"agent": "planner", "task": "t-42"}'
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,13 @@ class CreateRequest(NewSandbox):
             image=_optional_str(data, "image"),
             limits=_limits(data.get("limits", {})),
             context=context,
-            environment=_environment(data.get("environment", {})),
+            environment=string_map(data.get("environment", {}), "environment", ENVIRONMENT),
             network=None
             if data.get("network") is None
             else NetworkPolicy.from_dict(data["network"]),
             snapshot=_optional_str(data, "snapshot"),
             timeout=None if data.get("timeout") is None else timeout_seconds(data["timeout"]),
-            metadata=_metadata(data.get("metadata", {})),
+            metadata=string_map(data.get("metadata", {}), "metadata", METADATA),
         )
 
 
@@ -143,37 +143,6 @@ def _limits(value: Any) -> dict[str, Any]:
             raise InvalidRequestError(f"limits.{name} must be {wanted}, not {_json_type(limit)}")
         limits[name] = limit
     return limits
-
-
-def _environment(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise InvalidRequestError(
-            'environment must be an object of string values, e.g. {"MY_SETTING": "1"}'
-        )
-    return dict(value)
-
-
-def _metadata(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise InvalidRequestError(
-            f"metadata must be an object of string values, e.g. {METADATA_EXAMPLE}"
-        )
-    if len(value) > MAX_METADATA_ENTRIES:
-        raise InvalidRequestError(
-            f"metadata may hold at most {MAX_METADATA_ENTRIES} entries, not {len(value)}"
-        )
-    for key, text in value.items():
-        if not METADATA_KEY.fullmatch(key):
-            raise InvalidRequestError(
-                f"metadata key {key!r} must be 1-128 letters, digits or . _ / - and begin with "
-                f"a letter or digit, e.g. {METADATA_EXAMPLE}"
-            )
-        if len(text) > MAX_METADATA_VALUE:
-            raise InvalidRequestError(
-                f"metadata value of {key!r} has {len(text)} characters; at most "
-                f"{MAX_METADATA_VALUE}: keep larger data in a file in the sandbox"
-            )
-    return dict(value)
 
 
 def _type_name(kind: type) -> str:

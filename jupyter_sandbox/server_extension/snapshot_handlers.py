@@ -19,16 +19,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import Any
+import tempfile
+from pathlib import Path
+from typing import IO, Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError
-from jupyter_sandbox.protocol.requests import json_object
+from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.snapshots.service import KINDS
-from jupyter_sandbox.server_extension.base import SANDBOX_ID, SandboxAPIHandler
+from jupyter_sandbox.sandbox.snapshots.storage import TEMP_PREFIX
+from jupyter_sandbox.server_extension.base import (
+    SANDBOX_ID,
+    JsonBodyHandler,
+    SandboxAPIHandler,
+    TurnHoldingHandler,
+    bound_body,
+)
 
 _SNAPSHOT_ID = r"(?P<snapshot_id>[^/]+)"
 # Bytes read from the stored archive per write to the client.
@@ -75,13 +84,13 @@ class SnapshotAPIHandler(SandboxAPIHandler):
         self.write_json(snapshot_model(metadata), 201)
 
 
-class SandboxSnapshotsHandler(SnapshotAPIHandler):
+class SandboxSnapshotsHandler(JsonBodyHandler, SnapshotAPIHandler):
     """``/api/sandboxes/{id}/snapshots``: snapshot the sandbox's /workspace."""
 
     @web.authenticated
     @authorized
     async def post(self, sandbox_id: str) -> None:
-        data = json_object(self.request.body, allow_empty=True)
+        data = await self.json_body(allow_empty=True)
         unknown = sorted(set(data) - {"kind", "note", "leave_running"})
         if unknown:
             raise InvalidRequestError(
@@ -101,8 +110,46 @@ class SandboxSnapshotsHandler(SnapshotAPIHandler):
         self.created(metadata)
 
 
-class SnapshotsHandler(SnapshotAPIHandler):
-    """``/api/snapshots``: list the user's snapshots; import a tar (the request body)."""
+@web.stream_request_body
+class SnapshotsHandler(TurnHoldingHandler, SnapshotAPIHandler):
+    """``/api/snapshots``: list the user's snapshots; import a tar (the request body).
+
+    An import's body is read only once its owner has an archive turn (``archive_turn``), and
+    onto disk, not into memory: read first, as tornado does by default, every import an owner
+    sent was held whole in the server's memory (up to Jupyter Server's max_body_size) while it
+    waited for its turn. Waiting in :meth:`prepare`, its body stays unread in its connection
+    (the client's sends stall) until the turn comes; it is then spooled, as it comes, to a
+    temporary file beside the owner's snapshots, which the import reads. A body larger than an
+    archive may be (Snapshots.max_archive_bytes) is refused by its Content-Length before it is
+    read, or by tornado as it passes the cap.
+    """
+
+    _spool: IO[bytes] | None = None  # the body, as it comes
+    _spool_path: Path | None = None
+    _received = 0  # bytes of the body received
+    _note_text = ""
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        await super().prepare(*args, **kwargs)
+        if self.request.method != "POST" or self.current_user is None:
+            return  # no body to keep; an anonymous POST is refused by post(), its body unkept
+        self._note_text = _note({"note": self.query_argument("note", "")})  # refused unread
+        cap = self.manager.snapshots.limits.max_bytes
+        if cap:
+            bound_body(self, cap, " (an imported archive: Snapshots.max_archive_bytes)")
+        if not await self.take_turn(self.extension.archive_jobs):
+            return  # the client left while it waited: the turn went to the next at once
+        directory = self.manager.snapshots.store.owner_dir(self.owner)
+        make_private_dir(directory)
+        # A crashed server's spool is removed with the store's other stale temporaries.
+        fd, name = tempfile.mkstemp(dir=directory, prefix=TEMP_PREFIX, suffix=".upload")
+        self._spool, self._spool_path = os.fdopen(fd, "wb"), Path(name)
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._spool is None:
+            return  # not an import with a turn (refused by post()): its bytes are not kept
+        self._spool.write(chunk)
+        self._received += len(chunk)
 
     @web.authenticated
     @authorized
@@ -113,18 +160,38 @@ class SnapshotsHandler(SnapshotAPIHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        if not self.request.body:
-            raise InvalidRequestError(
-                "the request body must be a tar archive (plain, or gzip with ?compression=gzip)"
-            )
-        note = _note({"note": self.get_query_argument("note", "")})
-        # Decompressed only when asked: a gzip body sent without it is refused, saying so.
-        compression = self.get_query_argument("compression", None)
-        async with self.archive_turn():
+        try:
+            if not self._received or self._spool is None or self._spool_path is None:
+                raise InvalidRequestError(
+                    "the request body must be a tar archive (plain, or gzip with ?compression=gzip)"
+                )
+            self._spool.close()
+            # Decompressed only when asked: a gzip body sent without it is refused, saying so.
+            compression = self.query_argument("compression")
             metadata = await self.manager.snapshots.import_archive(
-                self.owner, self.request.body, note=note, compression=compression
+                self.owner, self._spool_path, note=self._note_text, compression=compression
             )
+        finally:
+            self._done()
         self.created(metadata)
+
+    def on_finish(self) -> None:
+        self._done()  # whatever ended the request: an error, a refusal
+        super().on_finish()
+
+    def on_connection_close(self) -> None:
+        self._done()  # the client left, maybe before its whole body came
+        super().on_connection_close()
+
+    def _done(self) -> None:
+        """Give the archive turn back and remove the spooled body, once."""
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        if self._spool_path is not None:
+            self._spool_path.unlink(missing_ok=True)
+            self._spool_path = None
+        self.give_back_turn()
 
 
 class SnapshotHandler(SnapshotAPIHandler):
@@ -169,7 +236,7 @@ class SnapshotDownloadHandler(SnapshotAPIHandler):
         self.finish()
 
 
-class SnapshotRestoreHandler(SnapshotAPIHandler):
+class SnapshotRestoreHandler(JsonBodyHandler, SnapshotAPIHandler):
     """``/api/snapshots/{id}/restore``: restore into a running sandbox of the user's; a memory
     snapshot restores its own sandbox (no body, or its id)."""
 
@@ -177,7 +244,7 @@ class SnapshotRestoreHandler(SnapshotAPIHandler):
     @authorized
     async def post(self, snapshot_id: str) -> None:
         snapshots = self.manager.snapshots
-        data = json_object(self.request.body, allow_empty=True)
+        data = await self.json_body(allow_empty=True)
         metadata = snapshots.get(self.owner, snapshot_id)
         if metadata["kind"] == "memory":
             await self._restore_memory(metadata, data)

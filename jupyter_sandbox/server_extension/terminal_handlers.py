@@ -33,9 +33,9 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import InvalidRequestError, SandboxError
 from jupyter_sandbox.sandbox.backends.base import Terminal
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.operations.command_stream import OutputDecoder
 from jupyter_sandbox.sandbox.operations.terminals import (
     DEFAULT_COLS,
@@ -65,8 +65,8 @@ def client_message(message: str | bytes) -> tuple[str, Any]:
     try:
         # The strict reader: plain json.loads raised RecursionError (not ValueError) on a
         # message nested past the stack, out of on_message.
-        decoded = sandbox_json.loads(raw, max_bytes=MAX_CLIENT_MESSAGE)
-    except sandbox_json.MalformedJSONError:  # its message may quote a number typed
+        decoded = strict_json.loads(raw, max_bytes=MAX_CLIENT_MESSAGE)
+    except strict_json.MalformedJSONError:  # its message may quote a number typed
         raise InvalidRequestError(
             f"not one JSON text of at most {MAX_CLIENT_MESSAGE} bytes (UTF-8, nested within "
             "the stack, finite numbers, each key once)"
@@ -122,10 +122,12 @@ class SandboxTerminalHandler(WebSocketMixin, SandboxHandlerBase, WebSocketHandle
 
     def _number(self, name: str, default: int) -> int | str:
         """The query argument ``name`` as a number if it is one (check_size judges it)."""
-        value = self.get_argument(name, None)
+        value = self.query_argument(name)
         if value is None:
             return default
-        return int(value) if value.isascii() and value.isdigit() else value
+        # A number of more digits than any size has is check_size's to refuse, as text: int()
+        # of thousands of digits raises ValueError (a 500).
+        return int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else value
 
     async def open(self, sandbox_id: str) -> None:
         super().open(sandbox_id)  # WebSocketMixin's: keep-alive pings

@@ -124,8 +124,8 @@ async def test_only_the_sandboxs_own_token_reaches_it(
 @pytest.mark.checklist(
     row=81,
     attack="Process/Start with hostile Connect framing: a length of 4 GiB, a compressed flag, "
-    "two envelopes, a truncated header, non-JSON, a JSON array, an unknown field, binary "
-    "protobuf, and a 2 MiB message",
+    "two envelopes, a truncated header, non-JSON, a JSON array, an unknown field, JSON nested "
+    "past the interpreter's stack, a field given twice, binary protobuf, and a 2 MiB message",
     expected="each refused invalid_argument from its first bytes (the declared length is never "
     "allocated); no command runs",
 )
@@ -142,6 +142,11 @@ async def test_malformed_connect_envelopes_are_refused(
         "not JSON": envelope(b"\xff{"),
         "array": envelope(b"[1, 2]"),
         "unknown field": envelope(json.dumps({**json.loads(good), "evil": 1}).encode()),
+        "nested too deeply": envelope(b"[" * 100_000),
+        # json.loads kept the last of the two: the command that touches the file
+        "a field twice": envelope(
+            f'{{"process": {{"cmd": "/bin/true"}}, "process": {good[12:-1]}}}'.encode()
+        ),
         "too large": envelope(b" " * (2 * 1024**2)),
     }
     headers = {

@@ -22,6 +22,8 @@ from jupyter_sandbox.e2b_api import agents_helpers
 from jupyter_sandbox.e2b_api.connect_protocol import Message
 from jupyter_sandbox.e2b_api.errors import E2BUnsupportedError
 from jupyter_sandbox.e2b_api.process_service import (
+    EVENT_OVERHEAD,
+    FOLLOWER_BYTES,
     FOLLOWER_QUEUE,
     Processes,
     Running,
@@ -131,9 +133,39 @@ async def test_a_follower_that_falls_behind_is_let_go() -> None:
         async for message in follower:
             received.append(message)
 
-    with pytest.raises(SandboxError, match=r"fell \d+ events behind"):
+    with pytest.raises(SandboxError, match=r"fell \d+ events or \d+ MiB behind"):
         await drain()
     assert len(received) == FOLLOWER_QUEUE - 1
+
+
+async def test_a_follower_is_let_go_by_the_bytes_it_is_behind() -> None:
+    """A few events of a MiB each, far under the count, are as many as a follower that does not
+    read may hold: the next one lets it go, and what it held is freed with it; a follower that
+    reads as they come is never let go."""
+    processes = Processes()
+    running = processes.add("0123456789ab", {}, None)
+    stalled = connect_events(processes, "0123456789ab", Message(selector(running.pid), "C"))
+    reading = connect_events(processes, "0123456789ab", Message(selector(running.pid), "C"))
+    await anext(stalled)
+    await anext(reading)
+    big = {"event": {"data": {"stdout": "A" * 1024**2}}}
+    fits = FOLLOWER_BYTES // (1024**2 + EVENT_OVERHEAD)
+    for _ in range(2 * fits):
+        running.publish(big)
+        assert await anext(reading) == big
+    assert len(running.followers) == 1  # the reading one
+    assert next(iter(running.followers)).held == 0
+    running.ended(None)
+    received: list[dict[str, Any]] = []
+
+    async def drain() -> None:
+        async for message in stalled:
+            received.append(message)
+
+    with pytest.raises(SandboxError, match=r"fell \d+ events or 4 MiB behind"):
+        await drain()
+    assert len(received) == fits < FOLLOWER_QUEUE
+    assert [message async for message in reading] == []
 
 
 async def test_a_process_is_found_only_under_its_own_sandbox() -> None:

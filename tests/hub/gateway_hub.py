@@ -17,6 +17,7 @@ GATEWAY_LOG = "gateway.log"  # in the hub's directory, then test-artifacts/hub/
 KERNEL_LAUNCH_TIMEOUT = 90  # seconds the users' servers wait for the gateway's kernel start
 CONTEXT_VARIABLE = "KERNEL_SANDBOX_CONTEXT"
 CONTEXT_OPTION = "sandbox_context"  # the user option a test starts a server with to name one
+KERNELS_PER_USER = 3  # SandboxGateway.max_kernels_per_user: more than any other test starts
 
 # The users' servers hold no engine: nothing of theirs starts sandboxes.
 USER_SANDBOX_CONFIG = """\
@@ -73,6 +74,7 @@ def gateway_hub_config(
         "jupyter_sandbox.cli",
         "gateway",
         "--SandboxGateway.user_root=/home/{username}",
+        f"--SandboxGateway.max_kernels_per_user={KERNELS_PER_USER}",
     ]
     command = ["/bin/sh", "-c", f'exec "$@" >>"$HOME/{SERVER_LOG}" 2>&1', "sh"]
     command += [str(SYSTEM_PYTHON), "-m", "jupyterhub.singleuser"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
+import http.client
 import json
 import os
 import pwd
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,6 +50,7 @@ from tests.hub.conftest import LOG_TAILS
 from tests.hub.gateway_hub import (
     CONTEXT_OPTION,
     GATEWAY_LOG,
+    KERNELS_PER_USER,
     SERVICE,
     USER_SANDBOX_CONFIG,
     gateway_hub_config,
@@ -671,6 +674,154 @@ def test_admin_access_is_explicit_and_logged(gateway_hub: GatewayHub, observe: A
         status, answer = gateway_hub.gateway("alice", "DELETE", f"api/kernels/{kernel['id']}")
     assert status == 204, answer
     assert wait_until_no_sandboxes([alice]) == {}
+
+
+@pytest.mark.checklist(
+    row=145,
+    attack="an admin token sends two Sandbox-Act-As headers (read together as 'A,B'), or one "
+    "naming a list",
+    expected="400 saying to name one hub user; no one is acted as",
+)
+def test_acting_as_takes_exactly_one_name(gateway_hub: GatewayHub, observe: Any) -> None:
+    alice, bob = gateway_hub.users["alice"], gateway_hub.users["bob"]
+    tried = [[alice, bob], [f"{alice},{bob}"], [f"{alice}/.."]]
+    for names in tried:
+        status, answer = request_with_headers(
+            gateway_hub,
+            "GET",
+            f"{GATEWAY}/api/kernels",
+            [("Authorization", f"token {gateway_hub.admin_token}")]
+            + [("Sandbox-Act-As", name) for name in names],
+        )
+        assert status == 400, (names, answer)
+        assert "Sandbox-Act-As" in answer, answer
+    assert f"admin access: service hub-test acts as {alice}," not in (
+        gateway_hub.gateway_log.read_text(errors="replace")
+    )
+    observe("two headers, a list in one, a path: 400 each", cases=len(tried))
+
+
+def request_with_headers(
+    hub: Hub, method: str, path: str, headers: list[tuple[str, str]], body_start: bytes = b""
+) -> tuple[int, str]:
+    """(status, body text) of a request through the proxy with ``headers`` as given, a name
+    repeated as often as it is listed (a dict of headers cannot repeat one); ``body_start``
+    sent after them, and nothing more."""
+    url = urllib.parse.urlsplit(hub.url)
+    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=REQUEST_TIMEOUT)
+    try:
+        connection.putrequest(method, f"/{path}")
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.endheaders(body_start or None)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+@pytest.mark.checklist(
+    row=142,
+    attack="a hub user starts kernels at the gateway, one after another, each a process on "
+    "the gateway's host",
+    expected="the start beyond SandboxGateway.max_kernels_per_user is refused (429, saying to "
+    "shut a kernel down); another user still starts theirs",
+)
+def test_a_users_kernels_are_capped(gateway_hub: GatewayHub, observe: Any) -> None:
+    names = {role: gateway_hub.users[role] for role in ("alice", "bob")}
+    started: dict[str, list[str]] = {role: [] for role in names}
+    start = {"name": "sandboxed-python"}
+    try:
+        for _ in range(KERNELS_PER_USER):
+            status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+            assert status == 201, kernel
+            started["alice"].append(kernel["id"])
+        status, answer = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+        assert status == 429, answer
+        assert answer["code"] == "too_many_kernels", answer
+        assert "shut one of them down" in answer["message"], answer
+        status, listed = gateway_hub.gateway("alice", "GET", "api/kernels")
+        assert status == 200, listed
+        assert sorted(k["id"] for k in listed) == sorted(started["alice"])
+        status, kernel = gateway_hub.gateway("bob", "POST", "api/kernels", start)
+        assert status == 201, kernel
+        started["bob"].append(kernel["id"])
+        # One of hers shut down, she may start another.
+        status, answer = gateway_hub.gateway(
+            "alice", "DELETE", f"api/kernels/{started['alice'].pop()}"
+        )
+        assert status == 204, answer
+        status, kernel = gateway_hub.gateway("alice", "POST", "api/kernels", start)
+        assert status == 201, kernel
+        started["alice"].append(kernel["id"])
+        observe(
+            f"start {KERNELS_PER_USER + 1} of A: 429; B's start: 201; A's after one shut down: 201",
+            cases=3,
+        )
+    finally:
+        for role, kernel_ids in started.items():
+            for kernel_id in kernel_ids:
+                gateway_hub.gateway(role, "DELETE", f"api/kernels/{kernel_id}")
+    assert wait_until_no_sandboxes(list(names.values())) == {}
+
+
+@pytest.mark.checklist(
+    row=143,
+    attack="a hub user starts a kernel with KERNEL_SANDBOX_LIMITS the sandbox cannot take: "
+    "hundreds of digits, Arabic-Indic digits, a limit named twice, one above the maximum",
+    expected="400 at the start, naming the variable or the limit; no kernel is started",
+)
+def test_a_kernels_bad_limits_are_refused_at_its_start(
+    gateway_hub: GatewayHub, observe: Any
+) -> None:
+    alice = gateway_hub.users["alice"]
+    tried = [
+        "memory=" + "9" * 30 + "g",
+        "pids=\u0661\u0660\u0660",
+        "memory=1g,memory=2g",
+        "memory=1000t",
+        "cpus=" + "9" * 30,
+    ]
+    for limits in tried:
+        status, answer = gateway_hub.gateway(
+            "alice",
+            "POST",
+            "api/kernels",
+            {"name": "sandboxed-python", "env": {"KERNEL_SANDBOX_LIMITS": limits}},
+        )
+        assert status == 400, (limits, answer)
+        assert answer["code"] == "invalid_setting", answer
+    assert gateway_hub.gateway("alice", "GET", "api/kernels") == (200, [])
+    assert owner_labels([alice]) == {}
+    observe(f"{len(tried)} bad KERNEL_SANDBOX_LIMITS: 400 each, no kernel", cases=len(tried))
+
+
+@pytest.mark.checklist(
+    row=152,
+    attack="a hub user declares a 256 MiB kernel start to the gateway and sends 1 KiB of it",
+    expected="413 (request_too_large) by its declared length, the rest never read: the "
+    "gateway, which every hub user shares, reads a start's body only once authenticated and "
+    "only up to its 1 MiB",
+)
+def test_a_kernel_start_past_its_bound_is_refused_from_its_head(
+    gateway_hub: GatewayHub, observe: Any
+) -> None:
+    alice = gateway_hub.users["alice"]
+    status, answer = request_with_headers(
+        gateway_hub,
+        "POST",
+        f"{GATEWAY}/api/kernels",
+        [
+            ("Authorization", f"token {gateway_hub.tokens[alice]}"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(256 * 1024**2)),
+        ],
+        # The hub's proxy (node) sends a request's head on with its first body bytes.
+        body_start=b" " * 1024,
+    )
+    assert status == 413, answer
+    assert "request_too_large" in answer, answer
+    observe("a start declaring 256 MiB: 413 after 1 KiB of its body was sent")
 
 
 def test_the_users_own_server_forwards_sandboxes_to_the_gateway(gateway_hub: GatewayHub) -> None:

@@ -13,6 +13,7 @@ from jupyter_sandbox.sandbox import labels
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import SandboxManager
+from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 
 def test_an_empty_environment_asks_for_the_defaults() -> None:
@@ -129,3 +130,34 @@ async def test_a_context_made_with_another_spelling_of_its_image_is_found(
     other = KernelRequest.from_environment({"JUPYTER_SANDBOX_IMAGE": "jupyter-sandbox/python:1"})
     with pytest.raises(InvalidSettingError, match="runs image jupyter-sandbox/python, not"):
         other.check_found(manager, found, "c1", named=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("pids=\u00b2", "name=value pairs"),  # isdigit(), and int() refused it
+        ("pids=" + "9" * 100, "each value at most 32"),
+        ("pids=" + "9" * 5000, "at most 1024 characters"),
+        ("pids=\u0661\u0660\u0660", "name=value pairs"),  # isdigit(), and int() took it
+        ("memory=\u0662g", "name=value pairs"),
+        ("memory=1\u2003g", "name=value pairs"),
+        ("memory\u2003=1g", "name=value pairs"),
+        ("memory=1g,memory=2g", "names memory twice"),
+        ("memory=1g," * 200, "at most"),
+    ],
+)
+def test_limits_are_ascii_bounded_and_named_once(text: str, said: str) -> None:
+    with pytest.raises(InvalidSettingError, match=said):
+        parse_limits(text)
+
+
+@pytest.mark.parametrize("text", ["pids=" + "9" * 32, "memory=" + "9" * 32, "cpus=" + "9" * 32])
+def test_long_numbers_are_refused_by_the_limits_parser(text: str) -> None:
+    """Whole, as the syntax lets them through: a bad setting (400), never an overflow (500)."""
+    limits = parse_limits(text)
+    with pytest.raises(InvalidSettingError):
+        SandboxSettings().requested_limits(limits)
+
+
+def test_limits_keep_ascii_whole_numbers_as_ints() -> None:
+    assert parse_limits("pids=100, memory = 64 MB") == {"pids": 100, "memory": "64 MB"}

@@ -8,7 +8,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,35 @@ async def test_bad_messages_are_dropped_and_the_relay_goes_on(
     assert msg["content"]["code"] == "1"
     assert "dropped a malformed shell message" in caplog.text
     assert "dropped a shell message with a bad signature" in caplog.text
+
+
+@pytest.mark.checklist(
+    row=127,
+    attack="a sandbox's kernel sends the proxy 10,000 one-byte junk messages (no key needed: "
+    "each was logged as malformed before any signature check, one WARNING line each)",
+    expected="each is dropped; the host's log gets the first at WARNING and no line per message "
+    "after it (fewer than 5 WARNING records), and the relay goes on",
+)
+async def test_a_flood_of_junk_from_the_sandbox_does_not_flood_the_log(
+    peers: tuple[Peers, Relay], caplog: pytest.LogCaptureFixture, observe: Callable[..., None]
+) -> None:
+    p, _ = peers
+    caplog.set_level(logging.DEBUG, logger="jupyter_sandbox.kernel.message_relay")
+    await p.request(0)
+    idents, request = await asyncio.wait_for(p.kernel_receives(), 5)
+    p.kernel.setsockopt(zmq.ROUTER_MANDATORY, 1)  # each one sent, none dropped by ZMQ
+    junk = 10_000
+    for _ in range(junk):
+        await p.kernel.send_multipart([*idents, b"x"])
+    reply = p.back.msg("execute_reply", {"status": "ok"}, parent=request)
+    await p.kernel.send_multipart(p.back.serialize(reply, ident=idents))  # waits its turn too
+    frames = await asyncio.wait_for(p.client.recv_multipart(), 30)  # after all the junk
+    assert p.front.deserialize(p.front.feed_identities(frames)[1])["msg_type"] == "execute_reply"
+    dropped = [r for r in caplog.records if "dropped a malformed shell" in r.getMessage()]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(dropped) == junk  # every one was seen and dropped
+    assert len(warnings) < 5, [r.getMessage() for r in warnings]
+    observe(f"{junk} junk messages dropped: {len(warnings)} WARNING line(s), the rest at DEBUG")
 
 
 async def test_control_requests_before_the_sandbox_are_seen_at_once_and_relayed_first(

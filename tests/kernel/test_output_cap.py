@@ -13,10 +13,11 @@ from jupyter_sandbox.kernel.output_cap import (
     DECODE_BYTES,
     EVALUE_CHARS,
     REPLY_BYTES,
+    STATUS_BYTES,
     STATUS_PAST_CAP,
     OutputCap,
 )
-from jupyter_sandbox.kernel.wire import Signer, WireMessage, as_bytes, parse
+from jupyter_sandbox.kernel.wire import HEADER_BYTES, Signer, WireMessage, as_bytes, parse
 
 SIGNER = Signer(b"key")
 CELL = SIGNER.session.msg("execute_request", {"code": "flood()"})
@@ -179,6 +180,32 @@ def test_past_the_cap_small_status_messages_pass_a_bounded_number_of_times() -> 
     assert cap.admit(padded, RUNNING) == (None, None)
     passed = sum(cap.admit(idle, RUNNING)[0] is not None for _ in range(2 * STATUS_PAST_CAP))
     assert passed == STATUS_PAST_CAP - 1
+
+
+@pytest.mark.parametrize("limit", [20 * 1024**2, 0])
+def test_frames_no_kernel_sends_are_dropped_before_the_cap_and_without_one(limit: int) -> None:
+    """Before the cap only the header was bounded: a parent header or metadata of megabytes,
+    and a status of any size (Jupyter Server decodes each status's content), passed."""
+    cap = OutputCap(limit)
+    pad = "y" * HEADER_BYTES
+    big_parent = {"header": {**CELL["header"], "pad": pad}}
+    dropped = [
+        output("stream", {"name": "stdout", "text": "."}, cell=big_parent),
+        output("stream", {"name": "stdout", "text": "."}, metadata={"pad": pad}),
+        output("status", {"execution_state": "idle", "pad": "y" * STATUS_BYTES}),
+        output("status", {"execution_state": "busy"}, metadata={"pad": "y" * STATUS_BYTES}),
+    ]
+    for message in dropped:
+        assert cap.admit(message, RUNNING) == (None, None)
+        assert cap.admit(message, None) == (None, None)
+    # What ipykernel sends, and output of any size under the cap, still pass.
+    kept = [
+        output("status", {"execution_state": "idle"}),
+        output("stream", {"name": "stdout", "text": "x" * (4 * HEADER_BYTES)}),
+        output("stream", {"name": "stdout", "text": "."}, metadata={"pad": "y" * 1000}),
+    ]
+    for message in kept:
+        assert cap.admit(message, RUNNING) == (message, None)
 
 
 def test_a_crossing_stream_that_is_not_an_object_is_dropped_with_the_notice() -> None:

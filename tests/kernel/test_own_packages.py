@@ -79,3 +79,42 @@ def test_pip_install_in_a_cell_works_and_lasts_across_restarts(env: Path, runtim
         # kernel's output goes to no subscriber (seen: 5 runs of 10 timed out without it).
         kc.wait_for_ready(timeout=120)
         assert value_of(kc, "__import__('jsbx_demo').ANSWER") == "42"  # a fresh interpreter
+
+
+# Run in the kernel: a wheel whose package holds a compiled module, made from one of the image's
+# own Python's extension modules (so its ABI is the sandbox's), written beside the notebook.
+NATIVE_WHEEL = r"""
+import _bz2, base64, hashlib, os, zipfile
+def digest(data):
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+native = open(_bz2.__file__, "rb").read()
+info = "jsbx_native-1.0.dist-info"
+files = {
+    "jsbx_native/__init__.py": b"",
+    "jsbx_native/" + os.path.basename(_bz2.__file__): native,
+    info + "/METADATA": b"Metadata-Version: 2.1\nName: jsbx_native\nVersion: 1.0\n",
+    info + "/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\n"
+    b"Tag: py3-none-any\n",
+}
+record = [f"{path},sha256={digest(data)},{len(data)}" for path, data in files.items()]
+files[info + "/RECORD"] = ("\n".join([*record, info + "/RECORD,,"]) + "\n").encode()
+with zipfile.ZipFile("/workspace/jsbx_native-1.0-py3-none-any.whl", "w") as archive:
+    for path, data in files.items():
+        archive.writestr(path, data)
+"""
+
+
+def test_pip_install_of_a_compiled_module_loads(env: Path, runtime: str) -> None:
+    """/tmp is noexec, and under runc Linux refuses to map a .so from a noexec mount ("failed
+    to map segment from shared object"): pip's prefix is a mount of its own that allows it."""
+    with running_kernel(notebook_dir(env), JUPYTER_SANDBOX_RUNTIME=runtime) as (_, kc):
+        out, reply = run(kc, NATIVE_WHEEL, timeout=60)
+        assert reply["status"] == "ok", out
+        wheel = "/workspace/jsbx_native-1.0-py3-none-any.whl"
+        out, reply = run(kc, f"%pip install --no-index {wheel}", timeout=120)
+        assert "Successfully installed" in out, out
+        loaded = "__import__('jsbx_native._bz2').__file__"
+        assert value_of(kc, loaded).startswith("'/tmp/.local/lib/"), out
+        assert value_of(kc, "__import__('jsbx_native._bz2')._bz2.BZ2Decompressor.__name__") == (
+            "'BZ2Decompressor'"
+        )

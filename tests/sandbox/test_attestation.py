@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_sandbox.protocol.errors import SandboxNotFoundError
+from jupyter_sandbox.protocol.errors import OutputTooLargeError, SandboxNotFoundError
 from jupyter_sandbox.sandbox import attestation
 from jupyter_sandbox.sandbox.attestation import (
     AttestationReport,
@@ -20,7 +20,13 @@ from jupyter_sandbox.sandbox.attestation import (
     expected_from_state,
     request_engine_sample,
 )
-from jupyter_sandbox.sandbox.attestation.run import _parse_probe_output, probe_source
+from jupyter_sandbox.sandbox.attestation.run import (
+    BOOT_RESULT_MAX_BYTES,
+    _parse_probe_output,
+    probe_source,
+    run_probe,
+)
+from jupyter_sandbox.sandbox.backends.base import ExecOptions
 from jupyter_sandbox.sandbox.backends.records import EngineFacts, EngineStats
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.manager import SandboxManager
@@ -372,3 +378,18 @@ def test_a_probe_output_the_host_cannot_read_strictly_is_an_error_entry(
     assert list(parsed) == ["error"]
     assert parsed["error"].startswith("the probe's output is not JSON")
     assert why in parsed["error"]
+
+
+async def test_the_probe_s_output_is_read_no_further_than_a_result_is_taken() -> None:
+    # The exec is bounded where the parser refuses (a boot result's bound), not at the default
+    # bound of any exec, many times larger: the sandbox writes that output into host memory.
+    asked: list[ExecOptions] = []
+
+    class Backend:
+        async def exec(self, sandbox_id: str, argv: list[str], options: ExecOptions) -> Any:
+            asked.append(options)
+            raise OutputTooLargeError(f"the command's output exceeds {options.max_output} bytes")
+
+    result = await run_probe(Backend(), "s1", timeout=5)  # type: ignore[arg-type]
+    assert [options.max_output for options in asked] == [BOOT_RESULT_MAX_BYTES]
+    assert result == {"error": "the probe's output is too large"}

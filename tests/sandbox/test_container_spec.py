@@ -54,6 +54,10 @@ def test_hardened_defaults(runtime: str, tmp_path: Path) -> None:
     assert spec.ulimits["core"] == 0
     assert "noexec" in spec.tmpfs["/tmp"]
     assert "size=268435456" in spec.tmpfs["/tmp"]
+    # pip's prefix: compiled modules must load from it (no noexec), nothing setuid or a device
+    packages = spec.tmpfs["/tmp/.local"].split(",")
+    assert {"exec", "nosuid", "nodev", "size=268435456"} <= set(packages)
+    assert "noexec" not in packages
     assert f"size={1024**3}" in spec.tmpfs["/workspace"]
     assert spec.log_max_size == "1m"
     # The only host path inside is the sandbox's own io directory.

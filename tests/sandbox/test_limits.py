@@ -14,6 +14,7 @@ from jupyter_sandbox.sandbox.limits import (
     host_pid_max,
     parse_size,
 )
+from jupyter_sandbox.sandbox.settings import SandboxSettings
 
 BASE = {
     "memory": "1g",
@@ -155,3 +156,52 @@ def test_the_hosts_pid_max_is_read_and_defaults_when_unreadable(tmp_path: Path) 
     assert host_pid_max(str(tmp_path / "absent")) == 32768
     written.write_text("lots\n")
     assert host_pid_max(str(written)) == 32768
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 400,  # a float of it is infinite
+        "1" + "0" * 16,  # more digits than a size has
+        "\u0662g",  # an Arabic-Indic two
+        "1\u2003g",  # an em space
+        "\u0661\u0660\u0660",
+        "1\u212a",  # the Kelvin sign, which folds to 'k'
+        "1g\n",
+        "\uff11g",  # a fullwidth one
+    ],
+)
+def test_sizes_are_ascii_and_bounded(text: str) -> None:
+    with pytest.raises(InvalidSettingError, match="must be a size such as"):
+        parse_size(text, "memory")
+
+
+def test_a_sizes_error_shows_a_long_value_cut_short() -> None:
+    with pytest.raises(InvalidSettingError) as refused:
+        parse_size("9" * 400, "memory")
+    assert len(refused.value.message) < 200
+
+
+@pytest.mark.parametrize(
+    "cpus", ["1e400", "inf", "nan", "-inf", 10**400, float("nan"), "\u0662", "1\u2003", "0x1", True]
+)
+def test_cpus_are_finite_ascii_numbers(cpus: object) -> None:
+    with pytest.raises(InvalidSettingError, match="cpus must be a"):
+        SandboxLimits.parse(**{**BASE, "cpus": cpus})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        {"memory": "9" * 400},
+        {"tmp_size": "\u0662g"},
+        {"workspace_size": "1\u2003g"},
+        {"cpus": "9" * 400},
+        {"pids": "\u0661\u0660\u0660"},
+    ],
+)
+def test_a_request_with_a_bad_value_is_refused_not_an_error(asked: dict[str, object]) -> None:
+    """What REST's create and a kernel's JUPYTER_SANDBOX_LIMITS give requested_limits: refused
+    as a bad setting (a 400), never an OverflowError or ValueError (a 500)."""
+    with pytest.raises(InvalidSettingError):
+        SandboxSettings().requested_limits(asked)

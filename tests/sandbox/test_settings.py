@@ -11,7 +11,12 @@ from traitlets.config import Config
 
 from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.limits import format_size, host_memory_bytes, host_pid_max
-from jupyter_sandbox.sandbox.settings import SANDBOX_UID, SandboxSettings, load_config
+from jupyter_sandbox.sandbox.settings import (
+    SANDBOX_UID,
+    SandboxSettings,
+    load_config,
+    settings_kernels_miss,
+)
 
 
 def test_root_in_the_sandbox_is_refused() -> None:
@@ -39,6 +44,24 @@ def test_config_file_is_read(tmp_path: Path) -> None:
     assert settings.memory_limit == "3g"
     assert settings.runtime == "runc"
     assert settings.default_limits().memory_bytes == 3 * 1024**3
+
+
+def test_the_settings_kernels_would_miss_are_named() -> None:
+    """What a server's command line or jupyter_server_config.py sets for kernels, which read
+    jupyter_sandbox_config.py alone (the server warns of them at start)."""
+    server = Config()
+    server.SandboxSettings.memory_limit = "8g"  # the server's only
+    server.SandboxSettings.runtime = "runc"  # the same in both: the kernels have it
+    server.NetworkSettings.policy = "open"  # the kernels have another
+    server.WarmPool.size = 2  # the server's own setting
+    kernels = Config()
+    kernels.SandboxSettings.runtime = "runc"
+    kernels.NetworkSettings.policy = "none"
+    assert settings_kernels_miss(server, kernels) == [
+        "NetworkSettings.policy",
+        "SandboxSettings.memory_limit",
+    ]
+    assert settings_kernels_miss(kernels, kernels) == []
 
 
 def test_every_setting_says_what_it_means() -> None:

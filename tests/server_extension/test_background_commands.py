@@ -216,6 +216,33 @@ async def test_a_bad_request_says_what_to_send_and_starts_nothing(jp_fetch: Fetc
     assert await background(jp_fetch, "DELETE", sandbox_id, command_id) == (204, None)
 
 
+@pytest.mark.checklist(
+    row=136,
+    attack="background commands whose record would fill the sandbox's state file (read on the "
+    "event loop by every listing): a 9 KiB script, 1,400 control characters (8 KiB as JSON), "
+    "and a 4 KiB cwd of control characters",
+    expected="each refused 400 naming the 8 KiB a background command may hold; nothing "
+    "started, and a command just under the bound starts",
+)
+async def test_a_background_command_too_large_to_keep_is_refused(
+    jp_fetch: Fetch, observe: Callable[..., None]
+) -> None:
+    sandbox_id = await new_sandbox(jp_fetch)
+    refused = [
+        {"command": "echo " + "x" * 9 * 1024},
+        {"command": ["/bin/echo", "\x01" * 1400]},
+        {"command": "true", "cwd": "/" + "\x01" * 4000},
+    ]
+    for body in refused:
+        status, error, location = await start(jp_fetch, sandbox_id, body)
+        assert (status, error["code"], location) == (400, "invalid_request", None), error
+        assert "may hold at most 8 KiB (its command and cwd written as JSON)" in error["message"]
+    assert await background(jp_fetch, "GET", sandbox_id) == (200, {"commands": []})
+    command_id = await started(jp_fetch, sandbox_id, "echo " + "x" * 8000)
+    assert (await ended(jp_fetch, sandbox_id, command_id))["exit_code"] == 0
+    observe("3 oversized background commands refused 400; one of 8000 bytes ran", cases=3)
+
+
 async def test_another_users_sandbox_and_unknown_commands_are_not_found(
     jp_fetch: Fetch,
 ) -> None:

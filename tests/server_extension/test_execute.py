@@ -202,6 +202,9 @@ async def test_a_bad_request_says_what_to_send_and_runs_nothing(jp_fetch: Fetch)
     bodies = [
         ('"x = 1"', "must be a JSON object"),
         ("{not json", "not valid JSON"),
+        ("[" * 100_000, "nested too deeply"),  # json.loads: RecursionError, a 500
+        ('{"code": "1", "code": "ran = True"}', "names a key twice"),  # json.loads: the last
+        ('{"code": "ran = True", "timeout": NaN}', "NaN is not a JSON number"),
         ({}, "code must be a non-empty string"),
         ({"code": "  \n"}, "code must be a non-empty string"),
         ({"code": 5}, "code must be a non-empty string"),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_sandbox.server_extension import SandboxExtension
 from tests.server_extension.conftest import Fetch, api
 from tests.server_extension.openapi_check import check_response
 from tests.server_extension.test_snapshots import ALICE, BOB, TwoUsers
@@ -188,3 +191,61 @@ async def test_the_path_is_taken_exactly_as_sent(jp_fetch: Fetch) -> None:
     )
     assert (status, error["code"]) == (400, "invalid_request"), error
     assert "given 2 times" in error["message"]
+
+
+async def test_a_download_past_the_cap_is_refused_before_its_first_byte_or_cut_short(
+    jp_fetch: Fetch, server_url: str, extension: SandboxExtension
+) -> None:
+    """Downloads are streamed: a file larger than SandboxFiles.max_bytes is still an ordinary
+    413 (the program in the sandbox looks at its size before sending any of it), and one that
+    passes the cap only as it is read (a /proc file says its size is 0) is cut short, its
+    answer never ended as a complete one."""
+    status, made = await api(jp_fetch, "POST", body={}, **ALICE)
+    assert status == 201, made
+    sandbox_id = made["id"]
+    files = extension.manager.files
+    files.max_bytes = 1024
+    status, entry = await api(
+        jp_fetch,
+        "PUT",
+        sandbox_id,
+        "files",
+        "content",
+        body=b"x" * 1024,
+        params={"path": "full.bin"},
+        **ALICE,
+    )
+    assert status == 200, entry
+    directory = {"type": "directory"}
+    await api(jp_fetch, "PUT", sandbox_id, "files", body=directory, params={"path": "d"}, **ALICE)
+    empty = {"body": b"", "params": {"path": "e"}}
+    assert (await api(jp_fetch, "PUT", sandbox_id, "files", "content", **empty, **ALICE))[0] == 200
+    assert await content(jp_fetch, sandbox_id, "full.bin", **ALICE) == (200, b"x" * 1024)
+    assert await content(jp_fetch, sandbox_id, "e", **ALICE) == (200, b"")
+    status, error = await content(jp_fetch, sandbox_id, "d", **ALICE)
+    assert (status, error["code"]) == (409, "file_type"), error
+
+    files.max_bytes = 1023
+    status, error = await content(jp_fetch, sandbox_id, "full.bin", **ALICE)
+    assert (status, error["code"]) == (413, "file_too_large"), error
+    assert "SandboxFiles.max_bytes" in error["message"]
+
+    # /proc/self/pagemap says its size is 0, and holds far more than the cap: the first of
+    # its pieces is sent (a frame of the engine's stream, at most 32 KiB), the rest is not.
+    files.max_bytes = 64 * 1024
+    url = urlsplit(server_url)
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    try:
+        writer.write(
+            f"GET {url.path}api/sandboxes/{sandbox_id}/files/content?path=/proc/self/pagemap "
+            f"HTTP/1.1\r\nHost: {url.netloc}\r\nAuthorization: token alice\r\n\r\n".encode()
+        )
+        answer = await asyncio.wait_for(reader.read(), 60)  # to the end: the server closes
+    finally:
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b"Transfer-Encoding: chunked" in head, head
+    assert not body.endswith(b"0\r\n\r\n"), body  # no end of the chunked body: incomplete
+    assert 0 < len(body) < files.max_bytes + 1024, len(body)  # the cap's bytes and chunk sizes
+    assert (await api(jp_fetch, "DELETE", sandbox_id, **ALICE))[0] == 204

@@ -121,7 +121,15 @@ async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension
         ('{"limits": {"pids": 1}}', "invalid_setting", "pids limit must be between"),
         ('{"context": "../etc"}', "invalid_setting", "context id '../etc' is invalid"),
         ('{"environment": {"A": 1}}', "invalid_request", "environment must be an object"),
-        ('{"environment": {"1A": "x"}}', "invalid_setting", "environment variable name"),
+        ('{"environment": {"1A": "x"}}', "invalid_request", "environment key '1A' must be a"),
+        ('{"environment": {"A": "a\\u0000b"}}', "invalid_request", "may not hold a NUL"),
+        (json.dumps({"environment": {"A": "x" * (32 * 1024 + 1)}}), "invalid_request", "32768"),
+        (json.dumps({"environment": {f"A{i}": "" for i in range(257)}}), "invalid_request", "256"),
+        (
+            json.dumps({"environment": {f"A{i}": "x" * 32 * 1024 for i in range(8)}}),
+            "invalid_request",
+            "at most 262144 together",
+        ),
         ('{"image": "jupyter-sandbox/no-such:1"}', "image_not_found", "jupyter-sandbox/no-such:1"),
         ('{"image": "debian:12"}', "invalid_setting", "image 'debian:12' is not allowed here"),
         ('{"timeout": "soon"}', "invalid_request", "timeout must be a number of seconds"),
@@ -133,6 +141,11 @@ async def test_pause_resume_restart(jp_fetch: Fetch, extension: SandboxExtension
         ('{"metadata": {"no space": "x"}}', "invalid_request", "metadata key 'no space' must"),
         ('{"metadata": {"a": "' + "x" * 1025 + '"}}', "invalid_request", "at most 1024"),
         (json.dumps({"metadata": {f"k{i}": "" for i in range(65)}}), "invalid_request", "64"),
+        (
+            json.dumps({"metadata": {f"k{i}": "\u00e9" * 1024 for i in range(64)}}),
+            "invalid_request",
+            "at most 73728 together",
+        ),
     ],
 )
 async def test_bad_input_is_refused_with_what_to_fix(

@@ -27,13 +27,13 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.protocol import strict_json
+from jupyter_sandbox.protocol.errors import OutputTooLargeError, SandboxError
 from jupyter_sandbox.sandbox.attestation.checks import build_report
 from jupyter_sandbox.sandbox.attestation.expected import Expected, expected_from_state
 from jupyter_sandbox.sandbox.attestation.report import AttestationReport
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
 from jupyter_sandbox.sandbox.backends.records import EngineStats, SandboxInfo
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, read_untrusted
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.programs import image_programs
@@ -81,12 +81,21 @@ async def run_probe(backend: SandboxBackend, sandbox_id: str, timeout: float) ->
             backend.exec(
                 sandbox_id,
                 PROBE_ARGV,
-                ExecOptions(timeout=timeout, stdin=probe_source(), supervised=False),
+                # Read no further than a result is taken (_parse_probe_output): the sandbox
+                # writes it, and the default bound is many times that.
+                ExecOptions(
+                    timeout=timeout,
+                    stdin=probe_source(),
+                    supervised=False,
+                    max_output=BOOT_RESULT_MAX_BYTES,
+                ),
             ),
             timeout + 5,
         )
     except asyncio.TimeoutError:
         return {"error": f"the probe did not finish within {timeout:g}s"}
+    except OutputTooLargeError:
+        return {"error": "the probe's output is too large"}
     except SandboxError as exc:
         return {"error": f"the probe could not run: {exc.message}"}
     except Exception as exc:  # an unverified sandbox is reported, never fatal
@@ -139,8 +148,8 @@ def _parse_probe_output(stdout: bytes) -> dict[str, Any]:
     if len(stdout) > BOOT_RESULT_MAX_BYTES:
         return {"error": "the probe's output is too large"}
     try:  # the sandbox's to write: nesting past the stack and NaN are refused too
-        data = sandbox_json.loads(stdout, max_bytes=BOOT_RESULT_MAX_BYTES)
-    except sandbox_json.MalformedJSONError as exc:
+        data = strict_json.loads(stdout, max_bytes=BOOT_RESULT_MAX_BYTES)
+    except strict_json.MalformedJSONError as exc:
         return {"error": f"the probe's output is not JSON: {exc.message}"}
     if not isinstance(data, dict):
         return {"error": "the probe's output is not a JSON object"}

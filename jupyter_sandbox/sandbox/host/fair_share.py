@@ -26,6 +26,11 @@ from contextvars import ContextVar
 
 # The owner on whose behalf the current task works; "" for the server's (or a kernel's) own.
 current_owner: ContextVar[str] = ContextVar("jupyter_sandbox_owner", default="")
+# The shares a slot of which the current task holds through FairShare.slot (and the tasks it
+# started while holding it, which work for it): a nested slot of the same share is not taken.
+_holding: ContextVar[frozenset[FairShare]] = ContextVar(
+    "jupyter_sandbox_shares_held", default=frozenset()
+)
 
 
 class Holdings:
@@ -122,11 +127,21 @@ class FairShare(Holdings):
 
     @contextlib.asynccontextmanager
     async def slot(self, owner: str | None = None) -> AsyncIterator[str]:
-        """Hold a slot for ``owner`` (by default :data:`current_owner`) while in the block."""
+        """Hold a slot for ``owner`` (by default :data:`current_owner`) while in the block.
+
+        Re-entrant: inside a block that holds a slot of this share already (a request's turn
+        around a core call that takes its own, as snapshot restores do), no second is taken.
+        A second would wait on the owner's own share, which as many such requests as an owner
+        may hold slots would fill with their first, each then waiting for ever."""
+        if self in _holding.get():
+            yield current_owner.get() if owner is None else owner
+            return
         taken = await self.acquire(owner)
+        held = _holding.set(_holding.get() | {self})
         try:
             yield taken
         finally:
+            _holding.reset(held)
             self.release(taken)
 
     def waiting(self) -> int:

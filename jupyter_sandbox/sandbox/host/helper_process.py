@@ -11,6 +11,8 @@ it starts another.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import select
@@ -20,8 +22,10 @@ from pathlib import Path
 
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.python_command import module_command
+from jupyter_sandbox.sandbox.host.timeouts import within
 
 _children: list[subprocess.Popen[bytes]] = []
+FIRST_LINE_MOST = 4096  # bytes of a helper's first answer read: one line, short
 
 
 def reap() -> None:
@@ -35,7 +39,38 @@ def start_helper(
     module: str, args: list[str], log: Path, timeout: float
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``python -m module args`` detached and return it with its first line of output
-    (stripped; empty if none came within ``timeout`` seconds). OSError if it cannot start."""
+    (stripped; empty if none came within ``timeout`` seconds). OSError if it cannot start.
+    Blocking: :func:`start_helper_async` waits on the event loop instead."""
+    child = _spawn(module, args, log)
+    assert child.stdout is not None
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], timeout)
+        line = child.stdout.readline().decode(errors="replace").strip() if ready else ""
+    finally:
+        child.stdout.close()
+    return child, line
+
+
+async def start_helper_async(
+    module: str, args: list[str], log: Path, timeout: float
+) -> tuple[subprocess.Popen[bytes], str]:
+    """:func:`start_helper`, its first line awaited on the event loop: a helper whose
+    readiness hangs on its sandbox (the egress proxy's waits for the sandbox's forwarder, which
+    the sandbox's own code can stop) holds no thread of the pool every owner's host work shares
+    for as long as it keeps silent. A cancelled wait ends the helper, whose answer nobody reads."""
+    child = _spawn(module, args, log)
+    assert child.stdout is not None
+    try:
+        return child, await _first_line(child.stdout.fileno(), timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        raise
+    finally:
+        child.stdout.close()
+
+
+def _spawn(module: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
     reap()
     with open(log, "ab") as log_file:
         child = subprocess.Popen(
@@ -46,13 +81,39 @@ def start_helper(
             start_new_session=True,  # not ended by a signal to the kernel's or server's group
         )
     _children.append(child)
-    assert child.stdout is not None
-    try:
-        ready, _, _ = select.select([child.stdout], [], [], timeout)
-        line = child.stdout.readline().decode(errors="replace").strip() if ready else ""
-    finally:
-        child.stdout.close()
-    return child, line
+    return child
+
+
+async def _first_line(fd: int, timeout: float) -> str:
+    """The first line read from the pipe ``fd`` within ``timeout`` seconds (stripped; what came
+    by then if it did not end, empty if nothing did), at most FIRST_LINE_MOST bytes of it."""
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    deadline = loop.time() + timeout
+    received = b""
+    while b"\n" not in received and len(received) < FIRST_LINE_MOST:
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(fd, _set_once, readable)
+        try:
+            await within(readable, deadline - loop.time())
+        except asyncio.TimeoutError:
+            break
+        finally:
+            loop.remove_reader(fd)
+        try:
+            chunk = os.read(fd, FIRST_LINE_MOST - len(received))
+        except BlockingIOError:
+            continue
+        if not chunk:  # it ended without a word more
+            break
+        received += chunk
+    return received.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+
+def _set_once(future: asyncio.Future[None]) -> None:
+    # A reader is called again on each turn of the loop while readable, until removed.
+    if not future.done():
+        future.set_result(None)
 
 
 def run_helper(root: Path, lock_name: str, name: str, serve: Callable[[], int]) -> int:

@@ -34,6 +34,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import re
 import secrets
@@ -49,7 +50,12 @@ from jupyter_sandbox.protocol.errors import InvalidSettingError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR
 from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.host.size_caps import mount_capped, unmount_caps
-from jupyter_sandbox.sandbox.host.state_record import SandboxState, read_state, state_text
+from jupyter_sandbox.sandbox.host.state_record import (
+    SandboxState,
+    StateTooLargeError,
+    read_state,
+    state_text,
+)
 from jupyter_sandbox.sandbox.host.workspace_pin import unpin
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
 
@@ -58,6 +64,9 @@ if TYPE_CHECKING:
 
 # sun_path is 108 bytes on Linux; ipc:// appends "-<port>" to the connection file's "ip".
 MAX_SOCKET_PATH = 100
+
+log = logging.getLogger(__name__)
+
 KERNEL_SOCKET_PREFIX = "kernel"
 IO_MAX_FILES = 4096
 # A kernel socket: "kernel-<port>" for generation 0, "kernel-g<N>-<port>" after a restart.
@@ -273,9 +282,14 @@ class SandboxDirectory:
     def read_state(self) -> SandboxState:
         """The state file's record; empty when it is missing or corrupt (CorruptStateError
         is a ValueError). NewerStateError, from host/state_record.py, when a newer release
-        wrote it: never read as empty, so that no write of ours replaces what it wrote."""
+        wrote it: never read as empty, so that no write of ours replaces what it wrote. A file
+        larger than state_record.MAX_STATE_BYTES is not read at all, and logged: nothing a
+        request stores makes one, so it is a fault to look into, as the sandbox goes unowned."""
         try:
             return read_state(self.state_file)
+        except StateTooLargeError as exc:
+            log.error("sandbox %s: %s", self.sandbox_id, exc)
+            return {}
         except (FileNotFoundError, ValueError):
             return {}
 

@@ -25,6 +25,7 @@ Bump :data:`STATE_VERSION` only when a key changes its type or meaning; a new ke
 from __future__ import annotations
 
 import json
+import os
 import types
 import typing
 from pathlib import Path
@@ -33,6 +34,12 @@ from typing import Any, Literal, TypedDict
 from jupyter_sandbox.protocol.errors import SandboxError
 
 STATE_VERSION = 1
+# Bytes of a state file read at most: it is read on the server's event loop, by every listing,
+# quota count and culler pass, for every owner's sandboxes. What a request may store in it is
+# bounded to stay well under: metadata of 64 entries and 72 KiB (even as
+# JSON's six-byte escapes, under half a MiB), background commands' records of up to 8 KiB each
+# (sandbox/operations/background.py), a network policy of 256 host patterns each way.
+MAX_STATE_BYTES = 1024**2
 VERSION_KEY = "version"  # in the file only: the reader takes it off, the writer puts it on
 
 
@@ -94,6 +101,12 @@ class CorruptStateError(SandboxError, ValueError):
     code = "corrupt_state"
 
 
+class StateTooLargeError(CorruptStateError):
+    """A state file larger than MAX_STATE_BYTES: refused unread, as a corrupt one is."""
+
+    code = "state_too_large"
+
+
 class NewerStateError(SandboxError):
     """A state file written by a newer jupyter-sandbox than the one reading it."""
 
@@ -105,9 +118,18 @@ def read_state(path: Path) -> SandboxState:
 
     OSError (FileNotFoundError among them) when it cannot be read, CorruptStateError when it
     is not a JSON object of :class:`SandboxState`'s types, NewerStateError when a newer
-    release wrote it."""
+    release wrote it; StateTooLargeError, a CorruptStateError, when it is larger than
+    MAX_STATE_BYTES (nothing of it read)."""
     with open(path, "rb") as f:
-        raw = f.read()
+        # Its size before any of it is read, and a bounded read should it grow meanwhile.
+        size = os.fstat(f.fileno()).st_size
+        raw = b"" if size > MAX_STATE_BYTES else f.read(MAX_STATE_BYTES + 1)
+    size = max(size, len(raw))
+    if size > MAX_STATE_BYTES:
+        raise StateTooLargeError(
+            f"the state file {path} has {size} bytes, more than the {MAX_STATE_BYTES} a state "
+            "file may hold: it is not read (a host fault or a bug: remove the sandbox)"
+        )
     try:
         data = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError

@@ -29,13 +29,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jupyter_sandbox.protocol.statuses import RunStatus, run_status
+from jupyter_sandbox.sandbox.kernel_link.kernel_messages import RequestChannel, next_for
 from jupyter_sandbox.sandbox.kernel_link.message_guard import MessageGuard
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedKernelClient
+from jupyter_sandbox.sandbox.limits import format_size
 
 log = logging.getLogger(__name__)
 
 INTERRUPT_GRACE = 5.0  # seconds the kernel has to stop the code once interrupted
 WATCH_SECONDS = 0.5  # how often the sandbox is looked at while its kernel runs the code
+# The most of a message's content a run decodes, in bytes: the most output a code run's result
+# holds (operations/code_runs.py MAX_OUTPUT). The sandbox writes it, and decoding costs the
+# server's one event loop time and, for nested JSON, many times the bytes in memory; a message
+# of the run's past it is dropped unread, and the run told (kernel_messages.py).
+MAX_CONTENT_BYTES = 16 * 1024**2
 # Terminal colour codes in IPython's tracebacks: noise to a program (or a model) reading them.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -131,6 +138,7 @@ async def execute(
         observer.sent(msg_id)
     outcome = KernelOutcome()
     began = asyncio.Event()
+    lost = _Lost()  # messages of this request dropped unread
     abandoned = False  # the caller went away: what the code publishes goes nowhere
 
     def relayed(name: str, data: dict[str, Any]) -> None:
@@ -140,8 +148,10 @@ async def execute(
     # Read until the request's idle status, and never given up while its code may still be
     # stopped: a read cancelled as its message arrived loses that message, which could be the
     # execute_input that says the code began (_stop_for_nobody waits for it).
-    idle = asyncio.ensure_future(_published_until_idle(client, msg_id, relayed, outcome, began))
-    reply = asyncio.ensure_future(_reply(client, msg_id))
+    idle = asyncio.ensure_future(
+        _published_until_idle(client, msg_id, relayed, outcome, began, lost)
+    )
+    reply = asyncio.ensure_future(_reply(client, msg_id, lost))
     deadline: float | None = None  # set once the code has started
     content: dict[str, Any] = {}
     finished = False
@@ -189,6 +199,8 @@ async def execute(
                 await stop  # running: interrupted now, within INTERRUPT_GRACE
     if guard is not None and guard.cut_messages > cut_before and not abandoned:
         output("stderr", {"text": guard.cut_notice()})  # what it sent is lost: say so
+    if lost.count and not abandoned:
+        output("stderr", {"text": _dropped_notice(lost.count)})
     if outcome.still_running:
         outcome.status = "error"
         outcome.error = {
@@ -253,10 +265,37 @@ def _ended(idle: asyncio.Future[None]) -> bool:
     return idle.done() and not idle.cancelled() and idle.exception() is None
 
 
-async def _reply(client: PinnedKernelClient, msg_id: str) -> dict[str, Any]:
+def _dropped_notice(count: int) -> str:
+    """What a run whose kernel sent it messages the server would not read is told."""
+    return (
+        f"\n[jupyter-sandbox] the kernel sent this run {count} message(s) the server does not "
+        f"read (a header past its bound, or more than {format_size(MAX_CONTENT_BYTES)} of "
+        "content); they were dropped. Write large results to a file in the sandbox and read it "
+        "through the files API instead.\n"
+    )
+
+
+@dataclass
+class _Lost:
+    """How many of a request's messages were dropped unread."""
+
+    count: int = 0
+
+
+async def _next(channel: RequestChannel, msg_id: str, lost: _Lost) -> dict[str, Any]:
+    """The next message of request ``msg_id`` on ``channel`` (kernel_messages.py reads it); one
+    dropped unread is counted in ``lost``, and comes with an empty content."""
+    msg = await next_for(channel, msg_id, content_bytes=MAX_CONTENT_BYTES)
+    if msg["dropped"] is not None:
+        log.debug("dropped a message of a code run: %s", msg["dropped"])
+        lost.count += 1
+    return msg
+
+
+async def _reply(client: PinnedKernelClient, msg_id: str, lost: _Lost) -> dict[str, Any]:
     while True:
-        msg = await client.shell_channel.get_msg(timeout=None)
-        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_reply":
+        msg = await _next(client.shell_channel, msg_id, lost)
+        if msg["msg_type"] == "execute_reply":  # one dropped still ends the run (an error)
             return dict(msg["content"])
 
 
@@ -266,11 +305,14 @@ async def _published_until_idle(
     output: Output,
     outcome: KernelOutcome,
     began: asyncio.Event,
+    lost: _Lost,
 ) -> None:
     while True:
-        msg = await client.iopub_channel.get_msg(timeout=None)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue  # another client's request, or the kernel's own status
+        # Only this request's messages: another client's, or the kernel's own status, are
+        # skipped before their content is decoded.
+        msg = await _next(client.iopub_channel, msg_id, lost)
+        if msg["dropped"] is not None:
+            continue
         kind, content = msg["msg_type"], msg["content"]
         if kind == "status" and content.get("execution_state") == "idle":
             return

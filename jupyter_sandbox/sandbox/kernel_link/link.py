@@ -32,6 +32,7 @@ import zmq.asyncio
 
 from jupyter_sandbox.protocol.errors import SandboxStartError, SandboxStartTimeoutError
 from jupyter_sandbox.sandbox.kernel_link.execution import received
+from jupyter_sandbox.sandbox.kernel_link.kernel_messages import StrictSession
 from jupyter_sandbox.sandbox.kernel_link.message_guard import MessageGuard
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import (
     CHANNELS,
@@ -179,7 +180,8 @@ class HeldClient:
             self._guard = MessageGuard(pins, CHANNELS, max_message_bytes=MAX_MESSAGE_BYTES)
             self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
             self.context.setsockopt(zmq.RCVHWM, 1)
-            self.client = PinnedKernelClient(context=self.context)
+            # Reads what the kernel sends strictly and in bounded steps (kernel_messages.py).
+            self.client = PinnedKernelClient(context=self.context, session=StrictSession())
             self.client.endpoints = self._guard
             self.client.load_connection_info(connection_info)  # type: ignore[arg-type]
             self.client.start_channels(

@@ -33,6 +33,7 @@ import struct
 from collections.abc import Iterable
 from typing import cast
 
+from jupyter_sandbox.sandbox.host.log_throttle import ThrottledWarning
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import PinnedSockets
 from jupyter_sandbox.sandbox.kernel_link.zmtp_frames import ZmtpError, ZmtpReader
 from jupyter_sandbox.sandbox.limits import format_size
@@ -57,6 +58,7 @@ class MessageGuard:
         self._tasks: set[asyncio.Task[None]] = set()
         self._refused = 0  # connections from other processes
         self.cut_messages = 0  # messages refused (their connections cut), for runs to tell
+        self.cuts = ThrottledWarning(log)
         try:
             for channel in channels:
                 name = f"jupyter-sandbox-{secrets.token_hex(16)}"
@@ -174,7 +176,10 @@ class _Join:
                 half.transport.resume_reading()
 
     def refuse(self, error: ZmtpError) -> None:
-        log.warning("cut a sandbox kernel's %s connection: %s", self.channel, error)
+        # ZMQ connects again at once, and the kernel may send the same again: said once a while.
+        self.guard.cuts.warning(
+            "cut", "cut a sandbox kernel's %s connection: %s", self.channel, error
+        )
         self.guard.cut_messages += 1
         self.cut()
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from traitlets import Bool, Float
@@ -40,7 +42,7 @@ from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.lifecycle.contexts import kernel_attached
 from jupyter_sandbox.sandbox.lifecycle.periodic import repeat
 from jupyter_sandbox.sandbox.lifecycle.quotas import counts_toward_quota
-from jupyter_sandbox.sandbox.lifecycle.reaper import reap_orphans
+from jupyter_sandbox.sandbox.lifecycle.reaper import reap_orphans, remove_each
 from jupyter_sandbox.sandbox.manager import SandboxManager
 
 log = logging.getLogger(__name__)
@@ -98,10 +100,13 @@ class SandboxCuller(LoggingConfigurable):
         await repeat(self.cull_once, self._seconds_to_next_pass, "culling pass", log, self._wake)
 
     async def cull_once(self) -> list[str]:
-        """One pass: reap orphans, then remove what is idle or expired. Returns the ids culled."""
+        """One pass: reap orphans, then remove what is idle or expired. Returns the ids culled.
+
+        A sandbox that cannot be removed now is logged and left for the next pass; the others
+        go all the same (reaper.remove_each)."""
         self._announced = None
         await reap_orphans(self.manager, grace=self.orphan_grace)
-        culled = []
+        due: dict[str, Callable[[], Awaitable[None]]] = {}
         now = clock.now()
         soonest: datetime.datetime | None = None
         listed = await self.manager.backend.list_sandboxes()
@@ -124,8 +129,10 @@ class SandboxCuller(LoggingConfigurable):
                     soonest = _sooner(soonest, deadline)
                 continue
             log.info("culling sandbox %s of %s: %s", info.sandbox_id, info.owner, reason)
-            await self.manager.remove(info.owner, info.sandbox_id)
-            culled.append(info.sandbox_id)
+            due[info.sandbox_id] = functools.partial(
+                self.manager.remove, info.owner, info.sandbox_id
+            )
+        culled = await remove_each(due, "culling pass")
         # A deadline set while this pass ran may be missing from the states it read.
         self._next_deadline = _sooner(soonest, self._announced)
         return culled

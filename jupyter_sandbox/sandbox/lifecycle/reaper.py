@@ -18,8 +18,10 @@ its lifeline (lifeline.py); a pass is the backstop for what no lifeline reached.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.host.clock import parse_iso
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, age_of
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
+from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.identity import is_sandbox_id
 from jupyter_sandbox.sandbox.lifecycle import pool
 from jupyter_sandbox.sandbox.lifecycle.contexts import (
@@ -42,6 +45,15 @@ from jupyter_sandbox.sandbox.sandbox_access import SandboxAccess
 log = logging.getLogger(__name__)
 
 DEAD_STATES = frozenset({"exited", "dead"})
+
+# How many removals one pass (the reaper's, the culler's) runs at once: a wedged container
+# holds one of them, not the whole pass; kept well under the engine threads one owner may hold
+# (the passes work as the owner "", engine.py).
+REMOVALS_AT_ONCE = 4
+# Seconds one removal of a pass may take. Longer than the Docker backend's own limits for a
+# wedged container (removal.py) with its default engine time limit, so only a removal stuck
+# past them is given up; the next pass tries it again.
+REMOVAL_DEADLINE = 300.0
 
 
 @dataclass
@@ -71,6 +83,7 @@ async def reap_orphans(manager: SandboxAccess, *, grace: float | None = None) ->
     report = ReapReport()
     containers = await manager.backend.list_sandboxes()
     ours = [c for c in containers if manager.holds(c)]
+    removals: dict[str, Callable[[], Awaitable[None]]] = {}
     for info in ours:
         directory = SandboxDirectory(state_dir, info.sandbox_id)
         # One reading of the state for every decision below (and the pool's clean-up).
@@ -89,11 +102,8 @@ async def reap_orphans(manager: SandboxAccess, *, grace: float | None = None) ->
             reason,
             "present" if directory.exists() else "gone",
         )
-        await manager.backend.remove(info.sandbox_id)
-        pool.forget_member(state_dir, info.sandbox_id, state)
-        directory.remove()
-        manager.usage.forget(info.sandbox_id)
-        report.containers.append(info.sandbox_id)
+        removals[info.sandbox_id] = _reaping(manager, info.sandbox_id, directory, state)
+    report.containers = await remove_each(removals, "reaping pass")
 
     known = {c.sandbox_id for c in containers}
     if state_dir.is_dir():
@@ -113,6 +123,57 @@ async def reap_orphans(manager: SandboxAccess, *, grace: float | None = None) ->
 
 
 STALE_MEMBER = "a warm-pool member nobody refills or claims"
+
+
+def _reaping(
+    manager: SandboxAccess, sandbox_id: str, directory: SandboxDirectory, state: SandboxState
+) -> Callable[[], Awaitable[None]]:
+    async def reap() -> None:
+        await manager.backend.remove(sandbox_id)
+        pool.forget_member(manager.settings.state_path, sandbox_id, state)
+        directory.remove()
+        manager.usage.forget(sandbox_id)
+
+    return reap
+
+
+async def remove_each(
+    removals: Mapping[str, Callable[[], Awaitable[None]]], what: str
+) -> list[str]:
+    """Run each of ``removals`` (sandbox id: its removal), :data:`REMOVALS_AT_ONCE` at most at
+    once, each within :data:`REMOVAL_DEADLINE`; return the ids removed, in the given order.
+
+    One pass serves every owner: a removal that fails (a SandboxError, such as the engine's
+    time limit on a wedged container, or a host directory that will not go) or that outlasts
+    its deadline is logged, once, and the others go on. Otherwise one owner's wedged sandbox
+    would end every pass before the other owners' expired sandboxes were reached."""
+    turns = asyncio.Semaphore(REMOVALS_AT_ONCE)
+
+    async def remove(sandbox_id: str, removal: Callable[[], Awaitable[None]]) -> bool:
+        async with turns:
+            try:
+                await within(removal(), REMOVAL_DEADLINE)
+            except asyncio.TimeoutError:  # first: it is an OSError too
+                log.warning(
+                    "%s: removing sandbox %s did not finish within %g s; the next pass tries again",
+                    what,
+                    sandbox_id,
+                    REMOVAL_DEADLINE,
+                )
+                return False
+            except (SandboxError, OSError) as exc:
+                problem = exc.message if isinstance(exc, SandboxError) else str(exc)
+                log.warning(
+                    "%s: could not remove sandbox %s (%s); the next pass tries again",
+                    what,
+                    sandbox_id,
+                    problem,
+                )
+                return False
+        return True
+
+    removed = await asyncio.gather(*(remove(i, r) for i, r in removals.items()))
+    return [sandbox_id for sandbox_id, done in zip(removals, removed, strict=True) if done]
 
 
 def orphan_reason(

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_sandbox.protocol.errors import InvalidRequestError, NetworkRequestNotFoundError
+from jupyter_sandbox.protocol.strict_json import loads
 from jupyter_sandbox.sandbox.host.clock import now, now_iso
 from jupyter_sandbox.sandbox.host.private_paths import make_private_dir
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, write_json_atomic
-from jupyter_sandbox.sandbox.host.sandbox_json import loads
 from jupyter_sandbox.sandbox.host.state_record import SandboxState
 from jupyter_sandbox.sandbox.network.policy import policy_of_state
 

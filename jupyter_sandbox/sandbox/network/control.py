@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from jupyter_sandbox.protocol.errors import NetworkSetupError, ProcessNotFoundError
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, SandboxBackend
-from jupyter_sandbox.sandbox.host.helper_process import reap, start_helper
+from jupyter_sandbox.sandbox.host.helper_process import reap, start_helper_async
 from jupyter_sandbox.sandbox.host.process_lock import ProcessLock
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.network.forwarder import CONFIG_VARIABLE
@@ -63,7 +63,7 @@ async def apply_policy(
     try:
         if policy.allows_network:
             await start_forwarder(backend, directory, sandbox_id)
-            await asyncio.to_thread(start_proxy, directory, proxy_options)
+            await start_proxy(directory, proxy_options)
         else:
             await asyncio.to_thread(stop_proxy, directory)
     except BaseException:
@@ -145,11 +145,17 @@ def proxy_running(directory: SandboxDirectory) -> bool:
     return ProcessLock.is_held(directory.root / PROXY_LOCK)
 
 
-def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
-    """Start the sandbox's host proxy (blocking; run it on a thread) and wait until it is ready."""
+async def start_proxy(directory: SandboxDirectory, options: dict[str, Any]) -> None:
+    """Start the sandbox's host proxy and wait until it is ready.
+
+    The wait is on the event loop, not on a thread: the proxy is ready once a tunnel through
+    the sandbox's forwarder opens, and the sandbox's own code can stop its forwarder. On a
+    thread, each such sandbox's policy change would hold one of the default pool's few threads
+    for the whole wait, and every owner's host work (removals, starts) would queue behind it.
+    """
     if proxy_running(directory):
         return
-    child, line = start_helper(
+    child, line = await start_helper_async(
         "jupyter_sandbox.sandbox.network",
         [str(directory.root), json.dumps(options)],
         directory.root / PROXY_LOG,

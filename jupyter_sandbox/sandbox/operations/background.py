@@ -23,6 +23,7 @@ its sandbox).
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import AsyncGenerator
@@ -60,6 +61,10 @@ LOG_DIR = "/tmp/.jupyter-sandbox-commands"  # in the sandbox
 MAX_READ = 1024**2  # bytes of output one read returns at most
 STATUS_MAX_BYTES = 16  # bytes of a command's status file the host reads: "255\n" is 4
 STATE_KEY: Final = "background_commands"
+# Bytes of a command's argv and cwd as its record keeps them in the sandbox's state file (JSON,
+# escapes and all): that file is read whole on the server's event loop, and must stay under its
+# cap (host/state_record.py's MAX_STATE_BYTES) with max_per_sandbox records at their largest.
+MAX_STORED_ARGV = 8 * 1024
 _COMMAND_ID = re.compile(r"[0-9a-f]{12}")
 # Runs as "sh -c LAUNCH sh LOG CWD ARGV..." (image_programs.shell: its own commands looked up
 # on read-only directories, the command on the caller's PATH): output to the log first, so that a cwd the sandbox
@@ -103,9 +108,17 @@ class BackgroundCommands(LoggingConfigurable):
                 "a background command takes no stdin and is not streamed: leave those out, "
                 "and read its output with GET /api/sandboxes/{id}/commands/{command_id}/output"
             )
+        cwd = request.cwd or "/workspace"
+        stored = len(json.dumps([request.argv, cwd]))
+        if stored > MAX_STORED_ARGV:
+            raise InvalidRequestError(
+                f"a background command is kept with its sandbox, and may hold at most "
+                f"{MAX_STORED_ARGV // 1024} KiB (its command and cwd written as JSON), not "
+                f"{stored} bytes: write a longer script to a file "
+                "(PUT /api/sandboxes/{id}/files/content) and run that file"
+            )
         await self.manager.running(owner, sandbox_id)
         command_id = secrets.token_hex(6)
-        cwd = request.cwd or "/workspace"
         mark = new_mark()
         started = now_iso("auto")
         record = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
     SandboxFileError,
@@ -15,7 +16,6 @@ from jupyter_sandbox.protocol.errors import (
     SandboxFileTypeError,
 )
 from jupyter_sandbox.sandbox.backends.base import WORKSPACE_DIR
-from jupyter_sandbox.sandbox.host import sandbox_json
 
 MAX_PATH_BYTES = 4096
 MAX_ERROR_REPORT_BYTES = 64 * 1024  # the program's error report: a code and a message
@@ -41,7 +41,7 @@ def reported_error(stderr: bytes, sandbox_id: str) -> SandboxFileError:
     """The error the program in the sandbox reported (its stderr is the sandbox's to write, so
     it is only ever shown as text, never trusted for more than picking the error class)."""
     try:  # MalformedJSONError is a ValueError
-        report = sandbox_json.loads(stderr, max_bytes=MAX_ERROR_REPORT_BYTES)
+        report = strict_json.loads(stderr, max_bytes=MAX_ERROR_REPORT_BYTES)
         code, message = str(report["error"]), str(report["message"])[:1000]
     except (ValueError, KeyError, TypeError):
         code, message = "", stderr.decode(errors="replace").strip()[:500]

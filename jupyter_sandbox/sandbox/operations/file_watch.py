@@ -35,6 +35,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import (
     SandboxDiedError,
     SandboxError,
@@ -42,7 +43,6 @@ from jupyter_sandbox.protocol.errors import (
     SandboxNotFoundError,
     TooManyWatchesError,
 )
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.operations.command_stream import Channel, Event
 from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
 from jupyter_sandbox.sandbox.programs import image_programs, watch_program
@@ -91,8 +91,8 @@ class LineSplitter:
 def parsed(line: bytes) -> Event | None:
     """The event one line of the program's stands for, or None if it is not one."""
     try:
-        value = sandbox_json.loads(line, max_bytes=MAX_LINE + 1)  # its newline too
-    except sandbox_json.MalformedJSONError:
+        value = strict_json.loads(line, max_bytes=MAX_LINE + 1)  # its newline too
+    except strict_json.MalformedJSONError:
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("path"), str):
         value = {}

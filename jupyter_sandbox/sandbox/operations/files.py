@@ -8,8 +8,12 @@ and nothing is read or written on the host. (Under ``copy-on-write`` this is the
 a file the notebook wrote: its writes never reach the host's directory.) Relative paths are taken
 from /workspace; absolute paths name anything the sandbox's user can reach.
 
-Contents travel over the exec stream, held in memory and capped at ``max_bytes`` each way; for
-whole directories or bigger data, persist a snapshot (snapshots/).
+Contents travel over the exec stream, capped at ``max_bytes`` each way; for whole directories
+or bigger data, persist a snapshot (snapshots/). A write's bytes are held in memory; a read's
+can be taken as they come (:meth:`SandboxFiles.read_stream`, as the REST and E2B downloads do),
+through a bounded crossing (command_stream.Channel): a reader slower than the sandbox makes the
+program in the sandbox wait, so a download held by a client that does not read holds about a
+MiB of the server's memory, not the file.
 
 :meth:`SandboxFiles.watch` watches a directory for changes with a program of its own that
 runs until the watch is closed (file_watch.py, watch_program.py).
@@ -24,6 +28,7 @@ Usage (agent code)::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,14 +36,16 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Float, Integer
 from traitlets.config import LoggingConfigurable
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import (
     FileTooLargeError,
     SandboxConflictError,
     SandboxFileError,
 )
-from jupyter_sandbox.sandbox.backends.base import Feed, Writable
-from jupyter_sandbox.sandbox.host import sandbox_json
+from jupyter_sandbox.sandbox.backends.base import Feed, Sink, Writable
+from jupyter_sandbox.sandbox.backends.records import ExecResult
 from jupyter_sandbox.sandbox.host.fair_share import OwnerCap
+from jupyter_sandbox.sandbox.operations.command_stream import Channel
 from jupyter_sandbox.sandbox.operations.file_checks import check_path, reported_error
 from jupyter_sandbox.sandbox.operations.file_watch import watch_directory
 from jupyter_sandbox.sandbox.programs import file_program, image_programs
@@ -64,13 +71,14 @@ class SandboxFiles(LoggingConfigurable):
         100 * 1024**2,
         config=True,
         help="""Largest file in bytes read from or written to a sandbox through this API
-        (0: no cap). Contents are held in the server's memory on the way; for bigger data
-        persist a workspace snapshot instead.""",
+        (0: no cap). A written file's contents are held in the server's memory on the way
+        (a read's are streamed); for bigger data persist a workspace snapshot instead.""",
     )
     timeout = Float(
         120.0,
         config=True,
-        help="Seconds one file operation (the program run in the sandbox) may take.",
+        help="""Seconds one file operation (the program run in the sandbox) may take; a
+        streamed read (a download) counts the time its client takes to receive it.""",
     )
 
     watch_interval = Float(
@@ -132,10 +140,51 @@ class SandboxFiles(LoggingConfigurable):
         return _decoded(report, sandbox_id)
 
     async def read(self, owner: str, sandbox_id: str, path: str) -> bytes:
-        """The bytes of a regular file (symlinks followed, inside the sandbox)."""
-        return await self._run(
-            owner, sandbox_id, "read", path, self.max_bytes, self._too_large(path)
-        )
+        """The bytes of a regular file (symlinks followed, inside the sandbox), whole."""
+        received = bytearray()
+        async for piece in self.read_stream(owner, sandbox_id, path):
+            received += piece
+        return bytes(received)
+
+    async def read_stream(
+        self, owner: str, sandbox_id: str, path: str
+    ) -> AsyncGenerator[bytes, None]:
+        """The bytes of a regular file in pieces as the sandbox sends them, each taken before
+        the next is read (about a MiB waits between the sandbox and the reader).
+
+        An error found before the first piece (no such file, not a file, larger than
+        ``max_bytes``, a stopped sandbox) is raised before any is yielded, so that a caller
+        can still answer with it; one after (the file grew past the cap while read, the
+        time limit) is raised after the pieces, which are then not the whole file. Closing
+        the generator early stops the program in the sandbox.
+        """
+        check_path(path)
+        await self.check_running(owner, sandbox_id)
+        channel = Channel(asyncio.get_running_loop())
+        cap, too_large = self.max_bytes, self._too_large(path)
+        received = 0
+
+        def sink(data: bytes) -> None:  # on the engine's thread
+            nonlocal received
+            received += len(data)
+            # The program checked the file's size first; this is for one that grew since (or
+            # a program the sandbox's code replaced): nothing past the cap is handed on.
+            if cap and received > cap:
+                raise FileTooLargeError(too_large)
+            channel.send("stdout", data)
+
+        # The program refuses a file larger than the cap before it writes any of it.
+        arguments = (str(cap),)
+        run = asyncio.ensure_future(self._exec(sandbox_id, "read", path, sink, None, arguments))
+        try:
+            while (pieces := await channel.next(run)) is not None:
+                yield b"".join(data for _, data in pieces)
+            result = run.result()
+            if result.exit_code == file_program.TOO_LARGE:
+                raise FileTooLargeError(too_large)
+            self._check(result, sandbox_id, "read", path)
+        finally:
+            await channel.close_and_stop(run)  # stops the program if it still runs
 
     async def write(self, owner: str, sandbox_id: str, path: str, data: bytes) -> dict[str, Any]:
         """Write ``data`` to ``path`` whole (made with its missing parent directories, or
@@ -217,11 +266,28 @@ class SandboxFiles(LoggingConfigurable):
             if max_output and len(received) > max_output:
                 raise FileTooLargeError(too_much or f"{operation} of {path} answered too much")
 
+        result = await self._exec(sandbox_id, operation, path, sink, feed, arguments)
+        self._check(result, sandbox_id, operation, path)
+        return bytes(received)
+
+    async def _exec(
+        self,
+        sandbox_id: str,
+        operation: str,
+        path: str,
+        sink: Sink,
+        feed: Feed | None,
+        arguments: tuple[str, ...],
+    ) -> ExecResult:
+        """Run the program's ``operation`` in the sandbox, its standard output to ``sink``."""
         argv = image_programs.python(PROGRAM, operation, path, *arguments)
         with self.manager.usage.using(sandbox_id):  # activity, for the idle culler
-            result = await self.manager.backend.exec_stream(
+            return await self.manager.backend.exec_stream(
                 sandbox_id, argv, timeout=self.timeout, feed=feed, sink=sink
             )
+
+    def _check(self, result: ExecResult, sandbox_id: str, operation: str, path: str) -> None:
+        """The error the program's ``result`` stands for, raised; nothing if it succeeded."""
         if result.timed_out:
             raise SandboxFileError(
                 f"{operation} of {path} in sandbox {sandbox_id} took longer than "
@@ -234,7 +300,6 @@ class SandboxFiles(LoggingConfigurable):
                 f"{operation} of {path} in sandbox {sandbox_id} failed (exit status "
                 f"{result.exit_code}): {result.stderr.decode(errors='replace').strip()[:500]}"
             )
-        return bytes(received)
 
     def check_size(self, path: str, size: int) -> None:
         """FileTooLargeError if ``size`` bytes written to ``path`` would pass ``max_bytes``:
@@ -252,8 +317,8 @@ class SandboxFiles(LoggingConfigurable):
 def _decoded(report: bytes, sandbox_id: str) -> dict[str, Any]:
     """The program's JSON report (which code in the sandbox could have tampered with)."""
     try:
-        decoded = sandbox_json.loads(report, max_bytes=MAX_REPORT_BYTES)
-    except sandbox_json.MalformedJSONError:
+        decoded = strict_json.loads(report, max_bytes=MAX_REPORT_BYTES)
+    except strict_json.MalformedJSONError:
         decoded = None
     if not isinstance(decoded, dict):
         raise SandboxFileError(f"sandbox {sandbox_id} answered something unreadable")

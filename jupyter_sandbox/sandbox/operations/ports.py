@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Final
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
     OutputTooLargeError,
@@ -44,7 +45,6 @@ from jupyter_sandbox.protocol.errors import (
     SocketReplacedError,
 )
 from jupyter_sandbox.sandbox.backends.base import SANDBOX_IO_DIR, ExecOptions
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.host.timeouts import within
 from jupyter_sandbox.sandbox.kernel_link.socket_pin import connect_pinned
@@ -226,8 +226,8 @@ def listed_ports(report: bytes, sandbox_id: str) -> list[ListeningPort]:
     PortOpenerError when the report is not exactly what the program prints (the sandbox's code
     can print anything in its place)."""
     try:
-        decoded = sandbox_json.loads(report, max_bytes=MAX_LIST_BYTES)
-    except sandbox_json.MalformedJSONError as exc:
+        decoded = strict_json.loads(report, max_bytes=MAX_LIST_BYTES)
+    except strict_json.MalformedJSONError as exc:
         raise PortOpenerError(
             f"the port list of sandbox {sandbox_id} is unreadable: {exc.message}"
         ) from None

@@ -20,10 +20,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.errors import SandboxError
 from jupyter_sandbox.sandbox.backends.base import ExecOptions, SandboxBackend
 from jupyter_sandbox.sandbox.backends.records import EngineStats
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.clock import now_iso
 from jupyter_sandbox.sandbox.programs import image_programs
 
@@ -141,8 +141,8 @@ def inside_report(stdout: bytes) -> dict[str, Any]:
     """What INSIDE_SCRIPT printed, checked key by key and type by type, or ``{"error": why}``
     (the sandbox's code can print anything in its place, an ``error`` of its own too)."""
     try:
-        data = sandbox_json.loads(stdout, max_bytes=MAX_INSIDE_BYTES)
-    except sandbox_json.MalformedJSONError as exc:
+        data = strict_json.loads(stdout, max_bytes=MAX_INSIDE_BYTES)
+    except strict_json.MalformedJSONError as exc:
         return {"error": f"output is unreadable: {exc.message}"}
     if not isinstance(data, dict):
         return {"error": "output is not an object"}

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # never true when it runs: typing costs an import
     from collections.abc import Callable
 
 FAILED = 3
+TOO_LARGE = 4  # a read of a file larger than its limit (nothing written)
 WORKSPACE = "/workspace"
 
 
@@ -82,10 +83,16 @@ def list_directory(path: str) -> None:
     emit({"path": path, "entries": entries})
 
 
-def read(path: str) -> None:
+def read(path: str, limit: str = "0") -> None:
+    """Write the file's bytes; a file larger than ``limit`` bytes (0: no cap) ends with
+    TOO_LARGE before any is written, so that the host, which streams them on as they come,
+    can still answer with an error."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the read
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
         fail("not_a_file", path + " is not a regular file")
+    if int(limit) and status.st_size > int(limit):
+        sys.exit(TOO_LARGE)
     out = sys.stdout.buffer
     while chunk := os.read(fd, 1 << 20):
         out.write(chunk)

@@ -19,8 +19,8 @@ import secrets
 import time
 from typing import Any
 
+from jupyter_sandbox.protocol import strict_json
 from jupyter_sandbox.protocol.snapshot_errors import SnapshotFailedError
-from jupyter_sandbox.sandbox.host import sandbox_json
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, read_untrusted
 
 # Seconds a request may wait for its answer; the bridge looks every 20 ms.
@@ -65,7 +65,7 @@ def _read_answer(directory: SandboxDirectory) -> dict[str, Any]:
     # past the stack, which json.loads raised as RecursionError, and NaN or Infinity.
     with contextlib.suppress(OSError, ValueError):
         written = read_untrusted(path, MAX_ANSWER_BYTES)
-        answer = sandbox_json.loads(written, max_bytes=MAX_ANSWER_BYTES)
+        answer = strict_json.loads(written, max_bytes=MAX_ANSWER_BYTES)
         if isinstance(answer, dict):
             return answer
     return {}

@@ -33,6 +33,7 @@ from jupyter_sandbox.protocol.snapshot_errors import (
     SnapshotTooLargeError,
     shown,
 )
+from jupyter_sandbox.sandbox.host.fair_share import FairShare
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory, replaced_atomically
 from jupyter_sandbox.sandbox.limits import SandboxLimits
 from jupyter_sandbox.sandbox.sandbox_types import Sandbox
@@ -61,6 +62,14 @@ class Snapshots(SnapshotSettings):
         super().__init__(**kwargs)
         self.manager = manager
         self.memory = MemorySnapshots(manager)
+        # Turns of the archive work of restores (hashing, scanning, copying archives), shared
+        # fairly between owners: the server extension hands its own, which its snapshot
+        # requests take too (SandboxExtension.max_archive_jobs; FairShare.slot is re-entrant,
+        # so a request holding one takes no second here). Taken here, in the core, so that
+        # every path to a restore takes one: POST /api/sandboxes with a snapshot too, which
+        # else runs as many at once as the owner may have sandboxes. None (a CLI verb, agent
+        # code in a process of its own): no turns.
+        self.archive_turns: FairShare | None = None
 
     # -- stored snapshots ---------------------------------------------------------------------
 
@@ -159,7 +168,7 @@ class Snapshots(SnapshotSettings):
         metadata = self.get(owner, self._workspace_snapshot(owner, snapshot_id))
         path = self.store.archive_path(owner, snapshot_id)
         await self.manager.get(owner, sandbox_id)
-        return await self._restore(sandbox_id, lambda: open(path, "rb"), metadata["sha256"])
+        return await self._restore(owner, sandbox_id, lambda: open(path, "rb"), metadata["sha256"])
 
     async def create_sandbox(self, owner: str, snapshot_id: str, **create: Any) -> Sandbox:
         """A new sandbox for ``owner`` (``create``: SandboxManager.create's keywords) whose
@@ -194,14 +203,14 @@ class Snapshots(SnapshotSettings):
     async def hydrate_bytes(self, owner: str, sandbox_id: str, data: bytes) -> ArchiveSummary:
         """Restore an archive held in memory into ``owner``'s running sandbox."""
         await self.manager.get(owner, sandbox_id)
-        return await self._restore(sandbox_id, lambda: io.BytesIO(data))
+        return await self._restore(owner, sandbox_id, lambda: io.BytesIO(data))
 
     async def hydrate_file(self, owner: str, sandbox_id: str, path: str | Path) -> ArchiveSummary:
         """Restore the archive at ``path`` into ``owner``'s running sandbox. It is copied to
         a private file first, so that it cannot change between its check and its restore."""
         await self.manager.get(owner, sandbox_id)
         with self._private_copy(owner, Path(path)) as copy:
-            return await self._restore(sandbox_id, lambda: open(copy, "rb"))
+            return await self._restore(owner, sandbox_id, lambda: open(copy, "rb"))
 
     # -- memory snapshots ---------------------------------------------------------------------
 
@@ -216,7 +225,8 @@ class Snapshots(SnapshotSettings):
 
     async def restore_memory(self, owner: str, snapshot_id: str) -> Sandbox:
         """Bring a memory snapshot's sandbox back to that moment; returns it, kernel answering."""
-        return await self.memory.restore(owner, snapshot_id)
+        async with self._archive_turn(owner):
+            return await self.memory.restore(owner, snapshot_id)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -259,22 +269,30 @@ class Snapshots(SnapshotSettings):
             io_dir=self._io_dir(sandbox_id),
         )
 
+    def _archive_turn(self, owner: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """One of ``owner``'s turns of :attr:`archive_turns` while in the block (none without)."""
+        if self.archive_turns is None:
+            return contextlib.nullcontext()
+        return self.archive_turns.slot(owner)
+
     async def _restore(
         self,
+        owner: str,
         sandbox_id: str,
         open_archive: Callable[[], AbstractContextManager[IO[bytes]]],
         expected_sha256: str | None = None,
     ) -> ArchiveSummary:
-        return await hydrate_workspace(
-            self.manager.backend,
-            sandbox_id,
-            open_archive,
-            limits=self.limits,
-            timeout=self.timeout,
-            io_dir=self._io_dir(sandbox_id),
-            expected_sha256=expected_sha256,
-            workspace_bytes=self._workspace_cap(sandbox_id),
-        )
+        async with self._archive_turn(owner):
+            return await hydrate_workspace(
+                self.manager.backend,
+                sandbox_id,
+                open_archive,
+                limits=self.limits,
+                timeout=self.timeout,
+                io_dir=self._io_dir(sandbox_id),
+                expected_sha256=expected_sha256,
+                workspace_bytes=self._workspace_cap(sandbox_id),
+            )
 
     def _check_quota(self, owner: str) -> None:
         kept = len(self.store.list(owner))

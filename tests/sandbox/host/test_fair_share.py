@@ -129,3 +129,37 @@ def test_a_share_without_slots_is_refused() -> None:
     with pytest.raises(ValueError, match="needs slots"):
         FairShare(total=0, per_owner=1)
     assert FairShare(total=2, per_owner=5).per_owner == 2  # a share is at most the whole
+
+
+async def test_a_slot_inside_a_slot_of_the_same_share_takes_none() -> None:
+    """A request's turn around a core call that takes its own (snapshot restores): at the
+    owner's share, a second slot would wait for the first for ever."""
+    share = FairShare(total=4, per_owner=1)
+    other = FairShare(total=4, per_owner=1)
+    async with share.slot("alice"):
+        async with asyncio.timeout(1), share.slot("alice"):
+            assert share.held == {"alice": 1}
+            async with other.slot("alice"):  # another share's slot is taken as ever
+                assert other.held == {"alice": 1}
+
+        async def started_inside() -> None:  # working for the holder: no slot of its own
+            async with share.slot("alice"):
+                assert share.held == {"alice": 1}
+
+        await asyncio.wait_for(asyncio.ensure_future(started_inside()), 1)
+    assert share.held == {}
+    # Another request of alice's (a task not started inside the slot) waits for her turn.
+    go = asyncio.Event()
+
+    async def another_request() -> None:
+        await go.wait()
+        async with share.slot("alice"):
+            assert share.held == {"alice": 1}
+
+    elsewhere = asyncio.ensure_future(another_request())
+    async with share.slot("alice"):
+        go.set()
+        await settle()
+        assert not elsewhere.done()
+    await asyncio.wait_for(elsewhere, 1)
+    assert share.held == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -14,15 +15,21 @@ import pytest
 
 import jupyter_sandbox
 from jupyter_sandbox.protocol.errors import SandboxError
+from jupyter_sandbox.protocol.requests import METADATA, string_map
 from jupyter_sandbox.sandbox.host.sandbox_dir import SandboxDirectory
 from jupyter_sandbox.sandbox.host.state_record import (
+    MAX_STATE_BYTES,
     STATE_VERSION,
     VERSION_KEY,
     CorruptStateError,
     NewerStateError,
     SandboxState,
+    StateTooLargeError,
+    parse_state,
     read_state,
 )
+from jupyter_sandbox.sandbox.network.policy import NetworkPolicy
+from jupyter_sandbox.sandbox.operations.background import MAX_STORED_ARGV, BackgroundCommands
 from tests.python_ast import parse
 
 # A state file a runc sandbox on main wrote (kernel attached, one cell run), its network token
@@ -144,6 +151,58 @@ def test_a_missing_file_is_an_os_error_and_empty_for_the_directory(
     with pytest.raises(FileNotFoundError):
         read_state(directory.state_file)
     assert directory.read_state() == {}
+
+
+def test_a_state_file_past_the_cap_is_refused_unread(
+    directory: SandboxDirectory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state file larger than MAX_STATE_BYTES is corrupt for its readers, before a byte of
+    it is read (a sparse file of 4 GiB: read, it would take that much memory), and logged."""
+    directory.write_state({"context": "c1"})
+    with open(directory.state_file, "r+b") as f:
+        f.truncate(4 * 1024**3)
+    with pytest.raises(StateTooLargeError, match=f"has {4 * 1024**3} bytes, more than"):
+        read_state(directory.state_file)
+    with caplog.at_level(logging.ERROR):
+        assert directory.read_state() == {}
+    assert f"sandbox {SANDBOX_ID}: the state file" in caplog.text
+    directory.state_file.write_bytes(b" " * MAX_STATE_BYTES + b"{}")  # JSON, but too large
+    with pytest.raises(StateTooLargeError):
+        read_state(directory.state_file)
+    directory.state_file.write_bytes(b" " * (MAX_STATE_BYTES - 2) + b"{}")  # at the cap: read
+    assert read_state(directory.state_file) == {}
+
+
+def test_the_largest_state_requests_can_make_is_under_the_cap(
+    directory: SandboxDirectory,
+) -> None:
+    """Every field a request stores, at its largest and in the characters JSON writes longest
+    (a control character: six bytes), still leaves the state file readable."""
+    worst = "\x01"
+    key_room = 128
+    value = worst * ((METADATA.total_bytes - METADATA.entries * key_room) // METADATA.entries)
+    metadata = {f"{n:03d}".ljust(key_room, "k"): value for n in range(METADATA.entries)}
+    assert string_map(metadata, "metadata", METADATA) == metadata
+    argv, cwd = [worst * ((MAX_STORED_ARGV - 20) // 12)], "/" + worst * ((MAX_STORED_ARGV) // 12)
+    assert MAX_STORED_ARGV - 12 < len(json.dumps([argv, cwd])) <= MAX_STORED_ARGV
+    record = {"argv": argv, "cwd": cwd, "started": "2026-01-01T00:00:00.000000+00:00"}
+    record.update(spawn="f" * 64, mark="0" * 32)
+    commands = {
+        f"{n:012x}": record for n in range(BackgroundCommands.max_per_sandbox.default_value)
+    }
+    label = "a" * 61
+    host = f"*.{label}.{label}.{label}.{label[:57]}.example:65535"
+    policy = NetworkPolicy.from_dict({"mode": "ask", "allow": [host] * 256, "deny": [host] * 256})
+    state = {
+        **json.loads(TODAY.read_text()),
+        "metadata": metadata,
+        "background_commands": commands,
+        "network": policy.as_dict(),
+        "e2b_template": "t" * 256,
+    }
+    directory.write_state(parse_state(state))
+    assert directory.state_file.stat().st_size <= MAX_STATE_BYTES
+    assert read_state(directory.state_file)["metadata"] == metadata
 
 
 # Modules whose ``state`` is something else: the engine's record of a container.

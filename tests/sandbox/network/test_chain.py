@@ -129,7 +129,7 @@ def make_chain(**options: float) -> Iterator[Chain]:
     server_dir = plant(state_dir / "server-cwd")
     try:
         with working_directory(server_dir):
-            start_proxy(directory, settings.proxy_options())
+            asyncio.run(start_proxy(directory, settings.proxy_options()))
         assert imported(server_dir) is None
         yield Chain(directory, port, state_dir / "credentials")
     finally:

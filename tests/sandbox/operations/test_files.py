@@ -203,7 +203,7 @@ async def test_files_of_a_copy_on_write_workspace_stay_in_the_sandbox(
         b"[1]",
         b'"text"',
         b"",
-        # Read as floats the API's JSON answer cannot carry (sandbox_json.loads refuses them).
+        # Read as floats the API's JSON answer cannot carry (strict_json.loads refuses them).
         b'{"size": NaN}',
         b'{"size": 1e999}',
         b'{"entries": [], "entries": [{"name": "planted"}]}',

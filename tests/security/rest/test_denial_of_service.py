@@ -29,6 +29,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_sandbox.server_extension import SandboxExtension
+from tests.memory_growth import peak_growth
 from tests.server_extension.conftest import Fetch, api
 from tests.server_extension.test_auth_and_spec import with_named_users
 
@@ -434,4 +435,76 @@ async def test_an_uploads_body_is_read_only_once_its_owner_has_a_turn(
         f"of her third upload stayed unsent for 3 s (the server read none of it); bob's upload "
         f"was answered in {bobs:.2f} s; once a stalled client left, the 64 MiB were written",
         cases=uploads.per_owner + 2,
+    )
+
+
+@pytest.mark.checklist(
+    row=138,
+    attack="one owner downloads a 32 MiB file of its sandbox (GET files/content) over six "
+    "connections at once and never reads the answers",
+    expected="the server's memory grows by less than the file (it held every file read whole, "
+    "twice at its peak, until its client read it): the downloads stream in that owner's turns "
+    "and wait for the client; another owner's requests, a file read among them, are answered "
+    "meanwhile; once the clients leave every turn is free",
+)
+async def test_downloads_a_client_never_reads_hold_neither_memory_nor_another_owner(
+    jp_fetch: Fetch,
+    server_url: str,
+    extension: SandboxExtension,
+    bobs_sandbox: str,
+    held: list[HeldRequest],
+    observe: Callable[..., None],
+) -> None:
+    size, connections = 32 * 1024**2, 6
+    alices = await make_sandbox(jp_fetch, ALICE)
+    try:
+        status, ran = await api(
+            jp_fetch,
+            "POST",
+            alices,
+            "commands",
+            body={"command": f"head -c {size} /dev/urandom > /workspace/big.bin"},
+            **ALICE,
+        )
+        assert (status, ran["exit_code"]) == (200, 0), ran
+        path = f"api/sandboxes/{alices}/files/content?path=big.bin"
+        with peak_growth() as growth:
+            for _ in range(connections):
+                held.append(await HeldRequest.open(server_url, "GET", path, "alice"))
+            # Two answers begun (their heads read, and at most 64 KiB of their bodies): the
+            # server has its part of the file ready to send, whichever way it sends it.
+            begun = [asyncio.ensure_future(r.read_until(b"\r\n\r\n", 120)) for r in held]
+            deadline = time.monotonic() + 120
+            while sum(task.done() for task in begun) < 2:
+                assert time.monotonic() < deadline, "no download of alice's began"
+                await asyncio.sleep(0.05)
+            flooded = worst(
+                [await bobs_requests(jp_fetch, server_url, bobs_sandbox) for _ in range(2)]
+            )
+            grew = growth()
+        for task in begun:
+            task.cancel()
+        await asyncio.gather(*begun, return_exceptions=True)
+        assert grew < size, f"the server grew by {grew / 2**20:.0f} MiB"
+        downloads = extension.downloads
+        assert [r.status for r in held if r.status] == [200] * downloads.per_owner
+        assert downloads.held.get("alice") == downloads.per_owner
+        assert downloads.waiting() == connections - downloads.per_owner
+        for name, seconds in flooded.items():
+            assert seconds < BOUND, f"bob's {name} took {seconds:.1f} s under alice's downloads"
+
+        for request in held:
+            await request.close()  # the clients leave: their turns and waits go with them
+        deadline = time.monotonic() + BOUND
+        while downloads.held.get("alice") or downloads.waiting():
+            assert time.monotonic() < deadline, f"left: {downloads.held}, {downloads.waiting()}"
+            await asyncio.sleep(0.05)
+    finally:
+        status, _ = await api(jp_fetch, "DELETE", alices, request_timeout=180, **ALICE)
+        assert status == 204
+    observe(
+        f"alice's {connections} downloads of {size // 2**20} MiB, never read: the server grew by "
+        f"{grew / 2**20:.1f} MiB at most ({downloads.per_owner} streaming, the rest waiting "
+        f"their turn); bob: {figures(flooded)} (the worst of 2 rounds)",
+        cases=connections,
     )

@@ -425,7 +425,7 @@ class DockerBackend(SandboxBackend):
             "list all containers", self._api_call("containers", all=True, quiet=True)
         )
         known = frozenset(str(r["Id"]) for r in rows)
-        return kill_runsc_processes(keep=known, min_age=STRAY_MIN_AGE)
+        return await kill_runsc_processes(keep=known, min_age=STRAY_MIN_AGE)
 
     async def close(self) -> None:
         self.engine.close()

@@ -23,7 +23,11 @@ from jupyter_sandbox.sandbox.programs import image_programs
 
 # The engine's exit status for a command it could not start (it then never had a process).
 NOT_STARTED = 126
-UNREAD_POLL_SECONDS = 0.01  # how often run_unread asks whether its exec ended
+# How often run_unread asks whether its exec ended: soon at first, as most end at once, then
+# ever less often, doubling up to the most, so that an exec the sandbox keeps from ending (its
+# process stopped) costs the engine every owner shares a few inspects a second, not a hundred.
+UNREAD_POLL_SECONDS = 0.01
+UNREAD_POLL_MOST_SECONDS = 0.2
 
 
 def start_exec(
@@ -64,14 +68,17 @@ def run_unread(
         **create,
     )
     deadline = time.monotonic() + timeout
+    pause = UNREAD_POLL_SECONDS
     while True:
         inspected = engine.client.api.exec_inspect(exec_id)
         code = inspected.get("ExitCode")
         if code is not None and not inspected.get("Running"):
             return int(code)
-        if time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             return None
-        time.sleep(UNREAD_POLL_SECONDS)
+        time.sleep(min(pause, left))  # the last look comes at the deadline, not past it
+        pause = min(pause * 2, UNREAD_POLL_MOST_SECONDS)
 
 
 def emptied(container_env: list[str]) -> dict[str, str]:

@@ -145,7 +145,7 @@ async def _end_runtime(engine: DockerEngine, name: str) -> None:
     """Kill the container's runsc processes and thaw its cgroup, where its removal hung."""
     row = await _list_row(engine, name)
     if row is not None:
-        kill_runsc_processes({row["Id"]})
+        await kill_runsc_processes({row["Id"]})
         thaw_cgroup(row["Id"])
 
 

@@ -8,6 +8,7 @@ recognised by their command line, which names the container's bundle directory (
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -50,7 +51,7 @@ def runsc_processes(proc: Path = Path("/proc")) -> dict[int, str]:
     return found
 
 
-def kill_runsc_processes(
+async def kill_runsc_processes(
     container_ids: set[str] | None = None,
     *,
     keep: frozenset[str] = frozenset(),
@@ -61,9 +62,18 @@ def kill_runsc_processes(
     ``min_age`` (seconds) spares younger processes: a container created after the caller
     listed the engine's containers must not be mistaken for a stray one. Returns the pids
     signalled. Not being root, or a process already gone, is not an error.
+
+    The scan reads every process's command line, as many as the host runs: on a thread, so
+    the event loop that serves every owner goes on meanwhile.
     """
     if os.geteuid() != 0:
         return []
+    return await asyncio.to_thread(_kill_runsc_processes, container_ids, keep, min_age)
+
+
+def _kill_runsc_processes(
+    container_ids: set[str] | None, keep: frozenset[str], min_age: float
+) -> list[int]:
     killed = []
     for pid, container_id in runsc_processes().items():
         if container_id in keep:

@@ -48,3 +48,26 @@ async def test_a_streamed_exec_without_a_sink_keeps_only_the_start_of_its_output
     assert result.exit_code == 7
     assert result.stdout == b"\0" * MAX_UNSUNK_STDOUT
     assert grown() < BOUND, grown()
+
+
+async def test_an_unread_exec_that_does_not_end_is_asked_after_ever_less_often(
+    manager: SandboxManager, purpose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sandbox can keep an exec from ending (its process stopped): the wait for it backs
+    off rather than asking the engine every owner shares at its first, shortest interval."""
+    sandbox = await manager.create("alice", runtime="runc", purpose=purpose)
+    engine = manager.backend.engine  # type: ignore[attr-defined]
+    container = labels.container_name(sandbox.sandbox_id)
+    api = engine.client.api
+    inspect = api.exec_inspect
+    asked = []
+
+    def counted(exec_id: str) -> dict[str, object]:  # the engine's own answer, counted
+        asked.append(exec_id)
+        return dict(inspect(exec_id))
+
+    monkeypatch.setattr(api, "exec_inspect", counted)
+    endless = ["/bin/sh", "-c", "kill -STOP $$"]
+    assert await asyncio.to_thread(run_unread, engine, container, endless, timeout=3) is None
+    # Every 10 ms, it would be asked up to 300 times; backed off to 200 ms, about 20.
+    assert 3 <= len(asked) <= 30, len(asked)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
 from pathlib import Path
 
+import pytest
+
+from jupyter_sandbox.sandbox.backends.docker import runtime_processes
 from jupyter_sandbox.sandbox.backends.docker.runtime_processes import process_age, runsc_processes
 
 CID = "4187ae836405821e0781bbf15650877cf9f27b22ea1dd423735bbda7fc9631d8"
@@ -43,3 +48,25 @@ def test_process_age_of_this_process_is_small() -> None:
         young.kill()
         young.wait()
     assert process_age(2**22 + 1) == float("inf")
+
+
+async def test_the_scan_for_runsc_processes_leaves_the_event_loop_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scan reads every process's command line: on a thread, never on the loop that
+    serves every owner (it runs at every reaping pass, and at every hung removal)."""
+    if os.geteuid() != 0:
+        pytest.skip("only root ends runsc processes; elsewhere there is no scan")
+    loop_thread = threading.get_ident()
+    scanned_on = []
+    scan = runtime_processes.runsc_processes
+
+    def watched(proc: Path = Path("/proc")) -> dict[int, str]:  # the real scan, watched
+        scanned_on.append(threading.get_ident())
+        return scan(proc)
+
+    monkeypatch.setattr(runtime_processes, "runsc_processes", watched)
+    # No container id is kept, but none is asked for either: nothing is killed.
+    assert await runtime_processes.kill_runsc_processes(set()) == []
+    assert scanned_on
+    assert loop_thread not in scanned_on
