@@ -47,7 +47,7 @@ from jupyter_sandbox.protocol.requests import (
 from jupyter_sandbox.sandbox.backends.records import SandboxInfo
 from jupyter_sandbox.sandbox.use_cases import NewSandbox, create_sandbox, set_deadline
 from jupyter_sandbox.server_extension.base import (
-    JsonBodyHandler,
+    SandboxAPIHandler,
     authorized_to_execute,
 )
 from jupyter_sandbox.server_extension.requests import MAX_TIMEOUT, timeout_seconds
@@ -77,9 +77,13 @@ NEW_SANDBOX_FIELDS = {
 _ID = r"(?P<sandbox_id>[A-Za-z0-9_.-]{1,128})"
 
 
-class E2BControlHandler(JsonBodyHandler):
-    """What every control-plane route shares: the key, E2B's models and its error form; a
-    body read only once the key is checked, and within MAX_JSON_BODY (JsonBodyHandler)."""
+class E2BControlHandler(SandboxAPIHandler):
+    """What every control-plane route shares: the key, E2B's models and its error form.
+
+    Its bodies are small JSON objects, read whole as tornado reads them and parsed within
+    MAX_JSON_BODY: refused in prepare before its body came (as JsonBodyHandler's are read), a
+    request's connection would close under an SDK still writing it, which can meet a reset
+    before it reads the refusal of its key."""
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
         token = jupyter_token(self.request.headers.get("X-API-KEY"))
@@ -100,7 +104,7 @@ class E2BControlHandler(JsonBodyHandler):
         self.finish(json.dumps(body))
 
     def body_object(self, known: set[str], what: str) -> dict[str, Any]:
-        data = json_object(self.body, allow_empty=True, what=what)
+        data = json_object(self.request.body, allow_empty=True, what=what)
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidRequestError(f"unknown field(s) {', '.join(unknown)} for {what}")

@@ -28,8 +28,6 @@ from tornado.iostream import StreamClosedError
 
 from jupyter_sandbox.e2b_api import execute_stream, filesystem_service, process_service, pty_service
 from jupyter_sandbox.e2b_api.connect_protocol import (
-    HEADER,
-    MAX_MESSAGE,
     STREAM_TYPE,
     Message,
     content_kind,
@@ -56,7 +54,6 @@ from jupyter_sandbox.e2b_api.keys import AccessTokens
 from jupyter_sandbox.e2b_api.process_service import Processes
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
-    RequestTooLargeError,
     SandboxError,
     TooManyStreamsError,
 )
@@ -66,10 +63,12 @@ from jupyter_sandbox.sandbox.identity import is_sandbox_id
 from jupyter_sandbox.sandbox.operations.code_runs import MAX_CODE, CodeRequest
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.sandbox.use_cases import resume_sandbox
-from jupyter_sandbox.server_extension.base import SandboxHandlerBase, TurnHoldingHandler, bound_body
+from jupyter_sandbox.server_extension.base import SandboxHandlerBase, TurnHoldingHandler
 from jupyter_sandbox.server_extension.file_handlers import send_file
 
 log = logging.getLogger(__name__)
+# Bytes of a run's body: its code at its most, a character being at most four bytes of UTF-8.
+MAX_CODE_BODY = MAX_JSON_BODY + 4 * MAX_CODE
 
 ENVD_PORT = "49983"
 JUPYTER_PORT = "49999"
@@ -88,13 +87,14 @@ def e2b_state(settings: dict[str, Any]) -> tuple[AccessTokens, Processes]:
     return settings["e2b_tokens"], settings["e2b_processes"]
 
 
-@web.stream_request_body
 class E2BSandboxHandler(SandboxHandlerBase):
     """Every request of the data plane; :meth:`_route` says which service answers it.
 
-    A body is read only once the access token is checked, and within its route's bound
-    (:meth:`_body_bound`): tornado would read up to the server's max_body_size first, before
-    the token was looked at."""
+    Its bodies are small (a Connect message, a run's code) and read whole, as tornado reads
+    them, before the token is checked: refused in prepare with the body still on its way,
+    the connection would close under an SDK still writing it, which can meet a reset before
+    it reads the answer. An upload's body is the one that is large: E2BFilesHandler reads it
+    only once checked."""
 
     _sandbox_id = ""
     _owner_of_token = ""
@@ -111,7 +111,6 @@ class E2BSandboxHandler(SandboxHandlerBase):
         return self._owner_of_token
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
-        self._received = bytearray()
         await super().prepare(*args, **kwargs)
         route = self.path_kwargs.get("route", "")
         self._connect = "/" in route
@@ -125,28 +124,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         self._owner_of_token = tokens.owner(self.request.headers.get("X-Access-Token"), sandbox_id)
         current_owner.set(self._owner_of_token)
         check_user(user_of_authorization(self.request.headers.get("Authorization")))
-        bound = self._body_bound()
-        if bound is not None and self.request.method == "POST":
-            try:
-                bound_body(self, bound)
-            except RequestTooLargeError as exc:
-                if not self._connect:
-                    raise
-                # Connect's answer to a message past its bound: invalid_argument, as
-                # request_message's own refusal of one
-                raise InvalidRequestError(exc.message) from None
         await self._resume_if_paused_at_timeout()
-
-    def _body_bound(self) -> int | None:
-        """Bytes this request's body may hold: a run's code at its most as JSON, or one Connect
-        message in its envelope; None where the handler bounds its own (uploads)."""
-        if self.path_kwargs.get("route", "") == "execute":
-            return MAX_JSON_BODY + 4 * MAX_CODE
-        return MAX_MESSAGE + HEADER.size
-
-    def data_received(self, chunk: bytes) -> None:
-        if self._owner_of_token:  # a body is kept only once its token was checked
-            self._received += chunk
 
     async def _resume_if_paused_at_timeout(self) -> None:
         """E2B's autoResume: a sandbox that the culler paused at its timeout, made with
@@ -280,7 +258,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         if kind != "unary":
             raise InvalidRequestError("this call is unary: send Content-Type application/json")
         route = self.path_kwargs.get("route", "")
-        return Message(request_message(bytes(self._received), kind), route)
+        return Message(request_message(self.request.body, kind), route)
 
     async def _process(self, method: str) -> None:
         _, processes = e2b_state(self.settings)
@@ -308,7 +286,7 @@ class E2BSandboxHandler(SandboxHandlerBase):
         kind = content_kind(self.request.headers.get("Content-Type"))
         if kind != "stream":
             raise InvalidRequestError(f"{method} is a stream: send Content-Type {STREAM_TYPE}")
-        data = request_message(bytes(self._received), kind)
+        data = request_message(self.request.body, kind)
         timeout_ms = self.request.headers.get("Connect-Timeout-Ms")
         if method == "Connect":
             process_service.timeout_seconds(timeout_ms)  # checked; the process has its own
@@ -385,13 +363,13 @@ class E2BSandboxHandler(SandboxHandlerBase):
     # -- the code interpreter -------------------------------------------------------------------
 
     async def _run_code(self) -> None:
-        body, self._received = bytes(self._received), bytearray()
+        body = self.request.body
         with self._stream_turn():  # at most the owner's share of runs parse at once
             if len(body) <= MAX_JSON_BODY:
                 data = json_object(body)
             else:  # code of megabytes: parsed off the loop (protocol/strict_json.py)
                 data = await asyncio.to_thread(
-                    json_object, body, max_bytes=len(body), in_steps=True
+                    json_object, body, max_bytes=MAX_CODE_BODY, in_steps=True
                 )
             await self._send_lines(execute_stream.code_request(data))
 
@@ -442,24 +420,31 @@ class E2BFilesHandler(TurnHoldingHandler, E2BSandboxHandler):
     and waits for the turn while the body stays unread in its connection; what comes past
     the cap without a Content-Length is refused as it passes it."""
 
-    def _body_bound(self) -> int | None:
-        return None  # an upload's: checked in prepare, as it passes in data_received
+    _refusal: SandboxError | None = None  # a refusal answered once the body has come
 
     async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        self._received = bytearray()
         await super().prepare(*args, **kwargs)  # the token, before any byte of the body
         if self.request.method != "POST":
             return
-        check_user(self.get_query_argument("username", None))
         max_file_bytes = self.manager.files.max_bytes
         declared = self.request.headers.get("Content-Length", "")
         if declared.isascii() and declared.isdigit():
             check_upload_size(int(declared), max_file_bytes)
-        if not await self.take_turn(self.extension.uploads):
-            return  # the client left while it waited for the turn
         cap = max_upload_bytes(max_file_bytes)
         if cap and isinstance(self.request.connection, HTTP1Connection):
             # One past it, so that data_received sees it passed and says so.
             self.request.connection.set_max_body_size(cap + 1)
+        try:
+            check_user(self.query_argument("username"))
+        except SandboxError as exc:
+            # Answered once the body has come, unkept: answered now, with the body still on
+            # its way, the connection closes under the client, which can meet a reset before
+            # it reads the answer (the E2B SDK did, writing as another user).
+            self._refusal = exc
+            return
+        if not await self.take_turn(self.extension.uploads):
+            return  # the client left while it waited for the turn
 
     def data_received(self, chunk: bytes) -> None:
         if not self.holding_turn:
@@ -468,6 +453,8 @@ class E2BFilesHandler(TurnHoldingHandler, E2BSandboxHandler):
         check_upload_size(len(self._received), self.manager.files.max_bytes)
 
     async def _upload(self) -> None:
+        if self._refusal is not None:
+            raise self._refusal
         given = self.request.query_arguments.get("path")
         path = self._path_argument() if given else None
         content_type = self.request.headers.get("Content-Type", "")

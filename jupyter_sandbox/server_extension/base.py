@@ -276,10 +276,12 @@ class JsonBodyHandler(TurnHoldingHandler, SandboxAPIHandler):
         await super().prepare(*args, **kwargs)
         self._received = bytearray()
         self._keeping = self.current_user is not None  # an anonymous body is refused unkept
-        if not self._keeping or self.request.method not in ("POST", "PUT", "PATCH"):
+        if self.request.method not in ("POST", "PUT", "PATCH"):
             return
+        # An anonymous body too: its refusal (the method's, once the body has come, so that a
+        # client still writing it reads the answer rather than a reset) waits no longer.
         declared = bound_body(self, self.max_body_bytes, self.too_large_advice)
-        if declared is None or declared > MAX_JSON_BODY:
+        if self._keeping and (declared is None or declared > MAX_JSON_BODY):
             await self.take_turn(self.extension.uploads)
 
     # What to do instead, after the refusal of a body past the route's bound.
