@@ -27,13 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # 88-94 the JupyterHub gateway, 96-98 network refusals, 99-102 widgets in Lab, 110-113 the
 # network's ask mode, 114-115 the E2B API's process calls and the OpenAI Agents SDK's helper
 # scripts, 116-119 injected credentials, 120-123 TLS inspection, 124-125 the gateway's
-# workspace pin and per-user warm pools. The numbers between were not used.
+# workspace pin and per-user warm pools; round three of the host's hardening: 126-127 kernel
+# messages the server reads, 130-132 connections an owner holds, 134-140 what requests store and
+# move, 142-148 the gateway's kernels and the culler's passes, 150-152 request bodies. The
+# numbers between were not used.
 CHECKLIST_ROWS = [
     *range(1, 72),
     *range(73, 77),
     *range(80, 95),
     *range(96, 103),
-    *range(110, 126),
+    *range(110, 128),
+    *range(130, 133),
+    *range(134, 141),
+    *range(142, 149),
+    *range(150, 153),
 ]
 # Rows whose subject is not built yet or cannot apply; each reason says which.
 NOT_COVERED: dict[int, str] = {}
