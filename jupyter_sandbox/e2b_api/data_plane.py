@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated
@@ -55,7 +55,6 @@ from jupyter_sandbox.e2b_api.process_service import Processes
 from jupyter_sandbox.protocol.errors import (
     InvalidRequestError,
     SandboxError,
-    TooManyStreamsError,
 )
 from jupyter_sandbox.protocol.requests import MAX_JSON_BODY, json_object
 from jupyter_sandbox.sandbox.host.fair_share import current_owner
@@ -64,6 +63,7 @@ from jupyter_sandbox.sandbox.operations.code_runs import MAX_CODE, CodeRequest
 from jupyter_sandbox.sandbox.operations.commands import CommandRequest
 from jupyter_sandbox.sandbox.use_cases import resume_sandbox
 from jupyter_sandbox.server_extension.base import SandboxHandlerBase, TurnHoldingHandler
+from jupyter_sandbox.server_extension.event_stream import stream_turn
 from jupyter_sandbox.server_extension.file_handlers import send_file
 
 log = logging.getLogger(__name__)
@@ -199,21 +199,10 @@ class E2BSandboxHandler(SandboxHandlerBase):
         else:
             raise E2BUnsupportedError(f"{method} /{route[:200]} is not an envd route served here")
 
-    @contextlib.contextmanager
-    def _stream_turn(self) -> Iterator[None]:
+    def _stream_turn(self) -> contextlib.AbstractContextManager[None]:
         """One of the owner's event streams (SandboxExtension.max_event_streams_per_owner),
         as our REST API's streams take (event_stream.py): one past the cap is a 429."""
-        streams, owner = self.extension.event_streams, self.owner
-        refusal = streams.refusal(
-            owner, self.extension.max_event_streams_per_owner, self.extension.max_event_streams
-        )
-        if refusal is not None:
-            raise TooManyStreamsError(refusal)
-        streams.take(owner)
-        try:
-            yield
-        finally:
-            streams.give_back(owner)
+        return stream_turn(self.extension, self.owner)
 
     # -- envd's HTTP routes ---------------------------------------------------------------------
 

@@ -19,14 +19,14 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from tornado.iostream import StreamClosedError
 
 from jupyter_sandbox.protocol.errors import TooManyStreamsError
 from jupyter_sandbox.sandbox.manager import SandboxManager
-from jupyter_sandbox.server_extension.base import SandboxAPIHandler
+from jupyter_sandbox.server_extension.base import ExtensionServices, SandboxAPIHandler
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,20 @@ class RunResult(Protocol):
 
 
 Request = TypeVar("Request", bound=RunRequest)
+
+
+def stream_turn(
+    extension: ExtensionServices, owner: str
+) -> contextlib.AbstractContextManager[None]:
+    """One of ``owner``'s event streams held while in the block (an SSE stream, a code run of
+    this API, an E2B stream or run): TooManyStreamsError (429) at once past
+    SandboxExtension.max_event_streams_per_owner or max_event_streams."""
+    return extension.event_streams.holding(
+        owner,
+        extension.max_event_streams_per_owner,
+        extension.max_event_streams,
+        TooManyStreamsError,
+    )
 
 
 def sse_event(name: str, data: dict[str, Any]) -> bytes:
@@ -91,24 +105,10 @@ class EventStreamHandler(SandboxAPIHandler):
         events = stream(self.manager, self.owner, sandbox_id, request)
         await self.send_events(events, what)
 
-    @contextlib.contextmanager
-    def stream_turn(self) -> Iterator[None]:
+    def stream_turn(self) -> contextlib.AbstractContextManager[None]:
         """Hold one of the owner's event streams while in the block; TooManyStreamsError (429)
         at once when the owner (or the server) has as many as it may."""
-        streams = self.extension.event_streams
-        owner = self.owner
-        refusal = streams.refusal(
-            owner,
-            self.extension.max_event_streams_per_owner,
-            self.extension.max_event_streams,
-        )
-        if refusal is not None:
-            raise TooManyStreamsError(refusal)
-        streams.take(owner)
-        try:
-            yield
-        finally:
-            streams.give_back(owner)
+        return stream_turn(self.extension, self.owner)
 
     async def send_events(self, events: AsyncGenerator[Event, None], what: str) -> None:
         """Send ``events`` to the client as they come, until the last or until the client

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 
 # The owner on whose behalf the current task works; "" for the server's (or a kernel's) own.
@@ -178,3 +178,18 @@ class OwnerCap(Holdings):
                 f"most it may ({self.total_setting}): close one of yours, or try again later"
             )
         return None
+
+    @contextlib.contextmanager
+    def holding(
+        self, owner: str, per_owner: int, total: int, refused: Callable[[str], Exception]
+    ) -> Iterator[None]:
+        """Hold one for ``owner`` while in the block; ``refused(why)`` raised at once, holding
+        nothing, when a cap (:meth:`refusal`) allows no more."""
+        why = self.refusal(owner, per_owner, total)
+        if why is not None:
+            raise refused(why)
+        self.take(owner)
+        try:
+            yield
+        finally:
+            self.give_back(owner)
